@@ -1,0 +1,81 @@
+// swift-tools-version:6.2
+import PackageDescription
+
+// Module boundaries follow docs/architecture.md: pure cores (LabKernel and the protocol
+// modules) never import NIO or read a clock; only Simulator, Live and the CLI drive them.
+let strictSettings: [SwiftSetting] = [
+    .swiftLanguageMode(.v6),
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "fleetlab",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "fleetlab", targets: ["fleetlab"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1", traits: []),
+        // Already built for Hummingbird; named so Live can import their modules directly.
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+    ],
+    targets: [
+        // System libraries from Debian (libsqlite3-dev, libsodium-dev).
+        .systemLibrary(name: "CSQLite", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CSodium", providers: [.apt(["libsodium-dev"])]),
+
+        // Pure vocabulary: time, seeded randomness, distributions, timers, histograms.
+        .target(name: "LabKernel", swiftSettings: strictSettings),
+
+        // SQLite access and the results database.
+        .target(name: "LabStore", dependencies: ["LabKernel", "CSQLite", "CSodium"], swiftSettings: strictSettings),
+
+        // Discrete-event kernel, virtual network, device model, scenarios, recorder.
+        .target(
+            name: "Simulator",
+            dependencies: ["LabKernel", "LabStore", .product(name: "Yams", package: "Yams")],
+            swiftSettings: strictSettings
+        ),
+
+        // Self-contained HTML dashboards drawn from a results database.
+        .target(name: "Reports", dependencies: ["LabKernel", "LabStore"], swiftSettings: strictSettings),
+
+        // Hummingbird host for the reference servers.
+        .target(
+            name: "Live",
+            dependencies: [
+                "LabKernel",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strictSettings
+        ),
+
+        .executableTarget(
+            name: "fleetlab",
+            dependencies: [
+                "LabKernel", "LabStore", "Simulator", "Reports", "Live",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strictSettings
+        ),
+
+        .target(name: "LabTestSupport", dependencies: ["LabKernel"], path: "Tests/LabTestSupport", swiftSettings: strictSettings),
+        .testTarget(name: "LabKernelTests", dependencies: ["LabKernel", "LabTestSupport"], swiftSettings: strictSettings),
+        .testTarget(name: "LabStoreTests", dependencies: ["LabStore", "LabTestSupport"], swiftSettings: strictSettings),
+        .testTarget(name: "SimulatorTests", dependencies: ["Simulator", "LabStore", "LabTestSupport"], swiftSettings: strictSettings),
+        .testTarget(name: "ReportsTests", dependencies: ["Reports", "Simulator", "LabStore", "LabTestSupport"], swiftSettings: strictSettings),
+        .testTarget(name: "LiveTests", dependencies: ["Live", "LabTestSupport"], swiftSettings: strictSettings),
+        .testTarget(name: "FleetlabCLITests", dependencies: ["LabStore", "LabTestSupport"], swiftSettings: strictSettings),
+        .testTarget(name: "TidyTests", dependencies: ["LabTestSupport"], swiftSettings: strictSettings),
+    ]
+)

@@ -1,0 +1,38 @@
+/// A point in time, as integer nanoseconds since the origin of a run.
+///
+/// In simulation the origin is the scenario's start; in live mode it is the moment the
+/// driver started its monotonic clock. Cores never read a clock: they receive an
+/// `Instant` with every input.
+public struct Instant: Hashable, Comparable, Sendable, CustomStringConvertible {
+    public var nanoseconds: Int64
+
+    @inlinable
+    public init(nanoseconds: Int64) { self.nanoseconds = nanoseconds }
+
+    public static let zero = Instant(nanoseconds: 0)
+    /// Later than every instant a run can reach; used as "never".
+    public static let distantFuture = Instant(nanoseconds: .max)
+
+    @inlinable
+    public static func < (lhs: Instant, rhs: Instant) -> Bool { lhs.nanoseconds < rhs.nanoseconds }
+
+    @inlinable
+    public static func + (lhs: Instant, rhs: TimeSpan) -> Instant {
+        let (sum, overflow) = lhs.nanoseconds.addingReportingOverflow(rhs.nanoseconds)
+        return Instant(nanoseconds: overflow ? (rhs.nanoseconds > 0 ? .max : .min) : sum)
+    }
+
+    @inlinable
+    public static func - (lhs: Instant, rhs: TimeSpan) -> Instant { lhs + TimeSpan(nanoseconds: -rhs.nanoseconds) }
+
+    @inlinable
+    public static func - (lhs: Instant, rhs: Instant) -> TimeSpan {
+        TimeSpan(nanoseconds: lhs.nanoseconds - rhs.nanoseconds)
+    }
+
+    @inlinable
+    public static func += (lhs: inout Instant, rhs: TimeSpan) { lhs = lhs + rhs }
+
+    /// The time since the origin, printed as a span ("1h30m").
+    public var description: String { "t+" + TimeSpan(nanoseconds: nanoseconds).description }
+}

@@ -1,0 +1,89 @@
+public import LabKernel
+
+/// How a metric's values are stored and how people write bounds on them.
+public enum MetricUnit: String, Sendable, Hashable {
+    /// Durations, stored as integer nanoseconds; bounds are written as durations ("250ms").
+    case nanoseconds = "ns"
+    /// Plain counts; bounds are numbers.
+    case count
+    /// Seconds as a real number; bounds are numbers of seconds or durations.
+    case seconds = "s"
+    /// Battery percentages, stored as hundredths of a percent; bounds are percents.
+    case centipercent = "0.01%"
+    /// Events per hour; bounds are numbers.
+    case perHour = "1/h"
+    /// A percentage in [0, 100]; bounds are numbers.
+    case percent = "%"
+
+    /// Parses a bound as written in a scenario into the stored unit.
+    public func parseBound(_ text: String) -> Double? {
+        let cleaned = String(text.filter { $0 != "_" && $0 != "%" })
+        switch self {
+        case .nanoseconds:
+            // A bare number is ambiguous (seconds? milliseconds?), so durations need a unit.
+            guard cleaned.contains(where: \.isLetter) else { return nil }
+            return TimeSpan(cleaned).map { Double($0.nanoseconds) }
+        case .seconds:
+            if let value = Double(cleaned) { return value }
+            return TimeSpan(cleaned)?.seconds
+        case .centipercent:
+            return Double(cleaned).map { $0 * 100 }
+        case .count, .perHour, .percent:
+            return Double(cleaned)
+        }
+    }
+
+    public var boundDescription: String {
+        switch self {
+        case .nanoseconds: return "a duration with a unit, like 250ms"
+        case .seconds: return "a number of seconds or a duration"
+        case .centipercent, .percent: return "a percentage like 20"
+        case .count, .perHour: return "a number"
+        }
+    }
+
+    /// A stored value as people read it ("12.5ms", "43.2%", "1,200").
+    public func format(_ value: Double) -> String {
+        switch self {
+        case .nanoseconds: return Self.formatDuration(value)
+        case .seconds: return Self.formatDuration(value * 1e9)
+        case .centipercent: return Self.decimal(value / 100, digits: 1) + "%"
+        case .percent: return Self.decimal(value, digits: 1) + "%"
+        case .count, .perHour: return Self.decimal(value, digits: value == value.rounded() ? 0 : 1)
+        }
+    }
+
+    public static func formatDuration(_ ns: Double) -> String {
+        let a = abs(ns)
+        if a < 1_000 { return decimal(ns, digits: 0) + "ns" }
+        if a < 1_000_000 { return decimal(ns / 1_000, digits: 1) + "µs" }
+        if a < 1_000_000_000 { return decimal(ns / 1_000_000, digits: 1) + "ms" }
+        if a < 10e9 { return decimal(ns / 1e9, digits: 2) + "s" }
+        if a < 120e9 { return decimal(ns / 1e9, digits: 1) + "s" }
+        if a < 7_200e9 { return decimal(ns / 60e9, digits: 1) + "m" }
+        return decimal(ns / 3_600e9, digits: 1) + "h"
+    }
+
+    /// Fixed-point rendering without Foundation's locale-dependent formatters.
+    public static func decimal(_ value: Double, digits: Int) -> String {
+        guard value.isFinite else { return value.isNaN ? "n/a" : (value > 0 ? "∞" : "-∞") }
+        var scale = 1.0
+        for _ in 0..<digits { scale *= 10 }
+        let scaled = (abs(value) * scale).rounded()
+        let whole = UInt64(scaled / scale)
+        let fraction = UInt64(scaled - Double(whole) * scale)
+        var text = String(whole)
+        var grouped = ""
+        for (i, ch) in text.reversed().enumerated() {
+            if i > 0 && i % 3 == 0 { grouped.append(",") }
+            grouped.append(ch)
+        }
+        text = String(grouped.reversed())
+        if digits > 0 {
+            var f = String(fraction)
+            f = String(repeating: "0", count: digits - f.count) + f
+            text += "." + f
+        }
+        return (value < 0 && scaled != 0 ? "-" : "") + text
+    }
+}

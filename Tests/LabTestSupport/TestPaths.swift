@@ -1,0 +1,33 @@
+public import Foundation
+
+/// Where things are when tests run: the package root, its built products, scratch folders.
+public enum TestPaths {
+    /// The package root, found from this source file's location.
+    public static let packageRoot: URL = {
+        var url = URL(fileURLWithPath: #filePath)
+        while url.path != "/" {
+            url.deleteLastPathComponent()
+            if FileManager.default.fileExists(atPath: url.appendingPathComponent("Package.swift").path) { return url }
+        }
+        fatalError("Package.swift not found above \(#filePath)")
+    }()
+
+    /// A new empty directory under the system temporary directory.
+    public static func scratchDirectory(_ label: String = "fleetlab-test") -> URL {
+        let url = FileManager.default.temporaryDirectory
+            .appendingPathComponent("\(label)-\(ProcessInfo.processInfo.processIdentifier)-\(UUID().uuidString.prefix(8))")
+        try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+
+    /// The `fleetlab` executable built alongside the test bundle.
+    public static var fleetlabExecutable: URL {
+        var dir = Bundle.main.bundleURL
+        for _ in 0..<4 {
+            let candidate = dir.appendingPathComponent("fleetlab")
+            if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+            dir.deleteLastPathComponent()
+        }
+        return packageRoot.appendingPathComponent(".build/debug/fleetlab")
+    }
+}
