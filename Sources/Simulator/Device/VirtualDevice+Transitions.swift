@@ -1,0 +1,205 @@
+public import LabKernel
+
+extension VirtualDevice {
+    /// Fires every timeline due at or before `now`, then, in every-tick mode, the tick due
+    /// at `now`. Returns nothing: the driver asks `nextWake` afterwards.
+    public mutating func wake(
+        at now: Instant, deviceClass: DeviceClass, env: DeviceEnvironment,
+        tally: inout FleetTally, log: inout [DeviceObservation]
+    ) {
+        while true {
+            let (timeline, at) = earliestTimeline()
+            guard at <= now.nanoseconds else { break }
+            let when = Instant(nanoseconds: at)
+            transition(at: when, deviceClass: deviceClass, env: env, tally: &tally, log: &log) { device, log in
+                device.fire(timeline, at: when, deviceClass: deviceClass, env: env, log: &log)
+            }
+        }
+        if env.mode == .everyTick && tickLoopRunning && nextTick == now {
+            executeTick(at: now, env: env, tally: &tally)
+        }
+    }
+
+    /// Kills the app if it is running (a mass-app-kill fault).
+    public mutating func killApp(
+        at now: Instant, deviceClass: DeviceClass, env: DeviceEnvironment,
+        tally: inout FleetTally, log: inout [DeviceObservation]
+    ) {
+        guard app == .foreground || app == .background else { return }
+        transition(at: now, deviceClass: deviceClass, env: env, tally: &tally, log: &log) { device, log in
+            if device.screen == .ourApp {
+                device.screen = .otherApp  // the user is still looking at the phone
+            }
+            device.setApp(.killed, cause: .faultKill, at: now, log: &log)
+        }
+    }
+
+    /// Turns the radio off or back on (a radio-off fault).
+    public mutating func setRadioForcedOff(
+        _ off: Bool, at now: Instant, deviceClass: DeviceClass, env: DeviceEnvironment,
+        tally: inout FleetTally, log: inout [DeviceObservation]
+    ) {
+        transition(at: now, deviceClass: deviceClass, env: env, tally: &tally, log: &log) { device, _ in
+            device.radioForcedOff = off
+        }
+    }
+
+    /// The one way state changes: account the past under the old state, apply `change`,
+    /// then derive what follows from it (power state, tick loop, battery slope).
+    mutating func transition(
+        at t: Instant, deviceClass: DeviceClass, env: DeviceEnvironment,
+        tally: inout FleetTally, log: inout [DeviceObservation],
+        _ change: (inout VirtualDevice, inout [DeviceObservation]) -> Void
+    ) {
+        account(to: t, env: env, tally: &tally)
+        let networkBefore = network
+        change(&self, &log)
+        let level = batteryLevel(at: t)
+        let newPower = app == .poweredOff && !isPlugged ? .criticalBattery : derivedPowerState(level: level)
+        if newPower != power {
+            log.append(.power(from: power, to: newPower))
+            power = newPower
+        }
+        if network != networkBefore { log.append(.network(from: networkBefore, to: network)) }
+        refreshTickLoop(at: t)
+        rebaseBattery(at: t, power: deviceClass.power)
+    }
+
+    mutating func fire(_ timeline: DeviceTimeline, at t: Instant, deviceClass: DeviceClass, env: DeviceEnvironment, log: inout [DeviceObservation]) {
+        let life = deviceClass.lifecycle, power = deviceClass.power, net = deviceClass.network
+        switch timeline {
+        case .usage:
+            if screen == .off { startSession(at: t, life: life, log: &log) } else { endSession(at: t, life: life, env: env, log: &log) }
+        case .charger:
+            if pluggedOvernight {
+                pluggedOvernight = false
+                log.append(.charger(plugged: false, overnight: true))
+                scheduleNextOvernightPlug(from: t, power: power, env: env)
+            } else {
+                if generator.chance(power.overnightCharge) {
+                    let wasPlugged = isPlugged
+                    pluggedOvernight = true
+                    pluggedTopUp = false
+                    if !wasPlugged { log.append(.charger(plugged: true, overnight: true)) }
+                    bootIfDead(at: t, life: life, env: env, log: &log)
+                    set(.charger, env.clock.next(jitteredWake(power), after: t))
+                } else {
+                    scheduleNextOvernightPlug(from: t + .hours(1), power: power, env: env)
+                }
+            }
+        case .topUp:
+            if inTopUp {
+                inTopUp = false
+                if pluggedTopUp {
+                    pluggedTopUp = false
+                    log.append(.charger(plugged: false, overnight: false))
+                }
+                scheduleNextTopUp(from: t, power: power, env: env)
+            } else {
+                inTopUp = true
+                if !isPlugged {
+                    pluggedTopUp = true
+                    log.append(.charger(plugged: true, overnight: false))
+                    bootIfDead(at: t, life: life, env: env, log: &log)
+                }
+                set(.topUp, t + power.topUpLength.sampleSpan(using: &generator))
+            }
+        case .networkSwitch:
+            access = generator.chance(net.wifiShare) ? .wifi : .cellular
+            set(.networkSwitch, t + net.switchEvery.sampleSpan(using: &generator))
+        case .offlineWindow:
+            if inOfflineWindow {
+                inOfflineWindow = false
+                scheduleNextOfflineWindow(from: t, net: net)
+            } else {
+                inOfflineWindow = true
+                set(.offlineWindow, t + net.offlineLength.sampleSpan(using: &generator))
+            }
+        case .backgroundWindow:
+            guard let every = life.backgroundEvery else { clear(.backgroundWindow); return }
+            if inBackgroundWindow {
+                inBackgroundWindow = false
+                windowOpensAt = windowOpensAt + every
+                set(.backgroundWindow, windowOpensAt)
+            } else {
+                inBackgroundWindow = true
+                windowOpensAt = t
+                set(.backgroundWindow, t + life.backgroundWindow)
+            }
+        case .osKill:
+            clear(.osKill)
+            if app == .background { setApp(.killed, cause: .osKill, at: t, log: &log) }
+        case .battery:
+            clear(.battery)
+            if batteryLevel(at: t) == 0 && !isPlugged && app != .poweredOff {
+                powerOff(at: t, log: &log)
+            }
+        }
+    }
+
+    // MARK: Sessions and lifecycle
+
+    mutating func startSession(at t: Instant, life: LifecycleProfile, log: inout [DeviceObservation]) {
+        let ours = generator.chance(life.appShare)
+        screen = ours ? .ourApp : .otherApp
+        set(.usage, t + life.sessionLength.sampleSpan(using: &generator))
+        sessionStartedAt = t
+        guard ours else { return }
+        switch app {
+        case .background: setApp(.foreground, cause: .opened, at: t, log: &log)
+        case .killed: setApp(.foreground, cause: .relaunched, at: t, log: &log)
+        case .foreground, .poweredOff: preconditionFailure("a session started while the app was \(app)")
+        }
+    }
+
+    mutating func endSession(at t: Instant, life: LifecycleProfile, env: DeviceEnvironment, log: inout [DeviceObservation]) {
+        let ours = screen == .ourApp
+        log.append(.session(length: t - sessionStartedAt, ourApp: ours))
+        screen = .off
+        if ours && app == .foreground {
+            if generator.chance(life.userKill) {
+                setApp(.killed, cause: .userKill, at: t, log: &log)
+            } else {
+                setApp(.background, cause: .left, at: t, log: &log)
+                enterBackground(at: t, life: life)
+            }
+        }
+        scheduleNextSession(from: t, life: life, env: env)
+    }
+
+    /// Changes the app state and clears the timelines that only make sense in the old one.
+    mutating func setApp(_ new: AppState, cause: LifecycleCause, at t: Instant, log: inout [DeviceObservation]) {
+        guard new != app else { return }
+        log.append(.lifecycle(from: app, to: new, cause: cause))
+        if app == .background {
+            inBackgroundWindow = false
+            clear(.backgroundWindow)
+            clear(.osKill)
+        }
+        app = new
+    }
+
+    /// Arms the OS-kill and background-window timelines for a freshly backgrounded app.
+    mutating func enterBackground(at t: Instant, life: LifecycleProfile) {
+        if let killAfter = life.backgroundKillAfter {
+            set(.osKill, t + killAfter.sampleSpan(using: &generator))
+        }
+        if let every = life.backgroundEvery {
+            windowOpensAt = t + every
+            set(.backgroundWindow, windowOpensAt)
+        }
+    }
+
+    mutating func powerOff(at t: Instant, log: inout [DeviceObservation]) {
+        if screen != .off { log.append(.session(length: t - sessionStartedAt, ourApp: screen == .ourApp)) }
+        screen = .off
+        setApp(.poweredOff, cause: .batteryDied, at: t, log: &log)
+        clear(.usage)
+    }
+
+    mutating func bootIfDead(at t: Instant, life: LifecycleProfile, env: DeviceEnvironment, log: inout [DeviceObservation]) {
+        guard app == .poweredOff else { return }
+        setApp(.killed, cause: .booted, at: t, log: &log)
+        scheduleNextSession(from: t, life: life, env: env)
+    }
+}

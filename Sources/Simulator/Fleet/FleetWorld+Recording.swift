@@ -1,0 +1,119 @@
+public import LabKernel
+public import LabStore
+
+extension FleetWorld {
+    /// Turns a device's observations into metrics, samples and invariant checks.
+    mutating func drainLog(device: Int, at now: Instant) {
+        for observation in log {
+            switch observation {
+            case .lifecycle(let from, let to, let cause):
+                recorder.add(metrics.transitions[Int(cause.rawValue)])
+                invariants.check(invariantIDs.lifecycleTransitionValid, Self.isValid(from: from, to: to, cause: cause),
+                                 "device \(device) at \(now): \(from) -> \(to) by \(cause)")
+                sampler.offer(at: now, device: device, kind: "lifecycle") { "\(from) -> \(to) (\(cause))" }
+            case .power(let from, let to):
+                recorder.add(metrics.powerTransitions[Int(to.rawValue)])
+                sampler.offer(at: now, device: device, kind: "power") { "\(from) -> \(to)" }
+            case .charger(let plugged, let overnight):
+                if plugged { recorder.add(metrics.plugs[overnight ? 0 : 1]) }
+                sampler.offer(at: now, device: device, kind: "charger") {
+                    (plugged ? "plugged in" : "unplugged") + (overnight ? " (overnight)" : " (top-up)")
+                }
+            case .network(let from, let to):
+                recorder.add(metrics.networkChanges[Int(to.rawValue)])
+                sampler.offer(at: now, device: device, kind: "network") { "\(from) -> \(to)" }
+            case .session(let length, let ours):
+                recorder.add(metrics.sessions[ours ? 0 : 1])
+                recorder.observe(metrics.sessionLength[ours ? 0 : 1], UInt64(max(0, length.nanoseconds)))
+            }
+        }
+        log.removeAll(keepingCapacity: true)
+    }
+
+    /// Which lifecycle changes the model may make, by cause.
+    static func isValid(from: AppState, to: AppState, cause: LifecycleCause) -> Bool {
+        switch cause {
+        case .opened: return from == .background && to == .foreground
+        case .relaunched: return from == .killed && to == .foreground
+        case .left: return from == .foreground && to == .background
+        case .userKill: return from == .foreground && to == .killed
+        case .osKill: return from == .background && to == .killed
+        case .batteryDied: return from != .poweredOff && to == .poweredOff
+        case .booted: return from == .poweredOff && to == .killed
+        case .faultKill: return (from == .foreground || from == .background) && to == .killed
+        }
+    }
+
+    /// Brings every device's accounting up to `now`, samples the fleet and closes the bucket.
+    mutating func closeBucket(startingAt start: Int64, at now: Instant) {
+        var byPower = [Double](repeating: 0, count: 4)
+        var byApp = [Double](repeating: 0, count: AppState.allCases.count)
+        var byNetwork = [Double](repeating: 0, count: NetworkState.allCases.count)
+        var levelSum = 0.0
+        for index in devices.indices {
+            devices[index].account(to: now, env: environment, tally: &tally)
+            let device = devices[index]
+            let level = device.batteryLevel(at: now)
+            byPower[Int(device.power.rawValue)] += 1
+            byApp[Int(device.app.rawValue)] += 1
+            byNetwork[Int(device.network.rawValue)] += 1
+            levelSum += Double(level)
+            recorder.observe(metrics.batteryLevel, UInt64(max(0, level / 1_000_000)))
+            invariants.check(invariantIDs.batteryInRange, level >= 0 && level <= PowerProfile.full,
+                             "device \(index) at \(now): battery level \(level) µ% out of range")
+            invariants.check(invariantIDs.powerStateMatchesBattery, device.powerStateIsConsistent(at: now),
+                             "device \(index) at \(now): \(device.power) with battery \(level) µ%, plugged \(device.isPlugged)")
+        }
+        for state in PowerState.allCases {
+            let s = Int(state.rawValue)
+            recorder.add(metrics.ticks[s][0], Double(tally.ticksExecuted[s]))
+            recorder.add(metrics.ticks[s][1], Double(tally.ticksFastForwarded[s]))
+            recorder.add(metrics.deviceSeconds[s], Double(tally.deviceTime[s]) / 1e9)
+            recorder.add(metrics.activeSeconds[s], Double(tally.activeTime[s]) / 1e9)
+            recorder.set(metrics.devicesByPower[s], byPower[s])
+        }
+        tally.reset()
+        for (i, count) in byApp.enumerated() { recorder.set(metrics.devicesByApp[i], count) }
+        for (i, count) in byNetwork.enumerated() { recorder.set(metrics.devicesByNetwork[i], count) }
+        recorder.set(metrics.batteryMean, devices.isEmpty ? 0 : levelSum / Double(devices.count) / 1_000_000)
+        recorder.add(metrics.events, Double(eventsInBucket))
+        eventsInBucket = 0
+        recorder.closeBucket(startingAt: start)
+        sink?(recorder.takeBatch())
+    }
+
+    /// Ends the run at `now`: the last (possibly partial) bucket, per-device figures,
+    /// the event sample, invariants and thresholds. Returns the threshold results.
+    public mutating func finish(at now: Instant) -> [ThresholdResultRow] {
+        let width = scenario.bucket.nanoseconds
+        let lastStart = (max(0, now.nanoseconds - 1) / width) * width
+        closeBucket(startingAt: lastStart, at: now)
+        for device in devices {
+            for state in PowerState.allCases {
+                let time = device.time(in: state)
+                // Rates over less than ten minutes in a state say more about rounding than the device.
+                guard time >= 600_000_000_000 else { continue }
+                let perHour = Double(device.ticks.total(state)) * 3_600e9 / Double(time)
+                recorder.observeRun(metrics.ticksPerHour[Int(state.rawValue)], UInt64(perHour.rounded()))
+            }
+        }
+        recorder.closeRun()
+        let thresholds = ThresholdEvaluator.evaluate(scenario.thresholds, recorder: recorder)
+        var batch = recorder.takeBatch()
+        batch.events = sampler.rows
+        batch.invariants = invariants.rows
+        batch.thresholds = thresholds
+        sink?(batch)
+        return thresholds
+    }
+}
+
+extension VirtualDevice {
+    /// True when the reported power state is the one the battery and charger imply, or a
+    /// threshold crossing is due at this very instant and has not been processed yet.
+    func powerStateIsConsistent(at t: Instant) -> Bool {
+        if deadline(.battery) <= t.nanoseconds { return true }
+        if app == .poweredOff && !isPlugged { return power == .criticalBattery }
+        return power == derivedPowerState(level: batteryLevel(at: t))
+    }
+}

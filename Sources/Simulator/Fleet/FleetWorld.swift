@@ -1,0 +1,120 @@
+public import LabKernel
+public import LabStore
+
+/// The simulated fleet: every device of a scenario, the recorder and the fault schedule.
+///
+/// Event order at one instant: bucket ends and faults are scheduled before any device
+/// wake-up, so at equal times they run first. Device wake-ups carry a generation number;
+/// when something outside the device (a fault) changes its deadlines, the generation is
+/// bumped and the stale wake-up is ignored.
+public struct FleetWorld: SimulationWorld {
+    public enum Event: Sendable {
+        case wake(device: UInt32, generation: UInt32)
+        case bucketEnd(index: UInt32)
+        case fault(index: UInt16, ending: Bool)
+    }
+
+    public internal(set) var devices: [VirtualDevice] = []
+    public let classes: [DeviceClass]
+    public let environment: DeviceEnvironment
+    public let scenario: Scenario
+    public internal(set) var recorder = Recorder()
+    public internal(set) var invariants = InvariantLedger()
+    public internal(set) var sampler: EventSampler
+    var tally = FleetTally()
+    var log: [DeviceObservation] = []
+    var metrics: FleetMetrics
+    var invariantIDs: FleetInvariants
+    var eventsInBucket: UInt64 = 0
+    let root: StreamSeed
+    let end: Instant
+    /// Receives each closed bucket's rows (the results writer); nil in model-only runs.
+    let sink: (@Sendable (ResultsBatch) -> Void)?
+
+    public init(scenario: Scenario, sink: (@Sendable (ResultsBatch) -> Void)?) {
+        self.scenario = scenario
+        self.root = StreamSeed(scenario.seed)
+        self.end = .zero + scenario.duration
+        self.sink = sink
+        self.environment = DeviceEnvironment(clock: DayClock(startOffset: scenario.startAt), tickInterval: scenario.ticks.interval,
+                                             mode: scenario.ticks.mode)
+        var first = 0
+        var classes: [DeviceClass] = []
+        for population in scenario.devices {
+            classes.append(DeviceClass(name: population.name, count: population.count, firstDevice: first,
+                                       power: population.power, lifecycle: population.lifecycle, network: population.network))
+            first += population.count
+        }
+        self.classes = classes
+        self.sampler = EventSampler(capacity: scenario.eventSample, seed: root.child(.recorder))
+        var recorder = Recorder()
+        self.metrics = FleetMetrics(recorder: &recorder)
+        self.recorder = recorder
+        var ledger = InvariantLedger()
+        self.invariantIDs = FleetInvariants(ledger: &ledger)
+        self.invariants = ledger
+        devices.reserveCapacity(first)
+        let deviceRoot = root.child(.device)
+        for (index, deviceClass) in classes.enumerated() {
+            let classSeed = deviceRoot.child(deviceClass.name)
+            for member in 0..<deviceClass.count {
+                devices.append(VirtualDevice(deviceClass: deviceClass, classIndex: UInt16(index),
+                                             seed: classSeed.child(UInt64(member)), environment: environment))
+            }
+        }
+    }
+
+    /// The events a run starts with: bucket ends, faults, then each device's first wake-up.
+    public func initialEvents() -> EventQueue<Event> {
+        var queue = EventQueue<Event>(reservingCapacity: devices.count + 64)
+        let width = scenario.bucket.nanoseconds
+        var index: UInt32 = 0
+        var boundary = width
+        while boundary < end.nanoseconds {
+            queue.schedule(.bucketEnd(index: index), at: Instant(nanoseconds: boundary))
+            index += 1
+            boundary += width
+        }
+        for (index, fault) in scenario.faults.enumerated() {
+            queue.schedule(.fault(index: UInt16(index), ending: false), at: .zero + fault.at)
+            if case .radioOff(let at, let duration, _, _) = fault, at + duration < scenario.duration {
+                queue.schedule(.fault(index: UInt16(index), ending: true), at: .zero + at + duration)
+            }
+        }
+        for index in devices.indices {
+            let next = devices[index].nextWake(environment)
+            if next < end { queue.schedule(.wake(device: UInt32(index), generation: 0), at: next) }
+        }
+        return queue
+    }
+
+    public mutating func handle(_ event: Event, at now: Instant, queue: inout EventQueue<Event>) {
+        eventsInBucket &+= 1
+        switch event {
+        case .wake(let device, let generation):
+            let index = Int(device)
+            guard devices[index].wakeGeneration == generation else { return }
+            devices[index].wake(at: now, deviceClass: classes[Int(devices[index].classIndex)], env: environment,
+                                tally: &tally, log: &log)
+            if !log.isEmpty { drainLog(device: index, at: now) }
+            scheduleWake(index, queue: &queue)
+        case .bucketEnd(let index):
+            closeBucket(startingAt: Int64(index) * scenario.bucket.nanoseconds, at: now)
+        case .fault(let index, let ending):
+            applyFault(Int(index), ending: ending, at: now, queue: &queue)
+        }
+    }
+
+    mutating func scheduleWake(_ index: Int, queue: inout EventQueue<Event>) {
+        let next = devices[index].nextWake(environment)
+        if next < end {
+            queue.schedule(.wake(device: UInt32(index), generation: devices[index].wakeGeneration), at: next)
+        }
+    }
+
+    /// Forgets a device's pending wake-up and schedules a fresh one (after an outside change).
+    mutating func reschedule(_ index: Int, queue: inout EventQueue<Event>) {
+        devices[index].wakeGeneration &+= 1
+        scheduleWake(index, queue: &queue)
+    }
+}

@@ -1,0 +1,80 @@
+public import LabKernel
+public import LabStore
+
+/// Every metric a run can record: its kind, unit and meaning. Scenario thresholds are
+/// checked against this list when the file is loaded, so a typo fails before the run.
+public enum MetricCatalog {
+    public struct Entry: Sendable {
+        public var name: String
+        public var kind: MetricKind
+        public var unit: MetricUnit
+        public var labelKeys: [String]
+        public var description: String
+
+        public var defaultStatistic: ThresholdStatistic {
+            switch kind {
+            case .counter: return .total
+            case .gauge: return .mean
+            case .histogram: return .percentile(50)
+            }
+        }
+
+        /// Why `statistic` does not apply to this metric, or nil.
+        public func problem(with statistic: ThresholdStatistic) -> String? {
+            switch (kind, statistic) {
+            case (.histogram, .percentile), (.histogram, .mean), (.histogram, .max), (.histogram, .min), (.histogram, .count):
+                return nil
+            case (.counter, .total):
+                return nil
+            case (.gauge, .mean), (.gauge, .max), (.gauge, .min), (.gauge, .last):
+                return nil
+            default:
+                let allowed: String
+                switch kind {
+                case .histogram: allowed = "percentile, mean, max, min or count"
+                case .counter: allowed = "total"
+                case .gauge: allowed = "mean, max, min or last"
+                }
+                return "\(name) is a \(kind.rawValue); its thresholds use \(allowed), not \(statistic)"
+            }
+        }
+    }
+
+    public static let entries: [Entry] = [
+        Entry(name: "sim.events", kind: .counter, unit: .count, labelKeys: [], description: "Kernel events processed"),
+        Entry(name: "ticks", kind: .counter, unit: .count, labelKeys: ["mode", "power_state"],
+              description: "Engine ticks, executed one by one or fast-forwarded in bulk"),
+        Entry(name: "device.seconds", kind: .counter, unit: .seconds, labelKeys: ["power_state"],
+              description: "Device time spent in each power state"),
+        Entry(name: "device.active_seconds", kind: .counter, unit: .seconds, labelKeys: ["power_state"],
+              description: "Device time with the engine's tick loop running"),
+        Entry(name: "lifecycle.transitions", kind: .counter, unit: .count, labelKeys: ["cause"],
+              description: "App lifecycle changes by cause"),
+        Entry(name: "power.transitions", kind: .counter, unit: .count, labelKeys: ["to"],
+              description: "Power state changes by new state"),
+        Entry(name: "charger.plugs", kind: .counter, unit: .count, labelKeys: ["kind"],
+              description: "Charger plug-ins, overnight or top-up"),
+        Entry(name: "network.changes", kind: .counter, unit: .count, labelKeys: ["to"],
+              description: "Radio changes by new state"),
+        Entry(name: "sessions", kind: .counter, unit: .count, labelKeys: ["app"],
+              description: "Screen sessions, in our app or another"),
+        Entry(name: "devices.power_state", kind: .gauge, unit: .count, labelKeys: ["power_state"],
+              description: "Devices in each power state at the end of each bucket"),
+        Entry(name: "devices.app_state", kind: .gauge, unit: .count, labelKeys: ["state"],
+              description: "Devices in each app state at the end of each bucket"),
+        Entry(name: "devices.network", kind: .gauge, unit: .count, labelKeys: ["network"],
+              description: "Devices on each network at the end of each bucket"),
+        Entry(name: "battery.mean", kind: .gauge, unit: .percent, labelKeys: [],
+              description: "Mean battery level at the end of each bucket"),
+        Entry(name: "battery.level", kind: .histogram, unit: .percent, labelKeys: [],
+              description: "Battery level of every device at the end of each bucket"),
+        Entry(name: "session.length", kind: .histogram, unit: .nanoseconds, labelKeys: ["app"],
+              description: "Length of screen sessions"),
+        Entry(name: "ticks.per_device_hour", kind: .histogram, unit: .perHour, labelKeys: ["power_state"],
+              description: "Each device's ticks per hour spent in a power state, over the run"),
+    ]
+
+    public static var names: [String] { entries.map(\.name) }
+
+    public static func entry(named name: String) -> Entry? { entries.first { $0.name == name } }
+}

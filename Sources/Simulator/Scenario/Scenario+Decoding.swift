@@ -1,0 +1,69 @@
+public import LabKernel
+
+extension Scenario: Decodable {
+    enum CodingKeys: String, CodingKey, CaseIterable {
+        case name, description, seed, duration, startAt, bucket, ticks, links, devices, faults, thresholds, eventSample
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        func fail(_ key: CodingKeys, _ message: String) -> DecodingError {
+            DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [key], debugDescription: message))
+        }
+        name = try c.decode(String.self, forKey: .name)
+        guard !name.isEmpty, name.allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) }) else {
+            throw fail(.name, "a scenario name uses letters, digits, '-', '_' and '.' only")
+        }
+        description = try c.decodeIfPresent(String.self, forKey: .description) ?? ""
+        seed = try c.decode(UInt64.self, forKey: .seed)
+        duration = try c.decode(TimeSpan.self, forKey: .duration)
+        guard duration > .zero && duration <= .days(366) else { throw fail(.duration, "a duration is between 1ns and 366d") }
+        if let start = try c.decodeIfPresent(String.self, forKey: .startAt) {
+            guard let tod = parseTimeOfDay(start) else { throw fail(.startAt, "expected a time of day like 08:00, found '\(start)'") }
+            startAt = tod
+        } else {
+            startAt = .hours(8)
+        }
+        bucket = try c.decodeIfPresent(TimeSpan.self, forKey: .bucket) ?? Self.defaultBucket(for: duration)
+        guard bucket >= .seconds(1) else { throw fail(.bucket, "a bucket is at least 1s") }
+        guard duration.nanoseconds / bucket.nanoseconds <= 100_000 else { throw fail(.bucket, "more than 100,000 buckets; use a wider bucket") }
+        ticks = try c.decodeIfPresent(TickSettings.self, forKey: .ticks) ?? TickSettings()
+        links = try c.decodeIfPresent(LinkSettings.self, forKey: .links) ?? LinkSettings()
+        devices = try c.decode([Population].self, forKey: .devices)
+        guard !devices.isEmpty else { throw fail(.devices, "a scenario has at least one device population") }
+        var seen: Set<String> = []
+        for (index, population) in devices.enumerated() where !seen.insert(population.name).inserted {
+            throw DecodingError.dataCorrupted(.init(
+                codingPath: c.codingPath + [CodingKeys.devices, IndexKey(index), Population.CodingKeys.name],
+                debugDescription: "population name '\(population.name)' is used twice"))
+        }
+        faults = try c.decodeIfPresent([Fault].self, forKey: .faults) ?? []
+        for (index, fault) in faults.enumerated() {
+            let path = c.codingPath + [CodingKeys.faults, IndexKey(index)]
+            if fault.at >= duration {
+                throw DecodingError.dataCorrupted(.init(codingPath: path, debugDescription: "fault at \(fault.at) is not before the end of the run (\(duration))"))
+            }
+            if let population = fault.population, !seen.contains(population) {
+                throw DecodingError.dataCorrupted(.init(codingPath: path, debugDescription: "no device population named '\(population)'"))
+            }
+        }
+        thresholds = try c.decodeIfPresent([Threshold].self, forKey: .thresholds) ?? []
+        for (index, threshold) in thresholds.enumerated() {
+            let keys = MetricCatalog.entry(named: threshold.metric)?.labelKeys ?? []
+            if let unknown = threshold.labels.keys.sorted().first(where: { !keys.contains($0) }) {
+                throw DecodingError.dataCorrupted(.init(
+                    codingPath: c.codingPath + [CodingKeys.thresholds, IndexKey(index)],
+                    debugDescription: "\(threshold.metric) has no label '\(unknown)'"
+                        + (keys.isEmpty ? "; it takes none" : "; its labels are: \(keys.joined(separator: ", "))")))
+            }
+        }
+        eventSample = try c.decodeIfPresent(Int.self, forKey: .eventSample) ?? 10_000
+        guard (0...1_000_000).contains(eventSample) else { throw fail(.eventSample, "expected 0...1000000 events") }
+    }
+
+    /// The narrowest of a few round widths that gives at most 200 buckets.
+    static func defaultBucket(for duration: TimeSpan) -> TimeSpan {
+        let choices: [TimeSpan] = [.minutes(1), .minutes(5), .minutes(10), .minutes(15), .minutes(30), .hours(1), .hours(2), .hours(6), .days(1)]
+        return choices.first { duration.nanoseconds / $0.nanoseconds <= 200 } ?? .days(1)
+    }
+}

@@ -1,0 +1,262 @@
+public import LabKernel
+import LabStore
+
+/// A simulation scenario, as written in a YAML file under `simulations/`.
+/// docs/scenarios.md documents every key.
+public struct Scenario: Sendable {
+    public var name: String
+    public var description: String
+    public var seed: UInt64
+    public var duration: TimeSpan
+    /// Time of day at the run's origin.
+    public var startAt: TimeSpan
+    /// Width of a time bucket in the results' series.
+    public var bucket: TimeSpan
+    public var ticks: TickSettings
+    public var links: LinkSettings
+    public var devices: [Population]
+    public var faults: [Fault]
+    public var thresholds: [Threshold]
+    /// How many events the results keep in their sample.
+    public var eventSample: Int
+    /// The scenario file's text, stored in the results so a run documents itself.
+    public var text: String = ""
+
+    public var deviceCount: Int { devices.reduce(0) { $0 + $1.count } }
+}
+
+public struct TickSettings: Sendable, Hashable, Decodable {
+    /// The engine's `tickIntervalMs` before the power multiplier.
+    public var interval: TimeSpan = .milliseconds(100)
+    public var mode: TickMode = .fastForward
+
+    enum CodingKeys: String, CodingKey, CaseIterable { case interval, mode }
+
+    public init() {}
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        interval = try c.decodeIfPresent(TimeSpan.self, forKey: .interval) ?? interval
+        mode = try c.decodeIfPresent(TickMode.self, forKey: .mode) ?? mode
+        guard interval >= .milliseconds(1) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [CodingKeys.interval],
+                                                    debugDescription: "the tick interval must be at least 1ms"))
+        }
+    }
+}
+
+extension TickMode: Decodable {
+    public init(from decoder: any Decoder) throws {
+        let text = try decoder.singleValueContainer().decode(String.self)
+        guard let mode = TickMode(rawValue: text) else {
+            throw DecodingError.dataCorrupted(.init(
+                codingPath: decoder.codingPath,
+                debugDescription: "expected one of: \(TickMode.allCases.map(\.rawValue).joined(separator: ", ")); found '\(text)'"))
+        }
+        self = mode
+    }
+}
+
+/// Link profiles per access kind; absent kinds keep their defaults.
+public struct LinkSettings: Sendable, Hashable, Decodable {
+    public var wifi: LinkProfile = .wifi
+    public var cellular: LinkProfile = .cellular
+    public var datacenter: LinkProfile = .datacenter
+
+    enum CodingKeys: String, CodingKey, CaseIterable { case wifi, cellular, datacenter }
+
+    public init() {}
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        wifi = try c.decodeIfPresent(LinkSpec.self, forKey: .wifi)?.profile(over: .wifi) ?? .wifi
+        cellular = try c.decodeIfPresent(LinkSpec.self, forKey: .cellular)?.profile(over: .cellular) ?? .cellular
+        datacenter = try c.decodeIfPresent(LinkSpec.self, forKey: .datacenter)?.profile(over: .datacenter) ?? .datacenter
+    }
+
+    public var profiles: [AccessKind: LinkProfile] { [.wifi: wifi, .cellular: cellular, .datacenter: datacenter] }
+}
+
+struct LinkSpec: Decodable {
+    var latency: Distribution?
+    var loss: Ratio?
+    var duplication: Ratio?
+
+    enum CodingKeys: String, CodingKey, CaseIterable { case latency, loss, duplication }
+
+    func profile(over base: LinkProfile) -> LinkProfile {
+        LinkProfile(latency: latency ?? base.latency, loss: loss ?? base.loss, duplication: duplication ?? base.duplication)
+    }
+}
+
+/// A device population: how many devices and which profiles they follow.
+public struct Population: Sendable, Hashable, Decodable {
+    public var name: String
+    public var count: Int
+    public var power: PowerProfile
+    public var lifecycle: LifecycleProfile
+    public var network: NetworkProfile
+
+    enum CodingKeys: String, CodingKey, CaseIterable { case name, count, power, lifecycle, network }
+
+    public init(name: String, count: Int, power: PowerProfile, lifecycle: LifecycleProfile, network: NetworkProfile) {
+        self.name = name
+        self.count = count
+        self.power = power
+        self.lifecycle = lifecycle
+        self.network = network
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        name = try c.decode(String.self, forKey: .name)
+        count = try c.decode(Int.self, forKey: .count)
+        guard count >= 0 && count <= 50_000_000 else {
+            throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [CodingKeys.count],
+                                                    debugDescription: "count must be between 0 and 50,000,000"))
+        }
+        power = try c.decodeIfPresent(PowerProfile.self, forKey: .power) ?? PowerProfile.presets["typical"]!
+        lifecycle = try c.decodeIfPresent(LifecycleProfile.self, forKey: .lifecycle) ?? LifecycleProfile.presets["typical"]!
+        network = try c.decodeIfPresent(NetworkProfile.self, forKey: .network) ?? NetworkProfile.presets["typical"]!
+    }
+}
+
+/// A fault injected at a scenario time. Faults are data: the same list and seed give the
+/// same run.
+public enum Fault: Sendable, Hashable {
+    /// The OS kills the app on a fraction of devices at once (an OS update, a memory storm).
+    case massAppKill(at: TimeSpan, fraction: Ratio, population: String?)
+    /// A fraction of devices lose their radio for a while (an outage of a carrier).
+    case radioOff(at: TimeSpan, duration: TimeSpan, fraction: Ratio, population: String?)
+
+    public var at: TimeSpan {
+        switch self {
+        case .massAppKill(let at, _, _), .radioOff(let at, _, _, _): return at
+        }
+    }
+
+    public var kind: String {
+        switch self {
+        case .massAppKill: return "mass-app-kill"
+        case .radioOff: return "radio-off"
+        }
+    }
+
+    /// The population the fault is limited to, or nil for every device.
+    public var population: String? {
+        switch self {
+        case .massAppKill(_, _, let population), .radioOff(_, _, _, let population): return population
+        }
+    }
+}
+
+extension Fault: Decodable {
+    enum CodingKeys: String, CodingKey, CaseIterable { case kind, at, duration, fraction, devices }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        let kind = try c.decode(String.self, forKey: .kind)
+        let at = try c.decode(TimeSpan.self, forKey: .at)
+        let fraction = try c.decodeIfPresent(Ratio.self, forKey: .fraction) ?? .one
+        let population = try c.decodeIfPresent(String.self, forKey: .devices)
+        func reject(_ key: CodingKeys) throws {
+            if c.contains(key) {
+                throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [key],
+                                                        debugDescription: "'\(key.stringValue)' does not apply to a \(kind) fault"))
+            }
+        }
+        switch kind {
+        case "mass-app-kill":
+            try reject(.duration)
+            self = .massAppKill(at: at, fraction: fraction, population: population)
+        case "radio-off":
+            self = .radioOff(at: at, duration: try c.decode(TimeSpan.self, forKey: .duration), fraction: fraction, population: population)
+        default:
+            throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [CodingKeys.kind],
+                                                    debugDescription: "unknown fault kind '\(kind)'; expected one of: mass-app-kill, radio-off"))
+        }
+    }
+}
+
+/// A pass/fail bound on a metric that decides the exit code (k6's thresholds).
+public struct Threshold: Sendable, Hashable {
+    public var metric: String
+    /// Only metrics whose labels include these.
+    public var labels: [String: String]
+    public var statistic: ThresholdStatistic
+    public var bound: ThresholdBound
+    /// The bound as written in the file, for messages.
+    public var boundText: String
+}
+
+public enum ThresholdStatistic: Sendable, Hashable, CustomStringConvertible {
+    case percentile(Double)
+    case mean, max, min, count, total, last
+
+    public var description: String {
+        switch self {
+        case .percentile(let p):
+            let text = p == p.rounded() ? String(Int(p)) : String(p)
+            return "p\(text)"
+        case .mean: return "mean"
+        case .max: return "max"
+        case .min: return "min"
+        case .count: return "count"
+        case .total: return "total"
+        case .last: return "last"
+        }
+    }
+}
+
+public enum ThresholdBound: Sendable, Hashable {
+    case atMost(Double)
+    case atLeast(Double)
+}
+
+extension Threshold: Decodable {
+    enum CodingKeys: String, CodingKey, CaseIterable { case metric, labels, percentile, stat, max, min }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        metric = try c.decode(String.self, forKey: .metric)
+        labels = try c.decodeIfPresent([String: String].self, forKey: .labels) ?? [:]
+        guard let entry = MetricCatalog.entry(named: metric) else {
+            throw DecodingError.dataCorrupted(.init(
+                codingPath: c.codingPath + [CodingKeys.metric],
+                debugDescription: "unknown metric '\(metric)'; known metrics: \(MetricCatalog.names.joined(separator: ", "))"))
+        }
+        if let percentile = try c.decodeIfPresent(Double.self, forKey: .percentile) {
+            guard c.contains(.stat) == false else {
+                throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath, debugDescription: "give either percentile or stat, not both"))
+            }
+            guard (0...100).contains(percentile) else {
+                throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [CodingKeys.percentile],
+                                                        debugDescription: "a percentile is between 0 and 100"))
+            }
+            statistic = .percentile(percentile)
+        } else if let stat = try c.decodeIfPresent(String.self, forKey: .stat) {
+            let all: [ThresholdStatistic] = [.mean, .max, .min, .count, .total, .last]
+            guard let match = all.first(where: { $0.description == stat }) else {
+                throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [CodingKeys.stat],
+                                                        debugDescription: "expected one of: mean, max, min, count, total, last; found '\(stat)'"))
+            }
+            statistic = match
+        } else {
+            statistic = entry.defaultStatistic
+        }
+        if let problem = entry.problem(with: statistic) {
+            throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath, debugDescription: problem))
+        }
+        let maxText = try c.decodeIfPresent(String.self, forKey: .max)
+        let minText = try c.decodeIfPresent(String.self, forKey: .min)
+        guard (maxText == nil) != (minText == nil), let text = maxText ?? minText else {
+            throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath, debugDescription: "a threshold has exactly one of max or min"))
+        }
+        guard let value = entry.unit.parseBound(text) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [maxText != nil ? CodingKeys.max : CodingKeys.min],
+                                                    debugDescription: "expected \(entry.unit.boundDescription), found '\(text)'"))
+        }
+        bound = maxText != nil ? .atMost(value) : .atLeast(value)
+        boundText = text
+    }
+}
