@@ -1,0 +1,159 @@
+import Foundation
+public import Hummingbird
+public import Logging
+import NIOCore
+import ServiceLifecycle
+import UnixSignals
+
+/// One running server, as printed by `fleetlab serve`.
+public struct LiveEndpoint: Sendable, Hashable {
+    public var name: String
+    public var summary: String
+    public var host: String
+    public var port: Int
+    public var url: String { "http://\(host):\(port)" }
+}
+
+/// Why the host could not start.
+public enum LiveHostError: Error, CustomStringConvertible, Equatable {
+    case portInUse(server: String, host: String, port: Int)
+    case cannotBind(server: String, host: String, port: Int, reason: String)
+    case duplicatePort(Int, String, String)
+    case bindFailed(host: String, reason: String)
+
+    public var description: String {
+        switch self {
+        case .portInUse(let server, let host, let port):
+            return "port \(port) on \(host) is already in use, so the \(server) server cannot start; "
+                + "stop what holds it or choose another with --port \(server)=PORT"
+        case .cannotBind(let server, let host, let port, let reason):
+            return "cannot listen on \(host):\(port) for the \(server) server: \(reason)"
+        case .bindFailed(let host, let reason):
+            return "a server could not listen on \(host): \(reason) (was a port taken while starting?)"
+        case .duplicatePort(let port, let a, let b):
+            return "the \(a) and \(b) servers are both set to port \(port); give each its own port"
+        }
+    }
+}
+
+/// Runs reference servers on real sockets until SIGINT, SIGTERM or `shutdown()`.
+///
+/// Every server is a Hummingbird application in one `ServiceGroup`, so a signal stops
+/// them all gracefully (in-flight requests finish). Ports are checked before anything
+/// starts, so a taken port is a clear message and exit code, never a crash halfway up.
+public final class LiveHost: Sendable {
+    public struct Configuration: Sendable {
+        public var host: String
+        /// Per-server ports by server name; servers not named use their default.
+        public var ports: [String: Int]
+        public var logLevel: Logger.Level
+
+        public init(host: String = "127.0.0.1", ports: [String: Int] = [:], logLevel: Logger.Level = .notice) {
+            self.host = host
+            self.ports = ports
+            self.logLevel = logLevel
+        }
+    }
+
+    public let configuration: Configuration
+    public let servers: [any ReferenceServer]
+    private let state = LockedBox<State>(State())
+
+    struct State {
+        var group: ServiceGroup?
+        var endpoints: [LiveEndpoint] = []
+        var shutdownRequested = false
+    }
+
+    public init(configuration: Configuration, servers: [any ReferenceServer]) {
+        self.configuration = configuration
+        self.servers = servers
+    }
+
+    public func port(for server: any ReferenceServer) -> Int {
+        configuration.ports[server.name] ?? server.defaultPort
+    }
+
+    /// Checks every port, starts every server, calls `onReady` once all listen, and
+    /// returns after a graceful shutdown.
+    public func run(onReady: @escaping @Sendable ([LiveEndpoint]) -> Void) async throws {
+        try preflight()
+        var logger = Logger(label: "fleetlab.serve")
+        logger.logLevel = configuration.logLevel
+        let expected = servers.count
+        var services: [any Service] = []
+        for server in servers {
+            let config = ApplicationConfiguration(
+                address: .hostname(configuration.host, port: port(for: server)), serverName: "fleetlab-\(server.name)",
+                reuseAddress: true)
+            let name = server.name, summary = server.summary, host = configuration.host
+            services.append(try server.makeService(configuration: config) { [state] (channel: any Channel) in
+                let endpoint = LiveEndpoint(name: name, summary: summary, host: host, port: channel.localAddress?.port ?? 0)
+                let ready: [LiveEndpoint]? = state.withLock { s in
+                    s.endpoints.append(endpoint)
+                    return s.endpoints.count == expected ? s.endpoints : nil
+                }
+                if let ready { onReady(ready.sorted { $0.port < $1.port }) }
+            })
+        }
+        let group = ServiceGroup(configuration: .init(
+            services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        let stopEarly = state.withLock { s in
+            s.group = group
+            return s.shutdownRequested
+        }
+        if stopEarly { return }
+        do {
+            try await group.run()
+        } catch {
+            throw mapBindError(error)
+        }
+    }
+
+    /// Asks every server to stop gracefully (tests; the CLI relies on signals).
+    public func shutdown() async {
+        let group = state.withLock { s in
+            s.shutdownRequested = true
+            return s.group
+        }
+        await group?.triggerGracefulShutdown()
+    }
+
+    public var endpoints: [LiveEndpoint] { state.withLock { $0.endpoints } }
+
+    /// Binds a throwaway socket on each port so a clash is reported before anything runs.
+    func preflight() throws {
+        var seen: [Int: String] = [:]
+        for server in servers {
+            let port = port(for: server)
+            guard port != 0 else { continue }
+            if let other = seen[port] { throw LiveHostError.duplicatePort(port, other, server.name) }
+            seen[port] = server.name
+            switch PortProbe.check(host: configuration.host, port: port) {
+            case .free: continue
+            case .inUse: throw LiveHostError.portInUse(server: server.name, host: configuration.host, port: port)
+            case .failed(let reason):
+                throw LiveHostError.cannotBind(server: server.name, host: configuration.host, port: port, reason: reason)
+            }
+        }
+    }
+
+    func mapBindError(_ error: any Error) -> any Error {
+        if let io = error as? IOError, io.errnoCode == EADDRINUSE {
+            return LiveHostError.bindFailed(host: configuration.host, reason: "address already in use")
+        }
+        return error
+    }
+}
+
+/// A value behind a lock, for the few bits of state the host shares with server callbacks.
+final class LockedBox<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Value
+    init(_ value: Value) { self.value = value }
+    func withLock<T>(_ body: (inout Value) -> T) -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return body(&value)
+    }
+}

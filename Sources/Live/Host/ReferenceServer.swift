@@ -1,0 +1,26 @@
+public import Hummingbird
+public import NIOCore
+public import ServiceLifecycle
+
+/// A server that `fleetlab serve` runs on a port of its own.
+///
+/// How a later server core mounts itself: conform a type to this protocol, build the
+/// Hummingbird application in `makeService` (routes, WebSocket upgrade, middleware) with
+/// the configuration the host passes (bind address, server name), and add an instance to
+/// the list in `ServeCommand`. The host binds every server, reports their endpoints once
+/// all are listening, and shuts them down together on SIGINT or SIGTERM. docs/live.md
+/// walks through an example.
+public protocol ReferenceServer: Sendable {
+    /// A short name used in logs, the endpoint list and `--port NAME=PORT`.
+    var name: String { get }
+    /// The port used unless the command line says otherwise.
+    var defaultPort: Int { get }
+    /// What a developer points an app at, printed with the endpoint ("orch8 mobile sync").
+    var summary: String { get }
+    /// The service to run. `onRunning` must be passed to the application so the host
+    /// learns the bound port (which differs from the requested one when it is 0).
+    func makeService(
+        configuration: ApplicationConfiguration,
+        onRunning: @escaping @Sendable (any Channel) async -> Void
+    ) throws -> any Service
+}

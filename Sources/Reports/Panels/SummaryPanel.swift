@@ -1,0 +1,50 @@
+import LabKernel
+import LabStore
+
+/// The headline figures of a run as cards.
+struct SummaryPanel: DashboardPanel {
+    let id = "summary"
+    let title = "Summary"
+    var wide: Bool { true }
+
+    func body(for results: RunResults, context: DashboardContext) -> String? {
+        let s = results.scenario
+        let meta = results.runMetadata
+        let events = results.total("sim.events") ?? 0
+        let executed = results.metrics(named: "ticks").filter { $0.label("mode") == "executed" }
+            .reduce(0.0) { $0 + (results.counterTotals[$1.id] ?? 0) }
+        let ticks = results.total(allLabelsOf: "ticks")
+        var cards: [(String, String, String, String)] = []  // key, value, sub, class
+        cards.append(("Devices", MetricUnit.decimal(Double(s.devices), digits: 0),
+                      "\(results.deviceClasses.count) population\(results.deviceClasses.count == 1 ? "" : "s")", ""))
+        cards.append(("Simulated", TimeLabeler.span(s.durationNanoseconds),
+                      "from \(context.labeler.label(0)), buckets of \(TimeLabeler.span(s.bucketNanoseconds))", ""))
+        let wall = Double(meta["wall_seconds"] ?? "") ?? 0
+        cards.append(("Events", MetricUnit.decimal(events, digits: 0),
+                      wall > 0 ? MetricUnit.decimal(events / wall, digits: 0) + " events/s wall" : "", ""))
+        cards.append(("Engine ticks", MetricUnit.decimal(ticks, digits: 0),
+                      ticks > 0 ? MetricUnit.decimal((ticks - executed) / ticks * 100, digits: 1) + "% fast-forwarded" : "", ""))
+        let passed = results.thresholds.filter(\.passed).count
+        cards.append(("Thresholds", results.thresholds.isEmpty ? "none" : "\(passed)/\(results.thresholds.count) passed",
+                      results.thresholds.isEmpty ? "scenario sets none" : "decide the exit code",
+                      results.thresholds.isEmpty ? "" : (results.thresholdsPassed ? "ok" : "bad")))
+        let held = results.invariants.filter(\.passed).count
+        let checks = results.invariants.reduce(Int64(0)) { $0 + $1.checks }
+        cards.append(("Invariants", "\(held)/\(results.invariants.count) held",
+                      MetricUnit.decimal(Double(checks), digits: 0) + " checks", results.invariantsPassed ? "ok" : "bad"))
+        if wall > 0 {
+            cards.append(("Wall time", MetricUnit.formatDuration(wall * 1e9), meta["build"] ?? "", ""))
+        }
+        if let rss = Double(meta["peak_rss_bytes"] ?? ""), s.devices > 0 {
+            cards.append(("Peak memory", MetricUnit.decimal(rss / 1_048_576, digits: 1) + " MiB",
+                          MetricUnit.decimal(rss / Double(s.devices), digits: 0) + " bytes per device (whole process)", ""))
+        }
+        if meta["interrupted"] == "true" {
+            cards.append(("Interrupted", "yes", "results cover the time simulated before the stop", "bad"))
+        }
+        return "<div class=\"cards\">" + cards.map { key, value, sub, cls in
+            "<div class=\"card \(cls)\"><div class=\"k\">\(HTML.escape(key))</div><div class=\"v\">\(HTML.escape(value))</div>"
+                + "<div class=\"s\">\(HTML.escape(sub))</div></div>"
+        }.joined() + "</div>"
+    }
+}

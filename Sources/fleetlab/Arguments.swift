@@ -1,0 +1,12 @@
+import ArgumentParser
+import LabKernel
+
+/// `--duration 6h` on the command line.
+struct DurationArgument: ExpressibleByArgument {
+    var span: TimeSpan
+
+    init?(argument: String) {
+        guard let span = TimeSpan(argument), span > .zero else { return nil }
+        self.span = span
+    }
+}

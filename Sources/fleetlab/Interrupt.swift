@@ -1,0 +1,16 @@
+import Foundation
+
+/// Ctrl-C during a simulation: stop at the next progress check, keep what was simulated,
+/// and write the results and dashboard for it.
+enum Interrupt {
+    nonisolated(unsafe) static var requested: sig_atomic_t = 0
+
+    static func install() {
+        signal(SIGINT) { _ in
+            if Interrupt.requested != 0 { _exit(ExitStatus.interrupted) }  // a second Ctrl-C leaves at once
+            Interrupt.requested = 1
+        }
+    }
+
+    static var isRequested: Bool { requested != 0 }
+}

@@ -1,0 +1,79 @@
+import ArgumentParser
+import Foundation
+import LabKernel
+import LabStore
+import Reports
+import Simulator
+
+struct SimulateCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "simulate",
+        abstract: "Run a scenario in virtual time and write results.sqlite and dashboard.html.",
+        discussion: """
+        The run depends only on the scenario, the seed and the build: the same three give
+        the same results database (all but its `run` table of wall-clock facts).
+        Exit status: 0 all thresholds and invariants held, 2 bad input, 3 a threshold or
+        invariant failed, 130 interrupted (results up to the stop are still written).
+        """)
+
+    @Argument(help: "A scenario file (YAML), e.g. simulations/smoke.yaml.")
+    var scenario: String
+
+    @Option(help: "Total devices, shared over the scenario's populations in proportion.")
+    var devices: Int?
+
+    @Option(help: "Simulated duration, e.g. 30m, 6h, 2d (overrides the scenario).")
+    var duration: DurationArgument?
+
+    @Option(help: "Root seed (overrides the scenario).")
+    var seed: UInt64?
+
+    @Option(help: "Output directory (default: runs/<scenario name>).")
+    var out: String?
+
+    @Flag(help: "No progress bar.")
+    var quiet = false
+
+    func validate() throws {
+        if let devices, devices < 1 || devices > 50_000_000 {
+            throw ValidationError("--devices must be between 1 and 50,000,000")
+        }
+    }
+
+    func run() throws {
+        var loaded: Scenario
+        do {
+            loaded = try ScenarioLoader.load(path: scenario)
+        } catch {
+            throw CLIFailure.badInput("\(error)")
+        }
+        loaded = loaded.overriding(devices: devices, duration: duration?.span, seed: seed)
+        let directory = out ?? "runs/\(loaded.name)"
+        try OutputPaths.prepareDirectory(directory)
+        let resultsPath = (directory as NSString).appendingPathComponent("results.sqlite")
+        let dashboardPath = (directory as NSString).appendingPathComponent("dashboard.html")
+
+        Interrupt.install()
+        let bar = ProgressBar(enabled: !quiet)
+        let outcome: SimulationOutcome
+        do {
+            let run = try FleetRun(scenario: loaded, resultsPath: resultsPath)
+            outcome = try run.run { progress in
+                bar.update(progress)
+                return !Interrupt.isRequested
+            }
+        } catch let error as SQLiteError {
+            bar.finish()
+            throw CLIFailure.badInput("cannot write \(resultsPath): \(error)")
+        }
+        bar.finish()
+
+        let results = try ResultsDatabase.open(at: resultsPath).load()
+        try OutputPaths.write(Dashboard.render(results), to: dashboardPath)
+        let digest = try ResultsDigest.compute(ResultsDatabase.open(at: resultsPath))
+        print(RunSummary(scenarioPath: scenario, scenario: loaded, outcome: outcome, results: results,
+                         resultsPath: resultsPath, dashboardPath: dashboardPath, digest: digest).text)
+        if outcome.interrupted { throw ExitCode(ExitStatus.interrupted) }
+        if !outcome.passed { throw ExitCode(ExitStatus.checksFailed) }
+    }
+}
