@@ -9,6 +9,10 @@ public enum DeterministicMath {
     private static let ln2Hi = 6.93147180369123816490e-01
     private static let ln2Lo = 1.90821492927058770002e-10
     private static let sqrtHalf = 0.70710678118654752440
+    /// 1/1, 1/3, 1/5, … for the atanh series (multiplying beats dividing in the hot loop).
+    private static let oddReciprocals: [Double] = (0..<14).map { 1 / Double(2 * $0 + 1) }
+    /// 1/n for the exponential series, index n.
+    private static let reciprocals: [Double] = (0...20).map { $0 == 0 ? 0 : 1 / Double($0) }
 
     /// Natural logarithm; `-infinity` for 0, NaN for negatives and NaN.
     public static func log(_ x: Double) -> Double {
@@ -27,11 +31,9 @@ public enum DeterministicMath {
         let s2 = s * s
         var term = s
         var sum = 0.0
-        var k = 1.0
-        for _ in 0..<14 {
-            sum += term / k
+        for k in 0..<14 {
+            sum += term * oddReciprocals[k]
             term *= s2
-            k += 2
         }
         return 2 * sum + e * ln2Lo + e * ln2Hi
     }
@@ -46,7 +48,7 @@ public enum DeterministicMath {
         var term = 1.0
         var sum = 1.0
         for n in 1...20 {
-            term *= r / Double(n)
+            term *= r * reciprocals[n]
             sum += term
         }
         return scale(sum, byPowerOfTwo: Int(k))

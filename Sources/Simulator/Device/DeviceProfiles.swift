@@ -67,14 +67,18 @@ public struct NetworkProfile: Hashable, Sendable {
 }
 
 /// One population of a scenario with its profiles resolved to numbers.
-public struct DeviceClass: Hashable, Sendable {
-    public var name: String
-    public var count: Int
+///
+/// A class, not a struct: every wake-up of every device reads its class, and handing a
+/// reference over costs a retain where copying the profiles (with their distribution
+/// tables) costs a value-witness copy. It is immutable, so sharing it is safe.
+public final class DeviceClass: Sendable {
+    public let name: String
+    public let count: Int
     /// Index of this class's first device in the fleet's device array.
-    public var firstDevice: Int
-    public var power: PowerProfile
-    public var lifecycle: LifecycleProfile
-    public var network: NetworkProfile
+    public let firstDevice: Int
+    public let power: PowerProfile
+    public let lifecycle: LifecycleProfile
+    public let network: NetworkProfile
 
     public init(name: String, count: Int, firstDevice: Int, power: PowerProfile, lifecycle: LifecycleProfile, network: NetworkProfile) {
         self.name = name

@@ -4,11 +4,13 @@ extension VirtualDevice {
     static let nanosecondsPerHour = Int128(3_600_000_000_000)
 
     /// The power state for a battery level, given the charger.
+    @inline(__always)
     func derivedPowerState(level: Int64) -> PowerState {
         isPlugged ? .charging : PowerState.unpluggedState(levelMicroPercent: level)
     }
 
     /// The battery's rate of change in the current situation (µ%/h, negative when draining).
+    @inline(__always)
     func currentRate(_ power: PowerProfile) -> Int64 {
         if isPlugged { return power.chargeRate }
         if app == .poweredOff { return 0 }

@@ -20,6 +20,23 @@ extension VirtualDevice {
         }
     }
 
+    /// Wakes the device if `generation` is its current one and returns when to wake it
+    /// next; nil for a stale wake-up that an outside change superseded.
+    public mutating func wakeIfCurrent(
+        generation: UInt32, at now: Instant, deviceClass: DeviceClass, env: DeviceEnvironment,
+        tally: inout FleetTally, log: inout [DeviceObservation]
+    ) -> Instant? {
+        guard generation == wakeGeneration else { return nil }
+        wake(at: now, deviceClass: deviceClass, env: env, tally: &tally, log: &log)
+        return nextWake(env)
+    }
+
+    /// Invalidates the scheduled wake-up; returns the new wake time and generation.
+    public mutating func forgetScheduledWake(env: DeviceEnvironment) -> (Instant, UInt32) {
+        wakeGeneration &+= 1
+        return (nextWake(env), wakeGeneration)
+    }
+
     /// Kills the app if it is running (a mass-app-kill fault).
     public mutating func killApp(
         at now: Instant, deviceClass: DeviceClass, env: DeviceEnvironment,

@@ -71,9 +71,13 @@ public struct VirtualDevice: Sendable {
 
     static let never = Int64.max
 
-    public var isPlugged: Bool { pluggedOvernight || pluggedTopUp }
+    public var isPlugged: Bool {
+        @inline(__always) get { pluggedOvernight || pluggedTopUp }
+    }
     public var network: NetworkState {
-        (app == .poweredOff || inOfflineWindow || radioForcedOff) ? .offline : (access == .wifi ? .wifi : .cellular)
+        @inline(__always) get {
+            (app == .poweredOff || inOfflineWindow || radioForcedOff) ? .offline : (access == .wifi ? .wifi : .cellular)
+        }
     }
 
     /// Draws the device's initial state at t = 0 from its own stream.
@@ -124,6 +128,7 @@ public struct VirtualDevice: Sendable {
     // MARK: Reading the state
 
     /// The battery level at `t` (µ%), which must not be before the last transition.
+    @inline(__always)
     public func batteryLevel(at t: Instant) -> Int64 {
         let elapsed = Int128(t.nanoseconds - levelAt.nanoseconds)
         let delta = Int64(Int128(rate) * elapsed / Int128(3_600_000_000_000))
@@ -132,6 +137,7 @@ public struct VirtualDevice: Sendable {
 
     var waking: DailyWindow { DailyWindow(from: wakeTime, until: sleepTime) }
 
+    @inline(__always)
     func deadline(_ timeline: DeviceTimeline) -> Int64 {
         switch timeline {
         case .usage: return deadlines.0
@@ -163,6 +169,7 @@ public struct VirtualDevice: Sendable {
     mutating func clear(_ timeline: DeviceTimeline) { set(timeline, Self.never) }
 
     /// The earliest pending timeline (ties go to the lower timeline number).
+    @inline(__always)
     func earliestTimeline() -> (DeviceTimeline, Int64) {
         var best = DeviceTimeline.usage
         var bestAt = deadlines.0
@@ -177,6 +184,7 @@ public struct VirtualDevice: Sendable {
     }
 
     /// When the driver must wake this device next.
+    @inline(__always)
     public func nextWake(_ env: DeviceEnvironment) -> Instant {
         let timelines = earliestTimeline().1
         if env.mode == .everyTick && tickLoopRunning {
@@ -186,6 +194,7 @@ public struct VirtualDevice: Sendable {
     }
 
     /// Nanoseconds spent in `state` so far (up to the last accounting point).
+    @inline(__always)
     public func time(in state: PowerState) -> UInt64 {
         switch state {
         case .charging: return timeInState.0
@@ -196,5 +205,6 @@ public struct VirtualDevice: Sendable {
     }
 
     /// The tick interval in the current power state.
+    @inline(__always)
     func tickInterval(_ env: DeviceEnvironment) -> Int64 { env.tickInterval * power.tickMultiplier }
 }

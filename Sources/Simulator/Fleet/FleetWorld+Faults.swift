@@ -9,7 +9,7 @@ extension FleetWorld {
         var generator = root.child(.fault).child(UInt64(index)).generator()
         var hit = 0
         for deviceIndex in devices.indices {
-            let deviceClass = classes[Int(devices[deviceIndex].classIndex)]
+            let deviceClass = classes[Int(classOfDevice[deviceIndex])]
             if let population = fault.population, population != deviceClass.name { continue }
             let chosen: Bool
             switch fault {

@@ -46,23 +46,9 @@ extension FleetWorld {
 
     /// Brings every device's accounting up to `now`, samples the fleet and closes the bucket.
     mutating func closeBucket(startingAt start: Int64, at now: Instant) {
-        var byPower = [Double](repeating: 0, count: 4)
-        var byApp = [Double](repeating: 0, count: AppState.allCases.count)
-        var byNetwork = [Double](repeating: 0, count: NetworkState.allCases.count)
-        var levelSum = 0.0
+        var sample = FleetSample()
         for index in devices.indices {
-            devices[index].account(to: now, env: environment, tally: &tally)
-            let device = devices[index]
-            let level = device.batteryLevel(at: now)
-            byPower[Int(device.power.rawValue)] += 1
-            byApp[Int(device.app.rawValue)] += 1
-            byNetwork[Int(device.network.rawValue)] += 1
-            levelSum += Double(level)
-            recorder.observe(metrics.batteryLevel, UInt64(max(0, level / 1_000_000)))
-            invariants.check(invariantIDs.batteryInRange, level >= 0 && level <= PowerProfile.full,
-                             "device \(index) at \(now): battery level \(level) µ% out of range")
-            invariants.check(invariantIDs.powerStateMatchesBattery, device.powerStateIsConsistent(at: now),
-                             "device \(index) at \(now): \(device.power) with battery \(level) µ%, plugged \(device.isPlugged)")
+            devices[index].closeBucket(at: now, env: environment, tally: &tally, sample: &sample, index: index)
         }
         for state in PowerState.allCases {
             let s = Int(state.rawValue)
@@ -70,12 +56,19 @@ extension FleetWorld {
             recorder.add(metrics.ticks[s][1], Double(tally.ticksFastForwarded[s]))
             recorder.add(metrics.deviceSeconds[s], Double(tally.deviceTime[s]) / 1e9)
             recorder.add(metrics.activeSeconds[s], Double(tally.activeTime[s]) / 1e9)
-            recorder.set(metrics.devicesByPower[s], byPower[s])
+            recorder.set(metrics.devicesByPower[s], Double(sample.byPower[s]))
         }
         tally.reset()
-        for (i, count) in byApp.enumerated() { recorder.set(metrics.devicesByApp[i], count) }
-        for (i, count) in byNetwork.enumerated() { recorder.set(metrics.devicesByNetwork[i], count) }
-        recorder.set(metrics.batteryMean, devices.isEmpty ? 0 : levelSum / Double(devices.count) / 1_000_000)
+        for (i, count) in sample.byApp.enumerated() { recorder.set(metrics.devicesByApp[i], Double(count)) }
+        for (i, count) in sample.byNetwork.enumerated() { recorder.set(metrics.devicesByNetwork[i], Double(count)) }
+        for (percent, count) in sample.levels.enumerated() where count > 0 {
+            recorder.observe(metrics.batteryLevel, UInt64(percent), count: count)
+        }
+        recorder.set(metrics.batteryMean, devices.isEmpty ? 0 : sample.levelSum / Double(devices.count) / 1_000_000)
+        invariants.record(invariantIDs.batteryInRange, checks: devices.count, violations: sample.levelOutOfRange,
+                          first: sample.firstLevelViolation)
+        invariants.record(invariantIDs.powerStateMatchesBattery, checks: devices.count, violations: sample.powerMismatch,
+                          first: sample.firstPowerViolation)
         recorder.add(metrics.events, Double(eventsInBucket))
         eventsInBucket = 0
         recorder.closeBucket(startingAt: start)
@@ -108,9 +101,46 @@ extension FleetWorld {
     }
 }
 
+/// What the bucket-end pass over the fleet collects.
+struct FleetSample {
+    var byPower = [UInt64](repeating: 0, count: PowerState.allCases.count)
+    var byApp = [UInt64](repeating: 0, count: AppState.allCases.count)
+    var byNetwork = [UInt64](repeating: 0, count: NetworkState.allCases.count)
+    /// Devices per whole battery percent, 0...100.
+    var levels = [UInt64](repeating: 0, count: 101)
+    var levelSum = 0.0
+    var levelOutOfRange = 0
+    var powerMismatch = 0
+    var firstLevelViolation: String?
+    var firstPowerViolation: String?
+}
+
 extension VirtualDevice {
+    /// Accounts the device up to a bucket boundary and adds it to the fleet sample, in
+    /// place (the device is never copied out of the fleet's array).
+    mutating func closeBucket(at now: Instant, env: DeviceEnvironment, tally: inout FleetTally, sample: inout FleetSample, index: Int) {
+        account(to: now, env: env, tally: &tally)
+        let level = batteryLevel(at: now)
+        sample.byPower[Int(power.rawValue)] += 1
+        sample.byApp[Int(app.rawValue)] += 1
+        sample.byNetwork[Int(network.rawValue)] += 1
+        sample.levelSum += Double(level)
+        sample.levels[Int(min(100, max(0, level / 1_000_000)))] += 1
+        if level < 0 || level > PowerProfile.full {
+            sample.levelOutOfRange += 1
+            if sample.firstLevelViolation == nil { sample.firstLevelViolation = "device \(index) at \(now): battery level \(level) µ% out of range" }
+        }
+        if !powerStateIsConsistent(at: now) {
+            sample.powerMismatch += 1
+            if sample.firstPowerViolation == nil {
+                sample.firstPowerViolation = "device \(index) at \(now): \(power) with battery \(level) µ%, plugged \(isPlugged)"
+            }
+        }
+    }
+
     /// True when the reported power state is the one the battery and charger imply, or a
     /// threshold crossing is due at this very instant and has not been processed yet.
+    @inline(__always)
     func powerStateIsConsistent(at t: Instant) -> Bool {
         if deadline(.battery) <= t.nanoseconds { return true }
         if app == .poweredOff && !isPlugged { return power == .criticalBattery }

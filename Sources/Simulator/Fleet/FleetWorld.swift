@@ -15,6 +15,8 @@ public struct FleetWorld: SimulationWorld {
     }
 
     public internal(set) var devices: [VirtualDevice] = []
+    /// Each device's class, beside the devices so a wake-up reads it without touching them.
+    var classOfDevice: [UInt16] = []
     public let classes: [DeviceClass]
     public let environment: DeviceEnvironment
     public let scenario: Scenario
@@ -60,6 +62,7 @@ public struct FleetWorld: SimulationWorld {
             for member in 0..<deviceClass.count {
                 devices.append(VirtualDevice(deviceClass: deviceClass, classIndex: UInt16(index),
                                              seed: classSeed.child(UInt64(member)), environment: environment))
+                classOfDevice.append(UInt16(index))
             }
         }
     }
@@ -93,11 +96,13 @@ public struct FleetWorld: SimulationWorld {
         switch event {
         case .wake(let device, let generation):
             let index = Int(device)
-            guard devices[index].wakeGeneration == generation else { return }
-            devices[index].wake(at: now, deviceClass: classes[Int(devices[index].classIndex)], env: environment,
-                                tally: &tally, log: &log)
+            let deviceClass = classes[Int(classOfDevice[index])]
+            // One in-place mutation per wake-up: reading a 300-byte device through the
+            // array's getter would copy it.
+            guard let next = devices[index].wakeIfCurrent(generation: generation, at: now, deviceClass: deviceClass,
+                                                          env: environment, tally: &tally, log: &log) else { return }
             if !log.isEmpty { drainLog(device: index, at: now) }
-            scheduleWake(index, queue: &queue)
+            if next < end { queue.schedule(.wake(device: device, generation: generation), at: next) }
         case .bucketEnd(let index):
             closeBucket(startingAt: Int64(index) * scenario.bucket.nanoseconds, at: now)
         case .fault(let index, let ending):
@@ -105,16 +110,9 @@ public struct FleetWorld: SimulationWorld {
         }
     }
 
-    mutating func scheduleWake(_ index: Int, queue: inout EventQueue<Event>) {
-        let next = devices[index].nextWake(environment)
-        if next < end {
-            queue.schedule(.wake(device: UInt32(index), generation: devices[index].wakeGeneration), at: next)
-        }
-    }
-
     /// Forgets a device's pending wake-up and schedules a fresh one (after an outside change).
     mutating func reschedule(_ index: Int, queue: inout EventQueue<Event>) {
-        devices[index].wakeGeneration &+= 1
-        scheduleWake(index, queue: &queue)
+        let (next, generation) = devices[index].forgetScheduledWake(env: environment)
+        if next < end { queue.schedule(.wake(device: UInt32(index), generation: generation), at: next) }
     }
 }

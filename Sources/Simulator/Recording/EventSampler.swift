@@ -58,5 +58,12 @@ public struct InvariantLedger: Sendable {
         if rows[index].firstViolation == nil { rows[index].firstViolation = violation() }
     }
 
+    /// Counts many checks at once (a pass over the whole fleet).
+    public mutating func record(_ index: Int, checks: Int, violations: Int, first: String?) {
+        rows[index].checks += Int64(checks)
+        rows[index].violations += Int64(violations)
+        if rows[index].firstViolation == nil, let first { rows[index].firstViolation = first }
+    }
+
     public var allHold: Bool { rows.allSatisfy(\.passed) }
 }

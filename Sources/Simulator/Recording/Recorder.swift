@@ -58,8 +58,8 @@ public struct Recorder: Sendable {
         bucketTouched[metric.id] = true
     }
 
-    public mutating func observe(_ metric: MetricHandle, _ value: UInt64) {
-        windowHistograms[metric.id]!.record(value)
+    public mutating func observe(_ metric: MetricHandle, _ value: UInt64, count: UInt64 = 1) {
+        windowHistograms[metric.id]!.record(value, count: count)
     }
 
     /// Records into the whole-run histogram only (values known once, at the end).
