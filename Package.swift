@@ -74,7 +74,10 @@ let package = Package(
         .testTarget(name: "LabStoreTests", dependencies: ["LabStore", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "SimulatorTests", dependencies: ["Simulator", "LabStore", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "ReportsTests", dependencies: ["Reports", "Simulator", "LabStore", "LabTestSupport"], swiftSettings: strictSettings),
-        .testTarget(name: "LiveTests", dependencies: ["Live", "LabTestSupport"], swiftSettings: strictSettings),
+        .testTarget(name: "LiveTests", dependencies: [
+            "Live", "LabTestSupport", .product(name: "Hummingbird", package: "hummingbird"), .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ], swiftSettings: strictSettings),
         .testTarget(name: "FleetlabCLITests", dependencies: ["LabStore", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "TidyTests", dependencies: ["LabTestSupport"], swiftSettings: strictSettings),
     ]

@@ -6,6 +6,12 @@ enum Interrupt {
     nonisolated(unsafe) static var requested: sig_atomic_t = 0
 
     static func install() {
+        // A parent may have started us with SIGINT blocked (some process launchers do);
+        // Ctrl-C must still reach the handler.
+        var mask = sigset_t()
+        sigemptyset(&mask)
+        sigaddset(&mask, SIGINT)
+        sigprocmask(SIG_UNBLOCK, &mask, nil)
         signal(SIGINT) { _ in
             if Interrupt.requested != 0 { _exit(ExitStatus.interrupted) }  // a second Ctrl-C leaves at once
             Interrupt.requested = 1

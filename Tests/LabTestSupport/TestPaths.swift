@@ -20,12 +20,16 @@ public enum TestPaths {
         return url
     }
 
-    /// The `fleetlab` executable built alongside the test bundle.
+    /// The `fleetlab` executable built alongside the tests (`swift test` builds every product).
     public static var fleetlabExecutable: URL {
-        var dir = Bundle.main.bundleURL
+        var dir = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
         for _ in 0..<4 {
             let candidate = dir.appendingPathComponent("fleetlab")
-            if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: candidate.path, isDirectory: &isDirectory), !isDirectory.boolValue,
+               FileManager.default.isExecutableFile(atPath: candidate.path) {
+                return candidate
+            }
             dir.deleteLastPathComponent()
         }
         return packageRoot.appendingPathComponent(".build/debug/fleetlab")

@@ -15,7 +15,7 @@ public struct LiveEndpoint: Sendable, Hashable {
 }
 
 /// Why the host could not start.
-public enum LiveHostError: Error, CustomStringConvertible, Equatable {
+public enum LiveHostError: Error, CustomStringConvertible, Equatable, Sendable {
     case portInUse(server: String, host: String, port: Int)
     case cannotBind(server: String, host: String, port: Int, reason: String)
     case duplicatePort(Int, String, String)

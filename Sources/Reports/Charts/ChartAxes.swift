@@ -32,8 +32,11 @@ enum Ticks {
 
     /// An upper bound for a value axis: the first nice tick at or above `max`.
     static func niceMax(_ max: Double) -> Double {
-        guard max > 0 else { return 1 }
-        return nice(0, max * 1.0001).last.map { $0 >= max ? $0 : max } ?? max
+        guard max > 0, max.isFinite else { return 1 }
+        let ticks = nice(0, max)
+        guard ticks.count >= 2 else { return max }
+        let step = ticks[1] - ticks[0]
+        return (max / step).rounded(.up) * step
     }
 
     /// Time ticks in run nanoseconds at round steps of wall time.

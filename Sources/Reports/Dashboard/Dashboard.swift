@@ -1,4 +1,5 @@
 public import LabStore
+import LabKernel
 
 /// Renders a results database as one self-contained HTML page: inline CSS and SVG, no
 /// script, no font or image fetched from anywhere, so it opens offline and can be attached
@@ -17,7 +18,7 @@ public enum Dashboard {
         let title = "\(layout.title): \(s.name)"
         let subtitle = [
             "seed \(s.seed)",
-            "\(s.devices) devices",
+            "\(MetricUnit.decimal(Double(s.devices), digits: 0)) devices",
             "\(TimeLabeler.span(s.durationNanoseconds)) from \(context.labeler.label(0))",
             "ticks \(s.tickMode)",
             results.runMetadata["build"] ?? "",

@@ -1,0 +1,39 @@
+public import Foundation
+
+/// Runs the `fleetlab` executable the way a user does and captures what it prints.
+public enum CommandRunner {
+    public struct Result: Sendable {
+        public var status: Int32
+        public var stdout: String
+        public var stderr: String
+    }
+
+    /// Runs `fleetlab arguments` in `directory` and waits for it to exit.
+    public static func fleetlab(_ arguments: [String], in directory: URL? = nil) throws -> Result {
+        let process = try start(arguments, in: directory)
+        let out = process.standardOutput as! Pipe, err = process.standardError as! Pipe
+        let group = DispatchGroup()
+        nonisolated(unsafe) var outData = Data(), errData = Data()
+        group.enter()
+        DispatchQueue.global().async { outData = out.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+        group.enter()
+        DispatchQueue.global().async { errData = err.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+        process.waitUntilExit()
+        group.wait()
+        return Result(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
+                      stderr: String(decoding: errData, as: UTF8.self))
+    }
+
+    /// Starts `fleetlab arguments` without waiting; stdout and stderr are pipes.
+    public static func start(_ arguments: [String], in directory: URL? = nil) throws -> Process {
+        let process = Process()
+        process.executableURL = TestPaths.fleetlabExecutable
+        process.arguments = arguments
+        process.currentDirectoryURL = directory ?? TestPaths.packageRoot
+        process.standardOutput = Pipe()
+        process.standardError = Pipe()
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        return process
+    }
+}

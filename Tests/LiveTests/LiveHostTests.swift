@@ -1,0 +1,86 @@
+import Foundation
+import Hummingbird
+import NIOCore
+import ServiceLifecycle
+import Testing
+import LabTestSupport
+@testable import Live
+
+@Suite("Live host")
+struct LiveHostTests {
+    /// Starts `servers` on ephemeral ports, runs `body` with their endpoints, shuts down.
+    func withHost(_ servers: [any ReferenceServer], _ body: ([LiveEndpoint]) async throws -> Void) async throws {
+        let host = LiveHost(configuration: .init(ports: Dictionary(uniqueKeysWithValues: servers.map { ($0.name, 0) })), servers: servers)
+        let (ready, continuation) = AsyncStream<[LiveEndpoint]>.makeStream()
+        let running = Task { try await host.run { continuation.yield($0) } }
+        var iterator = ready.makeAsyncIterator()
+        guard let endpoints = await iterator.next() else { Issue.record("host never became ready"); return }
+        do {
+            try await body(endpoints)
+        } catch {
+            await host.shutdown()
+            throw error
+        }
+        await host.shutdown()
+        try await running.value
+    }
+
+    @Test("health, version and a JSON 404 over real HTTP on loopback")
+    func hostRoutes() async throws {
+        let catalog = [HostServer.ServerListing(name: "host", summary: "s", port: 7700)]
+        try await withHost([HostServer(version: "9.9.9", catalog: catalog)]) { endpoints in
+            let base = try #require(endpoints.first).url
+            #expect(base.hasPrefix("http://127.0.0.1:"))
+            let health = try await HTTPProbe.get(base + "/health")
+            #expect(health.status == 200 && health.text == #"{"status":"ok"}"#)
+            let version = try await HTTPProbe.get(base + "/version")
+            let json = try #require(version.json as? [String: Any])
+            #expect(json["name"] as? String == "fleetlab" && json["version"] as? String == "9.9.9")
+            #expect((json["servers"] as? [[String: Any]])?.first?["port"] as? Int == 7700)
+            let missing = try await HTTPProbe.get(base + "/nope")
+            #expect(missing.status == 404)
+            #expect(missing.text == #"{"error":"not found"}"#)
+            #expect(missing.headers["content-type"] == "application/json")
+        }
+    }
+
+    /// A second server for multi-server tests: the host server's routes under another name.
+    struct ExtraServer: ReferenceServer {
+        let name: String
+        let defaultPort: Int
+        let summary = "another"
+        func makeService(configuration: ApplicationConfiguration, onRunning: @escaping @Sendable (any Channel) async -> Void) throws -> any Service {
+            try HostServer(version: "2").makeService(configuration: configuration, onRunning: onRunning)
+        }
+    }
+
+    @Test("two servers run side by side on their own ports and stop together")
+    func twoServers() async throws {
+        try await withHost([HostServer(version: "1"), ExtraServer(name: "second", defaultPort: 0)]) { endpoints in
+            #expect(Set(endpoints.map(\.name)) == ["host", "second"])
+            #expect(Set(endpoints.map(\.port)).count == 2)
+            for endpoint in endpoints {
+                let reply = try await HTTPProbe.get(endpoint.url + "/health")
+                #expect(reply.status == 200)
+            }
+        }
+    }
+
+    @Test("a taken port is a clear error before anything starts")
+    func portTaken() async throws {
+        let blocker = try TCPListener()
+        let host = LiveHost(configuration: .init(ports: ["host": blocker.port]), servers: [HostServer(version: "1")])
+        await #expect(throws: LiveHostError.portInUse(server: "host", host: "127.0.0.1", port: blocker.port)) {
+            try await host.run { _ in Issue.record("started on a taken port") }
+        }
+        let message = LiveHostError.portInUse(server: "host", host: "127.0.0.1", port: blocker.port).description
+        #expect(message.contains("already in use") && message.contains("--port host="))
+    }
+
+    @Test("two servers set to one port are refused")
+    func duplicatePorts() async throws {
+        let host = LiveHost(configuration: .init(ports: ["host": 7700]),
+                            servers: [HostServer(version: "1"), ExtraServer(name: "other", defaultPort: 7700)])
+        await #expect(throws: LiveHostError.duplicatePort(7700, "host", "other")) { try await host.run { _ in } }
+    }
+}

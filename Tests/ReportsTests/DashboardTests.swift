@@ -1,0 +1,95 @@
+import Foundation
+import Testing
+import LabStore
+import LabTestSupport
+@testable import Reports
+@testable import Simulator
+
+@Suite("Dashboard")
+struct DashboardTests {
+    /// A small real run (40 devices, 3 hours) with a description that tries to inject HTML.
+    static func sampleRun() throws -> (results: RunResults, directory: URL) {
+        let dir = TestPaths.scratchDirectory("dashboard")
+        let scenario = try ScenarioLoader.parse(text: """
+            name: dash
+            description: "<script>alert('x')</script> & friends"
+            seed: 5
+            duration: 3h
+            startAt: "21:00"
+            devices:
+              - {name: phones, count: 30}
+              - {name: "kiosks", count: 10, lifecycle: kiosk, power: low-battery}
+            thresholds:
+              - {metric: battery.level, percentile: 50, min: 1}
+            """, file: "dash.yaml")
+        let path = dir.appendingPathComponent("results.sqlite").path
+        _ = try FleetRun(scenario: scenario, resultsPath: path).run()
+        return (try ResultsDatabase.open(at: path).load(), dir)
+    }
+
+    @Test("the page has every panel, no script and nothing fetched from elsewhere")
+    func selfContained() throws {
+        let html = Dashboard.render(try Self.sampleRun().results)
+        for id in DashboardLayout.simulation.panels {
+            #expect(html.contains("id=\"\(id)\""), "panel \(id) missing")
+        }
+        #expect(!html.contains("<script"))
+        #expect(!html.contains("src="))
+        #expect(!html.contains("http://") && !html.contains("https://"))
+        #expect(!html.contains("@import") && !html.contains("url("))
+        #expect(html.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; friends"))
+        #expect(html.contains("<svg"))
+    }
+
+    @Test("panels without data are left out")
+    func emptyPanelsDisappear() {
+        let empty = RunResults(scenario: ScenarioRow(name: "e", text: "", sha256: "", seed: 0, startTimeOfDay: 0,
+                                                     durationNanoseconds: 3_600_000_000_000, bucketNanoseconds: 60_000_000_000,
+                                                     devices: 0, tickMode: "fast-forward"))
+        let html = Dashboard.render(empty)
+        #expect(html.contains("id=\"summary\""))
+        for id in ["battery", "power-states", "ticks", "lifecycle", "events"] { #expect(!html.contains("id=\"\(id)\""), "\(id)") }
+    }
+
+    @Test("dashboards/simulation.json is the layout simulate uses, and bad layouts are explained")
+    func layouts() throws {
+        let file = TestPaths.packageRoot.appendingPathComponent("dashboards/simulation.json").path
+        #expect(try DashboardLayout.load(path: file) == DashboardLayout.simulation)
+        let dir = TestPaths.scratchDirectory()
+        let bad = dir.appendingPathComponent("bad.json").path
+        try #"{"title": "x", "panels": ["summary", "weather"]}"#.write(toFile: bad, atomically: true, encoding: .utf8)
+        #expect { try DashboardLayout.load(path: bad) } throws: { "\($0)".contains("unknown panel 'weather'") }
+        #expect { try DashboardLayout.load(path: dir.appendingPathComponent("none.json").path) } throws: { "\($0)".contains("cannot read") }
+    }
+
+    @Test("axes get round tick values")
+    func ticks() {
+        #expect(Ticks.nice(0, 1_000) == [0, 200, 400, 600, 800, 1_000])
+        #expect(Ticks.nice(0, 7) == [0, 2, 4, 6])
+        #expect(Ticks.niceMax(93) == 100)
+        #expect(Ticks.time(durationNanoseconds: 6 * 3_600_000_000_000).count == 7)
+        #expect(TimeLabeler(startTimeOfDay: 21 * 3_600_000_000_000).label(4 * 3_600_000_000_000) == "01:00")
+    }
+
+    @Test("headless Chromium renders the dashboard without a single network request")
+    func chromium() throws {
+        let (results, dir) = try Self.sampleRun()
+        let page = dir.appendingPathComponent("dashboard.html")
+        try Dashboard.render(results).write(to: page, atomically: true, encoding: .utf8)
+        let load = try HeadlessChromium.load(file: page)
+        #expect(load.pageRequests.isEmpty, "the dashboard fetched \(load.pageRequests)")
+        let png = try #require(load.screenshot)
+        #expect(png.count > 20_000, "a blank page compresses to far less")
+        #expect(png.prefix(8) == Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]))
+    }
+
+    @Test("the request detector does catch a page that fetches from elsewhere")
+    func chromiumDetectorWorks() throws {
+        let dir = TestPaths.scratchDirectory()
+        let page = dir.appendingPathComponent("leaky.html")
+        try #"<!DOCTYPE html><html><body><img src="https://cdn.example.invalid/logo.png"></body></html>"#
+            .write(to: page, atomically: true, encoding: .utf8)
+        let load = try HeadlessChromium.load(file: page, width: 400, height: 300)
+        #expect(load.pageRequests == ["https://cdn.example.invalid/logo.png"])
+    }
+}
