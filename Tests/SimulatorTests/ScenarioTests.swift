@@ -41,6 +41,25 @@ struct ScenarioTests {
         #expect(smoke.deviceCount == 1_000 && smoke.duration == .hours(6))
     }
 
+    @Test("every scenario shown in README.md and docs/scenarios.md parses")
+    func documentedExamples() throws {
+        var checked = 0
+        for doc in ["README.md", "docs/scenarios.md"] {
+            let text = try String(contentsOf: TestPaths.packageRoot.appendingPathComponent(doc), encoding: .utf8)
+            for block in text.components(separatedBy: "```yaml\n").dropFirst() {
+                let yaml = block.components(separatedBy: "```").first ?? ""
+                guard yaml.hasPrefix("name:") else { continue }
+                do {
+                    _ = try ScenarioLoader.parse(text: yaml, file: doc)
+                    checked += 1
+                } catch {
+                    Issue.record("\(doc): \(error)")
+                }
+            }
+        }
+        #expect(checked >= 2)
+    }
+
     @Test("defaults fill what a minimal file leaves out")
     func defaults() throws {
         let s = try parse(minimal)
