@@ -71,3 +71,56 @@ struct VirtualNetworkTests {
 
 /// The instant `seconds` into a run.
 func at(_ seconds: Int64) -> Instant { .zero + .seconds(seconds) }
+
+/// Two endpoints playing ping-pong through the kernel: every delivery is a kernel event.
+struct PingPongWorld: SimulationWorld {
+    enum Event { case deliver(slot: UInt32) }
+    var network: VirtualNetwork<Int>
+    let a: EndpointID, b: EndpointID
+    var received: [(at: Instant, value: Int, to: EndpointID)] = []
+
+    mutating func send(_ value: Int, from: EndpointID, to: EndpointID, at now: Instant, queue: inout EventQueue<Event>) {
+        for ticket in network.send(value, from: from, to: to, at: now) {
+            queue.schedule(.deliver(slot: ticket.slot), at: ticket.deliverAt)
+        }
+    }
+
+    mutating func handle(_ event: Event, at now: Instant, queue: inout EventQueue<Event>) {
+        switch event {
+        case .deliver(let slot):
+            guard let delivery = network.deliver(slot: slot, at: now) else { return }
+            received.append((now, delivery.message, delivery.to))
+            if delivery.message < 100 {
+                send(delivery.message + 1, from: delivery.to, to: delivery.from, at: now, queue: &queue)
+            }
+        }
+    }
+}
+
+@Suite("Network deliveries as kernel events")
+struct NetworkKernelTests {
+    @Test("a rally of 100 messages takes exactly 100 one-way latencies, and a partition ends it")
+    func pingPong() {
+        var net = VirtualNetwork<Int>(profiles: [.wifi: .init(latency: .constant(0.010))], seed: StreamSeed(1))
+        let a = net.addEndpoint(access: .wifi), b = net.addEndpoint(access: .wifi)
+        var queue = EventQueue<PingPongWorld.Event>()
+        var world = PingPongWorld(network: net, a: a, b: b)
+        world.send(0, from: a, to: b, at: .zero, queue: &queue)
+        var kernel = Kernel(world: world, queue: queue)
+        _ = kernel.run(until: .time(at(60)))
+        #expect(kernel.world.received.count == 101)
+        #expect(kernel.world.received.last?.at == Instant.zero + TimeSpan.milliseconds(20 * 101))
+        #expect(kernel.world.received.map(\.value) == Array(0...100))
+
+        var cut = VirtualNetwork<Int>(profiles: [.wifi: .init(latency: .constant(0.010))], seed: StreamSeed(1))
+        let c = cut.addEndpoint(access: .wifi), d = cut.addEndpoint(access: .wifi)
+        cut.addPartition(.init(groupA: [c], from: .zero + .milliseconds(500), until: at(10)))
+        var queue2 = EventQueue<PingPongWorld.Event>()
+        var world2 = PingPongWorld(network: cut, a: c, b: d)
+        world2.send(0, from: c, to: d, at: .zero, queue: &queue2)
+        var kernel2 = Kernel(world: world2, queue: queue2)
+        _ = kernel2.run(until: .time(at(60)))
+        #expect(kernel2.world.received.count == 24, "deliveries at 20, 40, ..., 480 ms; the one due at 500 ms meets the partition")
+        #expect(kernel2.world.network.dropped[.partitioned] == 1)
+    }
+}
