@@ -39,6 +39,15 @@ public struct SeededGenerator: RandomNumberGenerator, Sendable, Equatable {
         if s0 | s1 | s2 | s3 == 0 { s0 = 1 }  // the all-zero state is a fixed point
     }
 
+    /// The generator's four state words, to store and restore a stream mid-way.
+    public var state: [UInt64] { [s0, s1, s2, s3] }
+
+    /// Resumes a stream from `state` (four words, not all zero).
+    public init?(state: [UInt64]) {
+        guard state.count == 4, state.contains(where: { $0 != 0 }) else { return nil }
+        (s0, s1, s2, s3) = (state[0], state[1], state[2], state[3])
+    }
+
     @inlinable
     public mutating func next() -> UInt64 {
         let result = (s1 &* 5).rotatedLeft(by: 7) &* 9
