@@ -36,6 +36,9 @@ let package = Package(
         // SQLite access and the results database.
         .target(name: "LabStore", dependencies: ["LabKernel", "CSQLite", "CSodium"], swiftSettings: strictSettings),
 
+        // orch8: sequences, the on-device workflow engine, its stores and built-in handlers.
+        .target(name: "DeviceWorkflows", dependencies: ["LabKernel", "LabStore"], swiftSettings: strictSettings),
+
         // Discrete-event kernel, virtual network, device model, scenarios, recorder.
         .target(
             name: "Simulator",
@@ -72,6 +75,7 @@ let package = Package(
         .target(name: "LabTestSupport", dependencies: ["LabKernel"], path: "Tests/LabTestSupport", swiftSettings: strictSettings),
         .testTarget(name: "LabKernelTests", dependencies: ["LabKernel", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "LabStoreTests", dependencies: ["LabStore", "LabTestSupport"], swiftSettings: strictSettings),
+        .testTarget(name: "DeviceWorkflowsTests", dependencies: ["DeviceWorkflows", "LabStore", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "SimulatorTests", dependencies: ["Simulator", "LabStore", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "ReportsTests", dependencies: ["Reports", "Simulator", "LabStore", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "LiveTests", dependencies: [

@@ -1,0 +1,91 @@
+public import LabKernel
+
+/// Identifies one attempt of one step of one instance; stable across app restarts, so a
+/// result journaled before a crash is found again when the step is re-dispatched.
+public struct InvocationKey: Hashable, Sendable, Comparable, CustomStringConvertible {
+    public var instanceID: String
+    public var node: Int32
+    public var attempt: Int16
+
+    public var description: String { "\(instanceID)/\(node)/\(attempt)" }
+
+    public static func < (a: InvocationKey, b: InvocationKey) -> Bool {
+        (a.instanceID, a.node, a.attempt) < (b.instanceID, b.node, b.attempt)
+    }
+}
+
+/// A handler call the driver must make.
+public struct HandlerInvocation: Sendable, Equatable {
+    public var key: InvocationKey
+    public var sequenceName: String
+    public var blockID: String
+    public var handler: String
+    /// The step's params alone.
+    public var params: [String: JSONValue]
+    /// The step's params merged over context.data (params win), as the seed specifies.
+    public var input: JSONValue
+}
+
+/// How a handler call ended.
+public enum HandlerOutcome: Sendable, Equatable {
+    case success(JSONValue)
+    /// A failure the retry policy may retry.
+    case retryable(String)
+    /// A failure no retry can fix.
+    case permanent(String)
+}
+
+/// A locally recorded telemetry event (flushed to the server by the sync issue).
+public struct TelemetryEvent: Sendable, Equatable {
+    public enum Kind: String, Sendable {
+        case stepStarted = "step_started"
+        case stepCompleted = "step_completed"
+        case stepFailed = "step_failed"
+        case instanceStateChanged = "instance_state_changed"
+    }
+    public var kind: Kind
+    public var instanceID: String
+    public var blockID: String?
+    public var detail: String
+    public var timestamp: String
+}
+
+/// Everything the engine asks its driver to do. Effects come out in the order the driver
+/// must apply them; storage effects of one tick are safe to commit in one transaction.
+public enum EngineEffect: Sendable, Equatable {
+    /// Call a handler; answer with `handlerFinished`.
+    case invoke(HandlerInvocation)
+    /// Store the instance as it is now (replacing any earlier snapshot).
+    case persist(WorkflowInstance)
+    /// Remove an instance (garbage collection).
+    case delete(instanceID: String)
+    /// Store a loaded sequence definition (its JSON) so a restart has it.
+    case storeSequence(name: String, version: Int, json: String)
+    case removeSequence(name: String, version: Int)
+    case telemetry(TelemetryEvent)
+    /// Listener callbacks (the seed's `EngineListener`).
+    case instanceCompleted(instanceID: String, output: JSONValue)
+    case instanceFailed(instanceID: String, error: String)
+    case stepPending(instanceID: String, stepName: String, handler: String)
+}
+
+/// Errors the engine's API returns, the orch8 `MobileError` cases.
+public enum MobileEngineError: Error, Sendable, Equatable, CustomStringConvertible {
+    case invalidInput(String)
+    case notFound(String)
+    case resourceLimit(String)
+    case alreadyExists(String)
+    case shutdown
+    case invalidSequence(SequenceValidationError)
+
+    public var description: String {
+        switch self {
+        case .invalidInput(let m): return "invalid input: \(m)"
+        case .notFound(let m): return "not found: \(m)"
+        case .resourceLimit(let m): return "resource limit: \(m)"
+        case .alreadyExists(let m): return "already exists: \(m)"
+        case .shutdown: return "the engine is shut down"
+        case .invalidSequence(let e): return "invalid sequence:\n\(e)"
+        }
+    }
+}

@@ -1,0 +1,221 @@
+public import LabKernel
+
+extension MobileEngine {
+    /// Starts an instance of the newest loaded version of `sequenceName`. With a
+    /// `dedupKey` that an active instance already holds, returns that instance's id and
+    /// starts nothing (the real engine's behaviour: a push delivered twice starts once).
+    @discardableResult
+    public mutating func start(
+        _ sequenceName: String, input: JSONValue = [:], dedupKey: String? = nil, version: Int? = nil,
+        now: Instant, into effects: inout [EngineEffect]
+    ) throws(MobileEngineError) -> String {
+        guard !isShutdown else { throw .shutdown }
+        lastNow = now
+        if let dedupKey, let existing = instances.first(where: { $0.dedupKey == dedupKey && !$0.state.isTerminal }) {
+            return existing.id
+        }
+        guard let program = program(named: sequenceName, version: version) else {
+            let loaded = programOrder.map(\.name)
+            throw .notFound("sequence '\(sequenceName)'" + (version.map { " version \($0)" } ?? "")
+                + (loaded.isEmpty ? "; no sequence is loaded" : "; loaded: \(Array(Set(loaded)).sorted().joined(separator: ", "))"))
+        }
+        let data: [String: JSONValue]
+        switch input {
+        case .object(let fields): data = fields
+        case .null: data = [:]
+        case .bool, .number, .string, .array:
+            throw .invalidInput("the input of a workflow is a JSON object, not \(input.canonicalText)")
+        }
+        guard activeCount < Int(config.maxConcurrentInstances) else {
+            throw .resourceLimit("\(activeCount) instances are active (maxConcurrentInstances is \(config.maxConcurrentInstances))")
+        }
+        if config.memoryBudgetBytes > 0 {
+            let used = instances.reduce(0) { $0 + Self.estimatedBytes(of: $1) }
+            guard UInt64(used) < config.memoryBudgetBytes else {
+                throw .resourceLimit("instances use about \(used) bytes (memoryBudgetBytes is \(config.memoryBudgetBytes))")
+            }
+        }
+        let id = createInstance(program, data: data, dedupKey: dedupKey, parent: nil, now: now, into: &effects)
+        flush(now: now, into: &effects)
+        return id
+    }
+
+    /// Creates and registers an instance; it runs on the next tick.
+    mutating func createInstance(
+        _ program: Program, data: [String: JSONValue], dedupKey: String?, parent: WorkflowInstance.ParentLink?,
+        now: Instant, into effects: inout [EngineEffect]
+    ) -> String {
+        let id = Self.uuid(&generator)
+        let instance = WorkflowInstance(
+            id: id, sequenceName: program.sequence.name, sequenceVersion: program.sequence.version, state: .scheduled,
+            data: data, nodes: [ExecNode(kind: .list(owner: -1, list: 0), parent: -1, state: .pending)], dedupKey: dedupKey,
+            createdAt: now, updatedAt: now, finishedAt: nil, sequenceNumber: nextSequenceNumber, stepsExecuted: 0, error: nil,
+            parent: parent, generator: SeededGenerator(seed: generator.next()))
+        nextSequenceNumber += 1
+        indexByID[id] = instances.count
+        instances.append(instance)
+        activeCount += 1
+        dirty.insert(id)
+        changed.insert(id)
+        stateTelemetry(id, .scheduled, now: now, into: &effects)
+        return id
+    }
+
+    /// Resumes a step waiting for input. `output` is `{"value": "<choice>"}` (other fields
+    /// of the object are merged into context.data) or a bare choice string; the value
+    /// must be one of the step's choices (yes/no when it names none). Anything else is an
+    /// error: the step never silently keeps waiting on a malformed answer.
+    public mutating func completeStep(
+        _ instanceID: String, stepName: String, output: JSONValue, now: Instant, into effects: inout [EngineEffect]
+    ) throws(MobileEngineError) {
+        guard !isShutdown else { throw .shutdown }
+        lastNow = now
+        guard let index = indexByID[instanceID] else { throw .notFound("instance \(instanceID)") }
+        let instance = instances[index]
+        guard instance.state == .waiting else {
+            throw .invalidInput("instance \(instanceID) is \(instance.state.rawValue), not Waiting")
+        }
+        guard let program = program(of: instance),
+              let (node, step, wait) = waitingStep(named: stepName, in: instance, program: program) else {
+            let waiting = waitingStepNames(in: instance)
+            throw .invalidInput("step '\(stepName)' of instance \(instanceID) is not waiting for input"
+                + (waiting.isEmpty ? "" : "; waiting: \(waiting.joined(separator: ", "))"))
+        }
+        let allowed = wait.effectiveChoices.map(\.value)
+        let value: String
+        var extra: [String: JSONValue] = [:]
+        switch output {
+        case .string(let s): value = s
+        case .object(var fields):
+            guard case .string(let v)? = fields.removeValue(forKey: "value") else {
+                throw .invalidInput("output must be {\"value\": <choice>} with one of: \(allowed.joined(separator: ", "))")
+            }
+            value = v
+            extra = fields
+        case .null, .bool, .number, .array:
+            throw .invalidInput("output must be {\"value\": <choice>} with one of: \(allowed.joined(separator: ", "))")
+        }
+        guard allowed.contains(value) else {
+            throw .invalidInput("'\(value)' is not a choice of step '\(stepName)'; expected one of: \(allowed.joined(separator: ", "))")
+        }
+        instances[index].data[wait.storeAs ?? step.id] = .string(value)
+        for (key, field) in extra { instances[index].data[key] = field }
+        instances[index].nodes[Int(node)].deadline = nil
+        if config.inputGate == .beforeHandler && !instances[index].nodes[Int(node)].gatePassed {
+            instances[index].nodes[Int(node)].gatePassed = true
+            instances[index].nodes[Int(node)].state = .running
+        } else {
+            instances[index].nodes[Int(node)].state = .completed
+            instances[index].nodes[Int(node)].completedAt = now
+            telemetry(.stepCompleted, instanceID: instanceID, block: step.id, detail: "input \(value)", now: now, into: &effects)
+        }
+        setState(index, .running, now: now, into: &effects)
+        dirty.insert(instanceID)
+        changed.insert(instanceID)
+        flush(now: now, into: &effects)
+    }
+
+    func waitingStep(named name: String, in instance: WorkflowInstance, program: Program) -> (Int32, StepBlock, WaitForInput)? {
+        for (n, node) in instance.nodes.enumerated().reversed() where node.state == .waiting {
+            if case .block(let b) = node.kind, case .step(let step) = program.blocks[Int(b)], step.id == name, let wait = step.waitForInput {
+                return (Int32(n), step, wait)
+            }
+        }
+        return nil
+    }
+
+    /// Every step waiting for input, as (instance, step), in creation order: what an app
+    /// shows after a relaunch, when no `stepPending` callback will come again.
+    public func waitingSteps() -> [(instanceID: String, step: String)] {
+        instances.filter { $0.state == .waiting }.flatMap { instance in waitingStepNames(in: instance).map { (instance.id, $0) } }
+    }
+
+    func waitingStepNames(in instance: WorkflowInstance) -> [String] {
+        guard let program = program(of: instance) else { return [] }
+        return instance.nodes.compactMap { node in
+            guard node.state == .waiting, case .block(let b) = node.kind else { return nil }
+            return program.blocks[Int(b)].id
+        }
+    }
+
+    /// Cancels an instance. Work inside a `cancellation_scope`, and steps marked
+    /// `cancellable: false`, run to their end first; everything else stops now.
+    public mutating func cancelInstance(_ instanceID: String, now: Instant, into effects: inout [EngineEffect]) throws(MobileEngineError) {
+        guard !isShutdown else { throw .shutdown }
+        lastNow = now
+        guard let index = indexByID[instanceID] else { throw .notFound("instance \(instanceID)") }
+        guard !instances[index].state.isTerminal else {
+            throw .invalidInput("instance \(instanceID) is already \(instances[index].state.rawValue)")
+        }
+        requestCancel(index, now: now, into: &effects)
+        drive(instanceID, now: now, into: &effects)
+        flush(now: now, into: &effects)
+    }
+
+    /// Marks the instance cancelled-as-requested and stops every unprotected node.
+    mutating func requestCancel(_ index: Int, now: Instant, into effects: inout [EngineEffect]) {
+        guard let program = program(of: instances[index]) else { return }
+        instances[index].cancelRequested = true
+        if instances[index].state == .paused { instances[index].state = .running }
+        for n in instances[index].nodes.indices where !instances[index].nodes[n].state.isFinished {
+            if Interpreter.isProtected(Int32(n), in: instances[index], program: program) { continue }
+            if case .block(let b) = instances[index].nodes[n].kind, case .subSequence = program.blocks[Int(b)],
+               let child = instances[index].nodes[n].childInstance, let childIndex = indexByID[child], !instances[childIndex].state.isTerminal {
+                requestCancel(childIndex, now: now, into: &effects)
+                dirty.insert(child)
+            }
+            guard case .block = instances[index].nodes[n].kind else { continue }
+            dropInvocation(index, Int32(n))
+            instances[index].nodes[n].state = .cancelled
+            instances[index].nodes[n].completedAt = now
+            instances[index].nodes[n].deadline = nil
+        }
+        dirty.insert(instances[index].id)
+        changed.insert(instances[index].id)
+    }
+
+    /// Holds an instance: no step starts until `resumeInstance` (handlers in flight finish).
+    public mutating func pauseInstance(_ instanceID: String, now: Instant, into effects: inout [EngineEffect]) throws(MobileEngineError) {
+        guard let index = indexByID[instanceID] else { throw .notFound("instance \(instanceID)") }
+        guard !instances[index].state.isTerminal else { throw .invalidInput("instance \(instanceID) is already \(instances[index].state.rawValue)") }
+        setState(index, .paused, now: now, into: &effects)
+        flush(now: now, into: &effects)
+    }
+
+    public mutating func resumeInstance(_ instanceID: String, now: Instant, into effects: inout [EngineEffect]) throws(MobileEngineError) {
+        guard let index = indexByID[instanceID] else { throw .notFound("instance \(instanceID)") }
+        guard instances[index].state == .paused else { throw .invalidInput("instance \(instanceID) is not Paused") }
+        setState(index, .running, now: now, into: &effects)
+        dirty.insert(instanceID)
+        flush(now: now, into: &effects)
+    }
+
+    func program(of instance: WorkflowInstance) -> Program? {
+        programs[ProgramKey(name: instance.sequenceName, version: instance.sequenceVersion)]
+    }
+
+    /// A random (version 4) UUID drawn from the engine's stream.
+    static func uuid(_ generator: inout SeededGenerator) -> String {
+        var bytes = [UInt8]()
+        for _ in 0..<2 { withUnsafeBytes(of: generator.next().bigEndian) { bytes.append(contentsOf: $0) } }
+        bytes[6] = (bytes[6] & 0x0F) | 0x40
+        bytes[8] = (bytes[8] & 0x3F) | 0x80
+        let hex = bytes.hexString
+        let c = Array(hex)
+        return String(c[0..<8]) + "-" + String(c[8..<12]) + "-" + String(c[12..<16]) + "-" + String(c[16..<20]) + "-" + String(c[20..<32])
+    }
+
+    /// A rough size of an instance in memory, for `memoryBudgetBytes`.
+    static func estimatedBytes(of instance: WorkflowInstance) -> Int {
+        guard !instance.state.isTerminal else { return 0 }
+        func size(_ value: JSONValue) -> Int {
+            switch value {
+            case .null, .bool, .number: return 16
+            case .string(let s): return 16 + s.utf8.count
+            case .array(let a): return 32 + a.reduce(0) { $0 + size($1) }
+            case .object(let o): return 48 + o.reduce(0) { $0 + 16 + $1.key.utf8.count + size($1.value) }
+            }
+        }
+        return 512 + instance.nodes.count * 128 + size(.object(instance.data))
+    }
+}

@@ -1,0 +1,52 @@
+public import LabKernel
+
+extension MobileEngine {
+    /// The step timeline the sync reporter sends and `fleetlab workflow run` prints: every
+    /// block in document order (composites included) with its latest state. Blocks not yet
+    /// reached are `pending`; blocks on a route, variant or catch branch that was not taken
+    /// are `skipped` (the real engine leaves them `pending`; skipped says more).
+    public func timeline(of instanceID: String) -> [TimelineEntry] {
+        guard let instance = instance(instanceID), let program = program(of: instance) else { return [] }
+        var latest: [Int32: ExecNode] = [:]
+        var skipped: Set<Int32> = []
+        for node in instance.nodes {
+            switch node.kind {
+            case .block(let b):
+                latest[b] = node
+                switch program.blocks[Int(b)] {
+                case .router, .abSplit:
+                    guard node.state != .pending else { break }
+                    for (list, blocks) in program.lists[Int(b)].enumerated() where Int32(list) != node.cursor {
+                        for block in blocks { markDescendants(block, program: program, into: &skipped) }
+                    }
+                default: break
+                }
+            case .list:
+                if node.state == .skipped {
+                    for block in program.list(node.kind) { markDescendants(block, program: program, into: &skipped) }
+                }
+            }
+        }
+        return program.blocks.enumerated().map { index, block in
+            let node = latest[Int32(index)]
+            var state = node?.state ?? .pending
+            if node == nil && skipped.contains(Int32(index)) { state = .skipped }
+            var handler: String?
+            if case .step(let step) = block { handler = step.handler }
+            return TimelineEntry(blockID: block.id, blockType: block.kind.rawValue, state: state, handler: handler,
+                                 startedAt: node?.startedAt.map { wallClock.rfc3339(at: $0) },
+                                 completedAt: node?.completedAt.map { wallClock.rfc3339(at: $0) })
+        }
+    }
+
+    func markDescendants(_ block: Int32, program: Program, into set: inout Set<Int32>) {
+        set.insert(block)
+        for list in program.lists[Int(block)] { for child in list { markDescendants(child, program: program, into: &set) } }
+    }
+
+    /// Number of step blocks in a sequence and how many of them finished, for progress bars.
+    public func progress(of instanceID: String) -> (done: Int, total: Int) {
+        let steps = timeline(of: instanceID).filter { $0.blockType == BlockKind.step.rawValue }
+        return (steps.filter { [.completed, .skipped, .failed, .cancelled].contains($0.state) }.count, steps.count)
+    }
+}

@@ -1,0 +1,209 @@
+public import LabKernel
+
+/// Kinds of engine timer.
+public struct TimerKinds: OptionSet, Sendable {
+    public let rawValue: UInt8
+    public init(rawValue: UInt8) { self.rawValue = rawValue }
+    public static let retries = TimerKinds(rawValue: 1)
+    public static let handlerTimeouts = TimerKinds(rawValue: 2)
+    public static let inputTimeouts = TimerKinds(rawValue: 4)
+    public static let lifetime = TimerKinds(rawValue: 8)
+    public static let all: TimerKinds = [.retries, .handlerTimeouts, .inputTimeouts, .lifetime]
+}
+
+/// The on-device workflow engine of orch8, as a sans-I/O core.
+///
+/// Theory of operation. The engine holds loaded sequences and workflow instances. Every
+/// call takes `now` and appends the work it needs done to an effect buffer: handler
+/// invocations, snapshots to persist, telemetry, listener callbacks. It never runs a
+/// handler, reads a clock or touches storage itself. A driver applies the effects, runs
+/// handlers and answers with `handlerFinished`; it calls `tick` every `tickInterval`
+/// while the app runs (or only at `nextDeadline` when it fast-forwards idle ticks).
+///
+/// An instance is an execution tree over its sequence's blocks (`ExecNode`), advanced by
+/// an interpreter that re-walks the tree from the root whenever the instance is dirty:
+/// finished subtrees answer at once, running ones make progress, and the walk stops at
+/// the first thing that must wait (a handler in flight, a wait for input, a retry
+/// backoff). Dispatches are queued and granted in creation order up to
+/// `maxConcurrentSteps`.
+///
+/// Durability. At the end of each call the engine emits `.persist` for every instance it
+/// changed, then the invocations, then listener callbacks: intent is stored before it is
+/// acted on. Invocation keys are stable (instance, node, attempt), so a driver that
+/// journals handler results can hand a result back after a crash instead of running the
+/// handler again (see `EngineHost`). `restore` rebuilds the engine from stored state.
+///
+/// Deliberately not handled here: HTTP (sequence URLs, sync), wall clocks (a
+/// `WallClockOrigin` turns instants into RFC 3339), threads.
+public struct MobileEngine: Sendable {
+    public private(set) var config: MobileEngineConfig
+    public let handlers: Set<String>
+    let wallClock: WallClockOrigin
+    var programs: [ProgramKey: Program] = [:]
+    /// Load order, oldest first, for eviction.
+    var programOrder: [ProgramKey] = []
+    var instances: [WorkflowInstance] = []
+    var indexByID: [String: Int] = [:]
+    /// Instances to re-drive on the next tick, by id.
+    var dirty: Set<String> = []
+    /// Instances changed since the last flush (to persist).
+    var changed: Set<String> = []
+    /// Steps ready for a handler, oldest first (instance id, node).
+    var dispatchQueue: [(String, Int32)] = []
+    var queued: Set<InvocationKey> = []
+    var inFlight: Set<InvocationKey> = []
+    /// Listener callbacks and invocations held back until the persists are out.
+    var pendingCallbacks: [EngineEffect] = []
+    var generator: SeededGenerator
+    var nextSequenceNumber: UInt64 = 0
+    /// Non-terminal instances, kept as a count so `start` does not scan them all.
+    public internal(set) var activeCount = 0
+    public private(set) var powerState: PowerState = .unplugged
+    public private(set) var isTicking = false
+    public private(set) var isShutdown = false
+    var lastNow: Instant = .zero
+
+    public init(config: MobileEngineConfig, handlers: Set<String>, seed: StreamSeed, wallClock: WallClockOrigin = .simulationEpoch) {
+        self.config = config
+        self.handlers = handlers
+        self.generator = seed.generator()
+        self.wallClock = wallClock
+    }
+
+    // MARK: Lifecycle and power
+
+    /// Starts the tick loop (the app came to the foreground); drivers consult `isTicking`.
+    public mutating func resume() { if !isShutdown { isTicking = true } }
+    /// Pauses the tick loop; handlers in flight may still finish.
+    public mutating func pause() { isTicking = false }
+
+    /// Stops the engine for good: snapshots of changed instances go out, later calls fail.
+    public mutating func shutdown(now: Instant, into effects: inout [EngineEffect]) {
+        isTicking = false
+        isShutdown = true
+        flush(now: now, into: &effects)
+    }
+
+    /// The seed's `reportPowerState`: the tick interval stretches by the multiplier.
+    public mutating func reportPowerState(_ state: PowerState) { powerState = state }
+
+    public var tickInterval: TimeSpan { .milliseconds(Int64(config.tickIntervalMs) * powerState.tickMultiplier) }
+
+    // MARK: Sequences
+
+    /// Loads (or replaces) a sequence from JSON, validated against the registered
+    /// handlers and `maxSequenceSizeBytes`.
+    @discardableResult
+    public mutating func loadSequence(json: String, into effects: inout [EngineEffect]) throws(MobileEngineError) -> SequenceInfo {
+        guard !isShutdown else { throw .shutdown }
+        let loader = SequenceLoader(registeredHandlers: handlers, maxSizeBytes: Int(config.maxSequenceSizeBytes))
+        let loaded: SequenceLoader.Loaded
+        do { loaded = try loader.load(json) } catch { throw .invalidSequence(error) }
+        let program = Program(sequence: loaded.sequence, json: json)
+        try install(program, into: &effects)
+        return SequenceInfo(name: program.sequence.name, version: program.sequence.version, handlers: program.sequence.handlers)
+    }
+
+    mutating func install(_ program: Program, into effects: inout [EngineEffect]) throws(MobileEngineError) {
+        let key = program.key
+        if programs[key] == nil {
+            try makeRoom(for: key, into: &effects)
+            programOrder.append(key)
+        }
+        programs[key] = program
+        effects.append(.storeSequence(name: key.name, version: key.version, json: program.json))
+    }
+
+    /// Evicts the oldest sequences no live instance uses until one more fits.
+    mutating func makeRoom(for key: ProgramKey, into effects: inout [EngineEffect]) throws(MobileEngineError) {
+        while programOrder.count >= Int(config.maxStoredSequences) {
+            let inUse = Set(instances.filter { !$0.state.isTerminal }.map { ProgramKey(name: $0.sequenceName, version: $0.sequenceVersion) })
+            guard let victim = programOrder.first(where: { !inUse.contains($0) }) else {
+                throw .resourceLimit("\(programOrder.count) sequences are stored (maxStoredSequences) and every one is in use")
+            }
+            removeProgram(victim, into: &effects)
+        }
+    }
+
+    mutating func removeProgram(_ key: ProgramKey, into effects: inout [EngineEffect]) {
+        programs[key] = nil
+        programOrder.removeAll { $0 == key }
+        effects.append(.removeSequence(name: key.name, version: key.version))
+    }
+
+    /// Removes every version of a sequence (a manifest's `removed` list).
+    public mutating func unloadSequence(named name: String, into effects: inout [EngineEffect]) {
+        for key in programOrder where key.name == name { removeProgram(key, into: &effects) }
+    }
+
+    public func loadedSequences() -> [SequenceInfo] {
+        programOrder.compactMap { programs[$0] }.map {
+            SequenceInfo(name: $0.sequence.name, version: $0.sequence.version, handlers: $0.sequence.handlers)
+        }
+    }
+
+    /// The newest loaded version of `name` (or exactly `version`).
+    func program(named name: String, version: Int? = nil) -> Program? {
+        if let version { return programs[ProgramKey(name: name, version: version)] }
+        return programOrder.filter { $0.name == name }.max().flatMap { programs[$0] }
+    }
+
+    public func sequence(named name: String, version: Int? = nil) -> SequenceDefinition? {
+        program(named: name, version: version)?.sequence
+    }
+
+    // MARK: Queries
+
+    /// Non-terminal instances in creation order.
+    public func activeInstances() -> [InstanceSummary] {
+        instances.filter { !$0.state.isTerminal }.map(summary)
+    }
+
+    public func getInstance(_ id: String) throws(MobileEngineError) -> InstanceSummary {
+        guard let index = indexByID[id] else { throw .notFound("instance \(id)") }
+        return summary(instances[index])
+    }
+
+    /// The full record (for drivers, the sync reporter and tests).
+    public func instance(_ id: String) -> WorkflowInstance? { indexByID[id].map { instances[$0] } }
+
+    public var allInstances: [WorkflowInstance] { instances }
+    public var inFlightCount: Int { inFlight.count }
+
+    /// When the engine next has work: now if anything is ready, else its earliest timer.
+    /// Garbage collection of finished instances is not work: it happens on whatever tick
+    /// comes after they expire.
+    public var nextDeadline: Instant? { nextDeadline(including: .all) }
+
+    /// The next deadline counting only some kinds of timer (a run driver may not want to
+    /// leap a day ahead to an input timeout).
+    public func nextDeadline(including kinds: TimerKinds) -> Instant? {
+        if !dirty.isEmpty || (!dispatchQueue.isEmpty && inFlight.count < Int(config.maxConcurrentSteps)) { return lastNow }
+        var earliest: Instant?
+        for instance in instances where !instance.state.isTerminal {
+            if let t = Self.nextTimer(of: instance, lifetime: config.instanceLifetime, kinds: kinds), earliest.map({ t < $0 }) ?? true {
+                earliest = t
+            }
+        }
+        return earliest
+    }
+
+    func summary(_ instance: WorkflowInstance) -> InstanceSummary {
+        InstanceSummary(
+            instanceID: instance.id, sequenceName: instance.sequenceName, state: instance.state,
+            currentStep: currentStep(of: instance), createdAt: wallClock.rfc3339(at: instance.createdAt),
+            updatedAt: wallClock.rfc3339(at: instance.updatedAt), context: instance.data, error: instance.error)
+    }
+
+    /// The first waiting step, else the first running one, in tree order.
+    func currentStep(of instance: WorkflowInstance) -> String? {
+        guard let program = programs[ProgramKey(name: instance.sequenceName, version: instance.sequenceVersion)] else { return nil }
+        var running: String?
+        for node in instance.nodes {
+            guard case .block(let b) = node.kind, case .step(let step) = program.blocks[Int(b)] else { continue }
+            if node.state == .waiting { return step.id }
+            if node.state == .running && running == nil { running = step.id }
+        }
+        return running
+    }
+}

@@ -1,0 +1,215 @@
+public import LabKernel
+
+/// Drives a `MobileEngine` with a store and built-in handlers, synchronously: the driver
+/// of `fleetlab workflow run`, `fleetlab bench engine` and the crash tests.
+///
+/// Effects are applied in the order the engine emits them. Storage effects go into one
+/// transaction, committed before the first non-storage effect (so what is about to be
+/// acted on is stored). An invocation first looks in the journal: a result recorded
+/// before a crash is handed back without running the handler again; otherwise the
+/// handler runs and its result is journaled at once, then queued for the engine.
+///
+/// `crashAfterEffects` makes the host die after that many effects, the way an app is
+/// killed: the open transaction is rolled back and the host refuses to go on. A new host
+/// over the same store then restores the engine and continues.
+public struct EngineHost<Store: WorkflowStore> {
+    public var engine: MobileEngine
+    public var store: Store
+    public let handlers: [String: BuiltinHandler]
+    public let wallClock: WallClockOrigin
+    /// Answers to give when a step waits: step id → values, used in order.
+    public var answers: [String: [JSONValue]] = [:]
+    public private(set) var now: Instant
+    public private(set) var completed: [String: JSONValue] = [:]
+    public private(set) var failed: [String: String] = [:]
+    /// Steps that waited and had no answer left, in order.
+    public private(set) var unanswered: [(instanceID: String, step: String)] = []
+    public private(set) var banners: [JSONValue] = []
+    /// Handlers actually run (not served from the journal), by invocation key.
+    public private(set) var handlerRuns: [InvocationKey: Int] = [:]
+    /// Effects and commits done so far: the points where a kill can fall.
+    public private(set) var effectsApplied = 0
+    public var crashAfterEffects: Int?
+    public private(set) var crashed = false
+    var pendingResults: [(InvocationKey, HandlerOutcome)] = []
+    var pendingAnswers: [(String, String, JSONValue)] = []
+    var inTransaction = false
+
+    public struct Crash: Error {}
+
+    public init(engine: MobileEngine, store: Store, handlers: [String: BuiltinHandler] = BuiltinHandlers.all,
+                wallClock: WallClockOrigin = .simulationEpoch, now: Instant = .zero) {
+        self.engine = engine
+        self.store = store
+        self.handlers = handlers
+        self.wallClock = wallClock
+        self.now = now
+    }
+
+    /// A host over a store that already has state: the engine is restored from it.
+    public static func relaunch(config: MobileEngineConfig, store: Store, seed: StreamSeed, now: Instant,
+                                handlers: [String: BuiltinHandler] = BuiltinHandlers.all) throws -> EngineHost {
+        var engine = MobileEngine(config: config, handlers: Set(handlers.keys), seed: seed)
+        var effects: [EngineEffect] = []
+        _ = engine.restore(try store.loadState(), now: now, into: &effects)
+        var host = EngineHost(engine: engine, store: store, handlers: handlers, now: now)
+        try host.apply(effects)
+        return host
+    }
+
+    // MARK: Calling the engine
+
+    public mutating func loadSequence(json: String) throws -> SequenceInfo {
+        var effects: [EngineEffect] = []
+        let info = try engine.loadSequence(json: json, into: &effects)
+        try apply(effects)
+        return info
+    }
+
+    public mutating func start(_ name: String, input: JSONValue = [:], dedupKey: String? = nil) throws -> String {
+        var effects: [EngineEffect] = []
+        let id = try engine.start(name, input: input, dedupKey: dedupKey, now: now, into: &effects)
+        try apply(effects)
+        return id
+    }
+
+    public mutating func completeStep(_ id: String, step: String, output: JSONValue) throws {
+        var effects: [EngineEffect] = []
+        try engine.completeStep(id, stepName: step, output: output, now: now, into: &effects)
+        try apply(effects)
+    }
+
+    public mutating func cancel(_ id: String) throws {
+        var effects: [EngineEffect] = []
+        try engine.cancelInstance(id, now: now, into: &effects)
+        try apply(effects)
+    }
+
+    /// One tick at the current time, after handing the engine every result and answer
+    /// gathered since the last one.
+    public mutating func tick() throws {
+        guard !crashed else { throw Crash() }
+        var effects: [EngineEffect] = []
+        for (key, outcome) in pendingResults { engine.handlerFinished(key, outcome, now: now, into: &effects) }
+        pendingResults.removeAll()
+        for (id, step, output) in pendingAnswers {
+            do { try engine.completeStep(id, stepName: step, output: output, now: now, into: &effects) } catch {
+                failed[id] = failed[id] ?? "answer to \(step) refused: \(error)"
+            }
+        }
+        pendingAnswers.removeAll()
+        engine.tick(now: now, into: &effects)
+        try apply(effects)
+    }
+
+    /// Ticks until no instance can make progress without time passing; then jumps the
+    /// clock to the engine's next timer of the given kinds while there is one before
+    /// `limit`. By default only retries and handler timeouts are jumped to: a wait for
+    /// input stays waiting instead of timing out a day later. Returns the number of ticks.
+    @discardableResult
+    public mutating func runUntilIdle(limit: TimeSpan = .hours(48), timers: TimerKinds = [.retries, .handlerTimeouts],
+                                      maxTicks: Int = 1_000_000) throws -> Int {
+        let end = now + limit
+        var ticks = 0
+        while ticks < maxTicks {
+            try tick()
+            ticks += 1
+            if !pendingResults.isEmpty || !pendingAnswers.isEmpty { continue }
+            guard let next = engine.nextDeadline(including: timers) else { break }
+            if next <= now { continue }
+            guard next <= end else { break }
+            now = next
+        }
+        return ticks
+    }
+
+    public mutating func advance(to instant: Instant) { if instant > now { now = instant } }
+
+    /// Queues answers for steps already waiting (after a relaunch no `stepPending` comes
+    /// again for them); returns how many were answered.
+    @discardableResult
+    public mutating func answerWaitingSteps() -> Int {
+        var answered = 0
+        for (id, step) in engine.waitingSteps() {
+            guard var queue = answers[step], !queue.isEmpty else { continue }
+            pendingAnswers.append((id, step, queue.removeFirst()))
+            answers[step] = queue
+            answered += 1
+        }
+        return answered
+    }
+
+    // MARK: Applying effects
+
+    public mutating func apply(_ effects: [EngineEffect]) throws {
+        for effect in effects {
+            try boundary()
+            switch effect {
+            case .persist, .delete, .storeSequence, .removeSequence, .telemetry:
+                if !inTransaction {
+                    try store.begin()
+                    inTransaction = true
+                }
+                try store.apply(effect)
+            case .invoke(let invocation):
+                try commitIfNeeded()
+                try invoke(invocation)
+            case .instanceCompleted(let id, let output):
+                try commitIfNeeded()
+                completed[id] = output
+            case .instanceFailed(let id, let error):
+                try commitIfNeeded()
+                failed[id] = error
+            case .stepPending(let id, let step, _):
+                try commitIfNeeded()
+                if var queue = answers[step], !queue.isEmpty {
+                    pendingAnswers.append((id, step, queue.removeFirst()))
+                    answers[step] = queue
+                } else {
+                    unanswered.append((id, step))
+                }
+            }
+        }
+        try commitIfNeeded()
+    }
+
+    /// A point where the app may be killed: before each effect and before each commit.
+    mutating func boundary() throws {
+        guard !crashed else { throw Crash() }
+        if let limit = crashAfterEffects, effectsApplied >= limit {
+            crash()
+            throw Crash()
+        }
+        effectsApplied += 1
+    }
+
+    mutating func commitIfNeeded() throws {
+        guard inTransaction else { return }
+        try boundary()
+        try store.commit()
+        inTransaction = false
+    }
+
+    mutating func crash() {
+        store.rollback()
+        inTransaction = false
+        crashed = true
+    }
+
+    mutating func invoke(_ invocation: HandlerInvocation) throws {
+        if let journaled = try store.journaledOutcome(invocation.key) {
+            pendingResults.append((invocation.key, journaled))
+            return
+        }
+        let outcome: HandlerOutcome
+        if let handler = handlers[invocation.handler] {
+            outcome = handler(HandlerCall(invocation: invocation, timestamp: wallClock.rfc3339(at: now)))
+        } else {
+            outcome = .permanent("no handler named '\(invocation.handler)' is registered")
+        }
+        handlerRuns[invocation.key, default: 0] += 1
+        if invocation.handler == "show_banner", case .success(let banner) = outcome { banners.append(banner) }
+        try store.journal(invocation.key, outcome)
+        pendingResults.append((invocation.key, outcome))
+    }
+}

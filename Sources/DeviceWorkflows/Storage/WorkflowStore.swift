@@ -1,0 +1,54 @@
+public import LabKernel
+
+/// Where a device keeps its workflow state: sequences, instance snapshots (context and
+/// execution tree), the handler-result journal, telemetry and the sync outbox.
+///
+/// Two implementations pass one conformance suite: `SQLiteWorkflowStore` (the device
+/// database file) and `InMemoryWorkflowStore` (compact, for fleet-scale simulation, where
+/// it plays the part of the phone's disk: it survives an app kill, the engine does not).
+///
+/// Storage effects are applied inside `begin`/`commit`; a crash before `commit` loses the
+/// whole batch, never part of it. The journal is written outside any batch, at once.
+public protocol WorkflowStore {
+    mutating func begin() throws
+    mutating func commit() throws
+    mutating func rollback()
+    /// Applies a storage effect (`persist`, `delete`, `storeSequence`, `removeSequence`,
+    /// `telemetry`); other effects are not the store's business and are ignored.
+    mutating func apply(_ effect: EngineEffect) throws
+    /// Records a handler's result durably, before the engine hears of it.
+    mutating func journal(_ key: InvocationKey, _ outcome: HandlerOutcome) throws
+    func journaledOutcome(_ key: InvocationKey) throws -> HandlerOutcome?
+    /// Everything the engine needs after a restart.
+    func loadState() throws -> MobileEngine.StoredState
+    /// Telemetry recorded and not yet flushed, oldest first, with their ids.
+    func telemetry(limit: Int) throws -> [(id: Int64, event: TelemetryEvent)]
+    mutating func removeTelemetry(through id: Int64) throws
+}
+
+extension HandlerOutcome {
+    /// `{"ok": output}`, `{"retry": message}` or `{"fail": message}`.
+    var json: JSONValue {
+        switch self {
+        case .success(let output): return ["ok": output]
+        case .retryable(let message): return ["retry": .string(message)]
+        case .permanent(let message): return ["fail": .string(message)]
+        }
+    }
+
+    init?(json: JSONValue) {
+        if let ok = json["ok"] { self = .success(ok) }
+        else if let message = json["retry"]?.stringValue { self = .retryable(message) }
+        else if let message = json["fail"]?.stringValue { self = .permanent(message) }
+        else { return nil }
+    }
+}
+
+/// Journal rows of an instance that no in-flight node still needs (the result has been
+/// applied and its snapshot persisted).
+func staleJournalKeys(_ keys: [InvocationKey], for instance: WorkflowInstance) -> [InvocationKey] {
+    let live = Set(instance.nodes.enumerated().compactMap { n, node in
+        node.inFlight ? InvocationKey(instanceID: instance.id, node: Int32(n), attempt: node.attempt) : nil
+    })
+    return keys.filter { !live.contains($0) }
+}

@@ -1,0 +1,137 @@
+import Foundation
+import Testing
+import LabKernel
+import LabStore
+import LabTestSupport
+@testable import DeviceWorkflows
+
+/// The stores under test. Each conformance body below runs against both.
+enum StoreKind: String, CaseIterable, Sendable {
+    case memory, sqlite
+
+    func make(_ dir: URL) throws -> any WorkflowStore {
+        switch self {
+        case .memory: return InMemoryWorkflowStore()
+        case .sqlite: return try SQLiteWorkflowStore(path: dir.appendingPathComponent("device-\(UUID().uuidString).sqlite").path)
+        }
+    }
+}
+
+@Suite("Workflow stores: one conformance suite, both stores")
+struct StoreConformanceTests {
+    func host(_ kind: StoreKind) throws -> EngineHost<AnyStore> {
+        let store = AnyStore(try kind.make(TestPaths.scratchDirectory("store")))
+        return EngineHost(engine: MobileEngine(config: config(), handlers: BuiltinHandlers.names, seed: StreamSeed(1)), store: store)
+    }
+
+    @Test("a finished run reads back identically: sequences in load order, instances field for field", arguments: StoreKind.allCases)
+    func roundTrip(kind: StoreKind) throws {
+        var host = try host(kind)
+        for name in ["feature-access", "payment-verification", "kyc-checks", "sub-sequence-kyc"] { _ = try host.loadSequence(json: workflowJSON(name)) }
+        host.answers = ["consent_request": ["granted"], "access_approval": ["granted"]]
+        let a = try host.start("feature-access", dedupKey: "k1")
+        let b = try host.start("payment-verification")
+        _ = try host.start("sub-sequence-kyc")
+        try host.runUntilIdle()
+        let state = try host.store.loadState()
+        #expect(state.sequences.count == 4)
+        #expect(state.sequences.first?.contains("\"feature-access\"") == true)
+        #expect(state.instances.map(\.id) == host.engine.allInstances.map(\.id))
+        for stored in state.instances {
+            var live = try #require(host.engine.instance(stored.id))
+            live.updatedAt = stored.updatedAt
+            #expect(stored == live, "instance \(stored.id) differs after the round trip")
+        }
+        #expect(state.instances.first { $0.id == a }?.dedupKey == "k1")
+        #expect(state.instances.first { $0.id == b }?.state == .waiting)
+    }
+
+    @Test("a rolled-back batch leaves nothing; a committed one stays", arguments: StoreKind.allCases)
+    func transactions(kind: StoreKind) throws {
+        var host = try host(kind)
+        _ = try host.loadSequence(json: workflowJSON("kyc-checks"))
+        let id = try host.start("kyc-checks")
+        var instance = try #require(host.engine.instance(id))
+        instance.data["marker"] = "rolled back"
+        try host.store.begin()
+        try host.store.apply(.persist(instance))
+        try host.store.apply(.delete(instanceID: id))
+        host.store.rollback()
+        #expect(try host.store.loadState().instances.first?.data["marker"] == nil)
+        instance.data["marker"] = "kept"
+        try host.store.begin()
+        try host.store.apply(.persist(instance))
+        try host.store.commit()
+        #expect(try host.store.loadState().instances.first?.data["marker"] == "kept")
+    }
+
+    @Test("the journal keeps a result until the step's completion is stored", arguments: StoreKind.allCases)
+    func journal(kind: StoreKind) throws {
+        var host = try host(kind)
+        _ = try host.loadSequence(json: workflowJSON("kyc-checks"))
+        let id = try host.start("kyc-checks")
+        var effects: [EngineEffect] = []
+        host.engine.tick(now: .zero, into: &effects)
+        try host.store.begin()
+        for effect in effects { try host.store.apply(effect) }
+        try host.store.commit()
+        guard case .invoke(let call)? = effects.first(where: { if case .invoke = $0 { return true }; return false }) else {
+            Issue.record("no invocation")
+            return
+        }
+        try host.store.journal(call.key, .success(["verified": true]))
+        #expect(try host.store.journaledOutcome(call.key) == .success(["verified": true]))
+        #expect(try host.store.journaledOutcome(InvocationKey(instanceID: id, node: call.key.node, attempt: 9)) == nil)
+        effects.removeAll()
+        host.engine.handlerFinished(call.key, .success(["verified": true]), now: .zero, into: &effects)
+        host.engine.tick(now: .zero, into: &effects)
+        try host.store.begin()
+        for effect in effects { try host.store.apply(effect) }
+        try host.store.commit()
+        #expect(try host.store.journaledOutcome(call.key) == nil, "pruned once the completion is persisted")
+    }
+
+    @Test("telemetry is appended in order and removed once flushed", arguments: StoreKind.allCases)
+    func telemetry(kind: StoreKind) throws {
+        var host = try host(kind)
+        _ = try host.loadSequence(json: workflowJSON("kyc-checks"))
+        _ = try host.start("kyc-checks")
+        try host.runUntilIdle()
+        let events = try host.store.telemetry(limit: 100)
+        #expect(events.count >= 5)
+        #expect(events.map(\.id) == events.map(\.id).sorted())
+        try host.store.removeTelemetry(through: events[2].id)
+        #expect(try host.store.telemetry(limit: 100).count == events.count - 3)
+    }
+
+    @Test("the SQLite store is a real file another connection reads the same way")
+    func sqliteFile() throws {
+        let path = TestPaths.scratchDirectory("store").appendingPathComponent("device.sqlite").path
+        var host = EngineHost(engine: MobileEngine(config: config(), handlers: BuiltinHandlers.names, seed: StreamSeed(1)),
+                              store: try SQLiteWorkflowStore(path: path))
+        _ = try host.loadSequence(json: workflowJSON("kyc-checks"))
+        let id = try host.start("kyc-checks")
+        try host.runUntilIdle()
+        let reopened = try SQLiteWorkflowStore(path: path)
+        #expect(try reopened.loadState().instances.first?.id == id)
+        let rows = try reopened.database.query("SELECT state, json_extract(context, '$.compliance.compliant') FROM instances")
+        #expect(rows == [[.text("Completed"), .integer(1)]])
+        let tables = Set(try reopened.database.query("SELECT name FROM sqlite_master WHERE type = 'table'").compactMap { $0.first?.text })
+        #expect(tables.isSuperset(of: ["sequences", "instances", "handler_journal", "telemetry", "sync_outbox"]))
+    }
+}
+
+/// A type-erased store so one test body serves both kinds.
+struct AnyStore: WorkflowStore {
+    var base: any WorkflowStore
+    init(_ base: any WorkflowStore) { self.base = base }
+    mutating func begin() throws { try base.begin() }
+    mutating func commit() throws { try base.commit() }
+    mutating func rollback() { base.rollback() }
+    mutating func apply(_ effect: EngineEffect) throws { try base.apply(effect) }
+    mutating func journal(_ key: InvocationKey, _ outcome: HandlerOutcome) throws { try base.journal(key, outcome) }
+    func journaledOutcome(_ key: InvocationKey) throws -> HandlerOutcome? { try base.journaledOutcome(key) }
+    func loadState() throws -> MobileEngine.StoredState { try base.loadState() }
+    func telemetry(limit: Int) throws -> [(id: Int64, event: TelemetryEvent)] { try base.telemetry(limit: limit) }
+    mutating func removeTelemetry(through id: Int64) throws { try base.removeTelemetry(through: id) }
+}
