@@ -55,7 +55,7 @@ struct StoreConformanceTests {
         instance.data["marker"] = "rolled back"
         try host.store.begin()
         try host.store.apply(.persist(instance))
-        try host.store.apply(.delete(instanceID: id))
+        try host.store.apply(.delete(instanceID: id, number: instance.sequenceNumber))
         host.store.rollback()
         #expect(try host.store.loadState().instances.first?.data["marker"] == nil)
         instance.data["marker"] = "kept"
@@ -65,30 +65,21 @@ struct StoreConformanceTests {
         #expect(try host.store.loadState().instances.first?.data["marker"] == "kept")
     }
 
-    @Test("the journal keeps a result until the step's completion is stored", arguments: StoreKind.allCases)
+    @Test("the journal keeps a result until it is forgotten; a finished run leaves it empty", arguments: StoreKind.allCases)
     func journal(kind: StoreKind) throws {
         var host = try host(kind)
         _ = try host.loadSequence(json: workflowJSON("kyc-checks"))
-        let id = try host.start("kyc-checks")
-        var effects: [EngineEffect] = []
-        host.engine.tick(now: .zero, into: &effects)
-        try host.store.begin()
-        for effect in effects { try host.store.apply(effect) }
-        try host.store.commit()
-        guard case .invoke(let call)? = effects.first(where: { if case .invoke = $0 { return true }; return false }) else {
-            Issue.record("no invocation")
-            return
-        }
-        try host.store.journal(call.key, .success(["verified": true]))
-        #expect(try host.store.journaledOutcome(call.key) == .success(["verified": true]))
-        #expect(try host.store.journaledOutcome(InvocationKey(instanceID: id, node: call.key.node, attempt: 9)) == nil)
-        effects.removeAll()
-        host.engine.handlerFinished(call.key, .success(["verified": true]), now: .zero, into: &effects)
-        host.engine.tick(now: .zero, into: &effects)
-        try host.store.begin()
-        for effect in effects { try host.store.apply(effect) }
-        try host.store.commit()
-        #expect(try host.store.journaledOutcome(call.key) == nil, "pruned once the completion is persisted")
+        _ = try host.start("kyc-checks")
+        let key = InvocationKey(instance: 0, node: 1, attempt: 1)
+        try host.store.journal(key, .success(["verified": true]))
+        #expect(try host.store.journaledOutcome(key) == .success(["verified": true]))
+        #expect(try host.store.journaledOutcome(InvocationKey(instance: 0, node: 1, attempt: 9)) == nil)
+        try host.store.forgetJournal([key])
+        #expect(try host.store.journaledOutcome(key) == nil)
+        // A whole run journals every handler result and forgets each once it is committed.
+        try host.runUntilIdle()
+        #expect(host.handlerRuns.count == 2)
+        for run in host.handlerRuns.keys { #expect(try host.store.journaledOutcome(run) == nil) }
     }
 
     @Test("telemetry is appended in order and removed once flushed", arguments: StoreKind.allCases)
@@ -128,10 +119,11 @@ struct AnyStore: WorkflowStore {
     mutating func begin() throws { try base.begin() }
     mutating func commit() throws { try base.commit() }
     mutating func rollback() { base.rollback() }
-    mutating func apply(_ effect: EngineEffect) throws { try base.apply(effect) }
+    mutating func apply(_ effect: consuming EngineEffect) throws { try base.apply(effect) }
     mutating func journal(_ key: InvocationKey, _ outcome: HandlerOutcome) throws { try base.journal(key, outcome) }
     func journaledOutcome(_ key: InvocationKey) throws -> HandlerOutcome? { try base.journaledOutcome(key) }
     func loadState() throws -> MobileEngine.StoredState { try base.loadState() }
     func telemetry(limit: Int) throws -> [(id: Int64, event: TelemetryEvent)] { try base.telemetry(limit: limit) }
     mutating func removeTelemetry(through id: Int64) throws { try base.removeTelemetry(through: id) }
+    mutating func forgetJournal(_ keys: [InvocationKey]) throws { try base.forgetJournal(keys) }
 }

@@ -1,29 +1,46 @@
 public import LabKernel
 
-/// Identifies one attempt of one step of one instance; stable across app restarts, so a
-/// result journaled before a crash is found again when the step is re-dispatched.
+/// Identifies one attempt of one step of one instance; stable across app restarts (the
+/// instance's number, node and attempt are all stored), so a result journaled before a
+/// crash is found again when the step is re-dispatched.
 public struct InvocationKey: Hashable, Sendable, Comparable, CustomStringConvertible {
-    public var instanceID: String
+    /// The instance's number on its engine (`WorkflowInstance.sequenceNumber`).
+    public var instance: UInt64
     public var node: Int32
     public var attempt: Int16
 
-    public var description: String { "\(instanceID)/\(node)/\(attempt)" }
+    public init(instance: UInt64, node: Int32, attempt: Int16) {
+        self.instance = instance
+        self.node = node
+        self.attempt = attempt
+    }
+
+    public var description: String { "\(instance)/\(node)/\(attempt)" }
 
     public static func < (a: InvocationKey, b: InvocationKey) -> Bool {
-        (a.instanceID, a.node, a.attempt) < (b.instanceID, b.node, b.attempt)
+        (a.instance, a.node, a.attempt) < (b.instance, b.node, b.attempt)
     }
 }
 
 /// A handler call the driver must make.
 public struct HandlerInvocation: Sendable, Equatable {
     public var key: InvocationKey
+    public var instanceID: String
     public var sequenceName: String
     public var blockID: String
     public var handler: String
     /// The step's params alone.
     public var params: [String: JSONValue]
-    /// The step's params merged over context.data (params win), as the seed specifies.
-    public var input: JSONValue
+    /// The instance's context.data when the step was dispatched.
+    public var data: [String: JSONValue]
+
+    /// The step's params merged over context.data (params win), as the seed specifies;
+    /// merged on demand, since most handlers never look.
+    public var input: JSONValue {
+        var merged = data
+        for (name, value) in params { merged[name] = value }
+        return .object(merged)
+    }
 }
 
 /// How a handler call ended.
@@ -58,7 +75,7 @@ public enum EngineEffect: Sendable, Equatable {
     /// Store the instance as it is now (replacing any earlier snapshot).
     case persist(WorkflowInstance)
     /// Remove an instance (garbage collection).
-    case delete(instanceID: String)
+    case delete(instanceID: String, number: UInt64)
     /// Store a loaded sequence definition (its JSON) so a restart has it.
     case storeSequence(name: String, version: Int, json: String)
     case removeSequence(name: String, version: Int)

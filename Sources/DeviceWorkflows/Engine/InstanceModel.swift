@@ -45,29 +45,33 @@ public enum NodeKind: Sendable, Equatable, Hashable {
 /// One node of an instance's execution tree. Composite progress lives in `cursor`:
 /// the next block of a list, the iteration of a loop, the chosen route or variant, the
 /// phase of a try/catch.
+///
+/// Plain data on purpose: children are linked (`firstChild`/`nextSibling`) and the rare
+/// fields (errors, for_each items) live in side tables of the instance, so copying a tree
+/// (every persisted snapshot does) is a memory copy, not a retain per field.
 public struct ExecNode: Sendable, Equatable {
     public var kind: NodeKind
     public var parent: Int32
     public var state: NodeState
-    public var children: [Int32] = []
     public var cursor: Int32 = 0
+    public var firstChild: Int32 = -1
+    public var lastChild: Int32 = -1
+    public var nextSibling: Int32 = -1
+    public var childCount: Int32 = 0
     /// Attempts made of a step (1 after the first dispatch).
     public var attempt: Int16 = 0
+    /// A handler invocation of this node is in flight.
+    public var inFlight = false
+    /// A step has passed its `wait_for_input` gate (the input is in).
+    public var gatePassed = false
     public var startedAt: Instant?
     public var completedAt: Instant?
     /// A step's next attempt is due (retry backoff).
     public var retryAt: Instant?
     /// A handler or an input wait times out.
     public var deadline: Instant?
-    /// A handler invocation of this node is in flight.
-    public var inFlight = false
-    /// A step has passed its `wait_for_input` gate (the input is in).
-    public var gatePassed = false
-    /// The child instance a sub_sequence runs.
-    public var childInstance: String?
-    /// Items a for_each iterates over (snapshotted when it starts).
-    public var items: [JSONValue]?
-    public var error: String?
+    /// The number of the child instance a sub_sequence runs.
+    public var childInstance: UInt64?
 
     public init(kind: NodeKind, parent: Int32, state: NodeState) {
         self.kind = kind
@@ -84,6 +88,10 @@ public struct WorkflowInstance: Sendable, Equatable {
     public var state: InstanceState
     public var data: [String: JSONValue]
     public var nodes: [ExecNode]
+    /// Why nodes failed, by node.
+    public var nodeErrors: [Int32: String] = [:]
+    /// The items each for_each node iterates over (snapshotted when it starts).
+    public var forEachItems: [Int32: [JSONValue]] = [:]
     public var dedupKey: String?
     public var createdAt: Instant
     public var updatedAt: Instant
@@ -100,8 +108,44 @@ public struct WorkflowInstance: Sendable, Equatable {
     public var generator: SeededGenerator
 
     public struct ParentLink: Sendable, Equatable, Hashable {
-        public var instanceID: String
+        public var instance: UInt64
         public var node: Int32
+    }
+
+    // MARK: Children
+
+    /// The children of node `n`, in order.
+    public func children(of n: Int32) -> [Int32] {
+        var out: [Int32] = []
+        out.reserveCapacity(Int(nodes[Int(n)].childCount))
+        var c = nodes[Int(n)].firstChild
+        while c >= 0 {
+            out.append(c)
+            c = nodes[Int(c)].nextSibling
+        }
+        return out
+    }
+
+    /// The `i`th child of node `n`.
+    public func child(of n: Int32, at i: Int) -> Int32 {
+        var c = nodes[Int(n)].firstChild
+        for _ in 0..<i { c = nodes[Int(c)].nextSibling }
+        return c
+    }
+
+    /// Appends a pending child of `kind` to node `n` and returns it.
+    @discardableResult
+    public mutating func addChild(of n: Int32, kind: NodeKind) -> Int32 {
+        let child = Int32(nodes.count)
+        nodes.append(ExecNode(kind: kind, parent: n, state: .pending))
+        if nodes[Int(n)].lastChild >= 0 {
+            nodes[Int(nodes[Int(n)].lastChild)].nextSibling = child
+        } else {
+            nodes[Int(n)].firstChild = child
+        }
+        nodes[Int(n)].lastChild = child
+        nodes[Int(n)].childCount += 1
+        return child
     }
 }
 

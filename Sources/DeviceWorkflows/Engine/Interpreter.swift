@@ -13,7 +13,7 @@ import LabKernel
 ///
 /// Cancellation: once `cancelRequested` is set, a list starts no new block and reports
 /// `.cancelled`, except inside a `cancellation_scope` (or a non-cancellable step), which
-/// runs to its end first.
+/// runs to its end first ("shielded").
 struct Interpreter {
     enum Progress: Equatable {
         case done
@@ -31,17 +31,18 @@ struct Interpreter {
     let program: Program
     let now: Instant
     let config: MobileEngineConfig
-    let wallClock: WallClockOrigin
+    /// `now` as RFC 3339, formatted once per tick by the engine.
+    let timestamp: String
     var dispatch: [Int32] = []
     var childStarts: [ChildStart] = []
     var effects: [EngineEffect] = []
 
-    init(instance: WorkflowInstance, program: Program, now: Instant, config: MobileEngineConfig, wallClock: WallClockOrigin) {
+    init(instance: WorkflowInstance, program: Program, now: Instant, config: MobileEngineConfig, timestamp: String) {
         self.instance = instance
         self.program = program
         self.now = now
         self.config = config
-        self.wallClock = wallClock
+        self.timestamp = timestamp
     }
 
     mutating func run() -> Progress {
@@ -56,27 +57,27 @@ struct Interpreter {
     mutating func drive(_ n: Int32) -> Progress {
         switch instance.nodes[Int(n)].state {
         case .completed, .skipped: return .done
-        case .failed: return .failed(instance.nodes[Int(n)].error ?? "failed")
+        case .failed: return .failed(instance.nodeErrors[n] ?? "failed")
         case .cancelled: return .cancelled
         case .pending:
             if let early = activate(n) { return early }
         case .running, .waiting: break
         }
-        switch instance.nodes[Int(n)].kind {
-        case .list: return driveList(n, program.list(instance.nodes[Int(n)].kind))
-        case .block(let b):
-            switch program.blocks[Int(b)] {
-            case .step(let step): return driveStep(n, step)
-            case .router: return driveChosenList(n)
-            case .abSplit: return driveChosenList(n)
-            case .cancellationScope: return driveChosenList(n)
-            case .parallel: return driveParallel(n, branches: program.lists[Int(b)].count)
-            case .race(let race): return driveRace(n, branches: program.lists[Int(b)].count, semantics: race.semantics)
-            case .loop(let loop): return driveLoop(n, b, loop)
-            case .forEach(let each): return driveForEach(n, b, each)
-            case .tryCatch(let tc): return driveTryCatch(n, b, hasFinally: tc.finallyBlocks != nil, id: tc.id)
-            case .subSequence: return .blocked
-            }
+        let kind = instance.nodes[Int(n)].kind
+        guard case .block(let b) = kind else { return driveList(n, program.list(kind)) }
+        switch program.kinds[Int(b)] {
+        case .step: return driveStep(n, program.steps[Int(b)]!)
+        case .router, .abSplit, .cancellationScope: return driveChosenList(n, b)
+        case .parallel: return driveParallel(n, b)
+        case .race(let firstToSucceed): return driveRace(n, b, firstToSucceed: firstToSucceed)
+        case .loop:
+            guard case .loop(let loop) = program.blocks[Int(b)] else { return .blocked }
+            return driveLoop(n, b, loop)
+        case .forEach:
+            guard case .forEach(let each) = program.blocks[Int(b)] else { return .blocked }
+            return driveForEach(n, b, each)
+        case .tryCatch: return driveTryCatch(n, b)
+        case .subSequence: return .blocked
         }
     }
 
@@ -85,20 +86,18 @@ struct Interpreter {
         instance.nodes[Int(n)].state = .running
         instance.nodes[Int(n)].startedAt = now
         guard case .block(let b) = instance.nodes[Int(n)].kind else { return nil }
-        let block = program.blocks[Int(b)]
-        switch block {
-        case .step(let step):
+        switch program.kinds[Int(b)] {
+        case .step:
+            let step = program.steps[Int(b)]!
             if let when = step.when, !when.isTrue(in: instance.data) {
                 finish(n, .skipped)
                 return .done
             }
             telemetry(.stepStarted, block: step.id, detail: step.handler)
-            if config.inputGate == .beforeHandler, let wait = step.waitForInput {
-                enterWaiting(n, step, wait)
-            }
-        case .router(let router):
-            let chosen = router.routes.firstIndex { $0.condition.isTrue(in: instance.data) }
-            if let chosen {
+            if config.inputGate == .beforeHandler, let wait = step.wait { enterWaiting(n, step, wait) }
+        case .router:
+            guard case .router(let router) = program.blocks[Int(b)] else { return nil }
+            if let chosen = router.routes.firstIndex(where: { $0.condition.isTrue(in: instance.data) }) {
                 instance.nodes[Int(n)].cursor = Int32(chosen)
             } else if router.defaultBlocks != nil {
                 instance.nodes[Int(n)].cursor = Int32(router.routes.count)
@@ -107,19 +106,21 @@ struct Interpreter {
                 finish(n, .completed)
                 return .done
             }
-        case .abSplit(let split):
+        case .abSplit:
+            guard case .abSplit(let split) = program.blocks[Int(b)] else { return nil }
             let chosen = chooseVariant(split)
             instance.nodes[Int(n)].cursor = Int32(chosen)
             instance.data[split.id] = ["variant": .string(split.variants[chosen].name)]
-        case .forEach(let each):
+        case .forEach:
+            guard case .forEach(let each) = program.blocks[Int(b)] else { return nil }
             let value = each.collection.value(in: instance.data)
             guard case .array(let items) = value else {
                 let found = value == .null ? "nothing" : value.canonicalText
-                fail(n, "collection '\(each.collection)' is not a list (found \(found))")
-                return .failed(instance.nodes[Int(n)].error!)
+                return fail(n, "collection '\(each.collection)' is not a list (found \(found))")
             }
-            instance.nodes[Int(n)].items = items
-        case .subSequence(let sub):
+            instance.forEachItems[n] = items
+        case .subSequence:
+            guard case .subSequence(let sub) = program.blocks[Int(b)] else { return nil }
             childStarts.append(ChildStart(node: n, block: sub))
         case .cancellationScope, .parallel, .race, .loop, .tryCatch:
             break
@@ -130,28 +131,25 @@ struct Interpreter {
     // MARK: Lists and chosen lists
 
     mutating func driveList(_ n: Int32, _ blocks: [Int32]) -> Progress {
+        var child = instance.nodes[Int(n)].lastChild
         while true {
             let cursor = Int(instance.nodes[Int(n)].cursor)
             if cursor >= blocks.count {
                 finish(n, .completed)
                 return .done
             }
-            let child: Int32
-            if cursor < instance.nodes[Int(n)].children.count {
-                child = instance.nodes[Int(n)].children[cursor]
-            } else {
-                if instance.cancelRequested && !isProtected(n) {
+            // A list's children are its blocks in order; the last child is the current one.
+            if cursor >= Int(instance.nodes[Int(n)].childCount) {
+                if instance.cancelRequested && !isShielded(n) {
                     finish(n, .cancelled)
                     return .cancelled
                 }
-                child = addChild(of: n, kind: .block(blocks[cursor]))
+                child = instance.addChild(of: n, kind: .block(blocks[cursor]))
             }
             switch drive(child) {
             case .done: instance.nodes[Int(n)].cursor += 1
             case .blocked: return .blocked
-            case .failed(let error):
-                fail(n, error)
-                return .failed(error)
+            case .failed(let error): return fail(n, error)
             case .cancelled:
                 finish(n, .cancelled)
                 return .cancelled
@@ -160,27 +158,25 @@ struct Interpreter {
     }
 
     /// Routers, splits and scopes run one child list: the one in `cursor`.
-    mutating func driveChosenList(_ n: Int32) -> Progress {
-        guard case .block(let b) = instance.nodes[Int(n)].kind else { return .blocked }
-        if instance.nodes[Int(n)].children.isEmpty {
-            addChild(of: n, kind: .list(owner: b, list: instance.nodes[Int(n)].cursor))
+    mutating func driveChosenList(_ n: Int32, _ b: Int32) -> Progress {
+        if instance.nodes[Int(n)].childCount == 0 {
+            instance.addChild(of: n, kind: .list(owner: b, list: max(0, instance.nodes[Int(n)].cursor)))
         }
-        return settle(n, with: drive(instance.nodes[Int(n)].children[0]))
+        return settle(n, with: drive(instance.nodes[Int(n)].firstChild))
     }
 
     // MARK: Parallel and race
 
-    mutating func driveParallel(_ n: Int32, branches: Int) -> Progress {
-        ensureBranches(n, branches)
+    mutating func driveParallel(_ n: Int32, _ b: Int32) -> Progress {
+        ensureBranches(n, b)
         var allDone = true
-        for child in instance.nodes[Int(n)].children {
+        for child in instance.children(of: n) {
             switch drive(child) {
             case .done: continue
             case .blocked: allDone = false
             case .failed(let error):
                 cancelSiblings(of: n, except: child)
-                fail(n, error)
-                return .failed(error)
+                return fail(n, error)
             case .cancelled:
                 cancelSiblings(of: n, except: child)
                 finish(n, .cancelled)
@@ -194,11 +190,12 @@ struct Interpreter {
         return .blocked
     }
 
-    mutating func driveRace(_ n: Int32, branches: Int, semantics: RaceSemantics) -> Progress {
-        ensureBranches(n, branches)
+    mutating func driveRace(_ n: Int32, _ b: Int32, firstToSucceed: Bool) -> Progress {
+        ensureBranches(n, b)
+        let children = instance.children(of: n)
         var failures = 0
         var lastError = "every branch failed"
-        for (index, child) in instance.nodes[Int(n)].children.enumerated() {
+        for (index, child) in children.enumerated() {
             switch drive(child) {
             case .done:
                 instance.nodes[Int(n)].cursor = Int32(index)
@@ -207,10 +204,9 @@ struct Interpreter {
                 return .done
             case .blocked: continue
             case .failed(let error):
-                if semantics == .firstToResolve {
+                if !firstToSucceed {
                     cancelSiblings(of: n, except: child)
-                    fail(n, error)
-                    return .failed(error)
+                    return fail(n, error)
                 }
                 failures += 1
                 lastError = error
@@ -223,16 +219,13 @@ struct Interpreter {
                 failures += 1
             }
         }
-        if failures == branches {
-            fail(n, "every branch of the race failed; last: \(lastError)")
-            return .failed(instance.nodes[Int(n)].error!)
-        }
+        if failures == children.count { return fail(n, "every branch of the race failed; last: \(lastError)") }
         return .blocked
     }
 
-    mutating func ensureBranches(_ n: Int32, _ count: Int) {
-        guard instance.nodes[Int(n)].children.isEmpty, case .block(let b) = instance.nodes[Int(n)].kind else { return }
-        for branch in 0..<count { addChild(of: n, kind: .list(owner: b, list: Int32(branch))) }
+    mutating func ensureBranches(_ n: Int32, _ b: Int32) {
+        guard instance.nodes[Int(n)].childCount == 0 else { return }
+        for branch in program.lists[Int(b)].indices { instance.addChild(of: n, kind: .list(owner: b, list: Int32(branch))) }
     }
 
     // MARK: Loops
@@ -252,10 +245,7 @@ struct Interpreter {
                         return .done
                     }
                 case .failed(let error):
-                    guard loop.continueOnError else {
-                        fail(n, error)
-                        return .failed(error)
-                    }
+                    guard loop.continueOnError else { return fail(n, error) }
                     instance.nodes[Int(n)].cursor += 1
                 }
                 continue
@@ -264,16 +254,16 @@ struct Interpreter {
                 finish(n, .completed)
                 return .done
             }
-            if instance.cancelRequested && !isProtected(n) {
+            if instance.cancelRequested && !isShielded(n) {
                 finish(n, .cancelled)
                 return .cancelled
             }
-            addChild(of: n, kind: .list(owner: b, list: 0))
+            instance.addChild(of: n, kind: .list(owner: b, list: 0))
         }
     }
 
     mutating func driveForEach(_ n: Int32, _ b: Int32, _ each: ForEachBlock) -> Progress {
-        let items = instance.nodes[Int(n)].items ?? []
+        let items = instance.forEachItems[n] ?? []
         while true {
             if let current = activeIteration(n) {
                 switch drive(current) {
@@ -281,8 +271,7 @@ struct Interpreter {
                 case .done: instance.nodes[Int(n)].cursor += 1
                 case .failed(let error):
                     instance.data[each.itemVar] = nil
-                    fail(n, error)
-                    return .failed(error)
+                    return fail(n, error)
                 case .cancelled:
                     finish(n, .cancelled)
                     return .cancelled
@@ -292,64 +281,63 @@ struct Interpreter {
             let index = Int(instance.nodes[Int(n)].cursor)
             if index >= items.count || index >= each.maxIterations {
                 instance.data[each.itemVar] = nil
+                instance.forEachItems[n] = nil
                 finish(n, .completed)
                 return .done
             }
-            if instance.cancelRequested && !isProtected(n) {
+            if instance.cancelRequested && !isShielded(n) {
                 finish(n, .cancelled)
                 return .cancelled
             }
             instance.data[each.itemVar] = items[index]
-            addChild(of: n, kind: .list(owner: b, list: 0))
+            instance.addChild(of: n, kind: .list(owner: b, list: 0))
         }
     }
 
-    /// The current iteration's body, if one is started and not finished.
+    /// The current iteration's body, if one is started and not yet counted.
     func activeIteration(_ n: Int32) -> Int32? {
         let node = instance.nodes[Int(n)]
-        guard let last = node.children.last, node.children.count > Int(node.cursor) else { return nil }
-        return last
+        return node.childCount > node.cursor ? node.lastChild : nil
     }
 
     // MARK: try / catch / finally
 
     /// Phases in `cursor`: 0 try, 1 catch, 2 finally. A failure to re-raise after the
-    /// finally block waits in the node's `error`.
-    mutating func driveTryCatch(_ n: Int32, _ b: Int32, hasFinally: Bool, id: String) -> Progress {
+    /// finally block waits in the node's error entry.
+    mutating func driveTryCatch(_ n: Int32, _ b: Int32) -> Progress {
+        let hasFinally = program.lists[Int(b)].count > 2
         while true {
             let phase = instance.nodes[Int(n)].cursor
-            let children = instance.nodes[Int(n)].children
-            let child = Int(phase) < children.count ? children[Int(phase)] : addChild(of: n, kind: .list(owner: b, list: phase))
-            let result = drive(child)
-            switch (phase, result) {
+            let child = Int(phase) < Int(instance.nodes[Int(n)].childCount)
+                ? instance.child(of: n, at: Int(phase)) : instance.addChild(of: n, kind: .list(owner: b, list: phase))
+            switch (phase, drive(child)) {
             case (_, .blocked): return .blocked
             case (_, .cancelled):
                 finish(n, .cancelled)
                 return .cancelled
             case (0, .done), (1, .done):
-                instance.nodes[Int(n)].error = nil
+                instance.nodeErrors[n] = nil
                 guard hasFinally else { return settle(n, with: .done) }
-                skipTo(n, phase: 2)
+                skipTo(n, b, phase: 2)
             case (0, .failed(let error)):
-                instance.data[id] = ["error": .string(error)]
-                skipTo(n, phase: 1)
+                instance.data[program.blocks[Int(b)].id] = ["error": .string(error)]
+                skipTo(n, b, phase: 1)
             case (1, .failed(let error)):
                 guard hasFinally else { return settle(n, with: .failed(error)) }
-                instance.nodes[Int(n)].error = error
-                skipTo(n, phase: 2)
+                instance.nodeErrors[n] = error
+                skipTo(n, b, phase: 2)
             case (_, .done):
-                return settle(n, with: instance.nodes[Int(n)].error.map { .failed($0) } ?? .done)
+                return settle(n, with: instance.nodeErrors[n].map { .failed($0) } ?? .done)
             case (_, .failed(let error)):
                 return settle(n, with: .failed(error))
             }
         }
     }
 
-    /// Moves a try/catch to `phase`, keeping `children[phase]` aligned with the phase.
-    mutating func skipTo(_ n: Int32, phase: Int32) {
-        guard case .block(let b) = instance.nodes[Int(n)].kind else { return }
-        while instance.nodes[Int(n)].children.count < Int(phase) {
-            let skipped = addChild(of: n, kind: .list(owner: b, list: Int32(instance.nodes[Int(n)].children.count)))
+    /// Moves a try/catch to `phase`, keeping child `phase` aligned with the phase.
+    mutating func skipTo(_ n: Int32, _ b: Int32, phase: Int32) {
+        while instance.nodes[Int(n)].childCount < phase {
+            let skipped = instance.addChild(of: n, kind: .list(owner: b, list: instance.nodes[Int(n)].childCount))
             finish(skipped, .skipped)
         }
         instance.nodes[Int(n)].cursor = phase
@@ -357,11 +345,11 @@ struct Interpreter {
 
     // MARK: Steps
 
-    mutating func driveStep(_ n: Int32, _ step: StepBlock) -> Progress {
+    mutating func driveStep(_ n: Int32, _ step: StepSpec) -> Progress {
         let node = instance.nodes[Int(n)]
         if node.state == .waiting || node.inFlight { return .blocked }
         if let retryAt = node.retryAt, retryAt > now { return .blocked }
-        if instance.cancelRequested && step.cancellable && !isProtected(n) {
+        if instance.cancelRequested && step.cancellable && !isShielded(n) {
             finish(n, .cancelled)
             return .cancelled
         }
@@ -369,7 +357,7 @@ struct Interpreter {
         return .blocked
     }
 
-    mutating func enterWaiting(_ n: Int32, _ step: StepBlock, _ wait: WaitForInput) {
+    mutating func enterWaiting(_ n: Int32, _ step: StepSpec, _ wait: WaitForInput) {
         instance.nodes[Int(n)].state = .waiting
         instance.nodes[Int(n)].deadline = wait.timeout.map { now + $0 }
         effects.append(.stepPending(instanceID: instance.id, stepName: step.id, handler: step.handler))
@@ -377,18 +365,10 @@ struct Interpreter {
 
     // MARK: Helpers
 
-    @discardableResult
-    mutating func addChild(of n: Int32, kind: NodeKind) -> Int32 {
-        let child = Int32(instance.nodes.count)
-        instance.nodes.append(ExecNode(kind: kind, parent: n, state: .pending))
-        instance.nodes[Int(n)].children.append(child)
-        return child
-    }
-
     mutating func settle(_ n: Int32, with result: Progress) -> Progress {
         switch result {
         case .done: finish(n, .completed)
-        case .failed(let error): fail(n, error)
+        case .failed(let error): return fail(n, error)
         case .cancelled: finish(n, .cancelled)
         case .blocked: break
         }
@@ -402,17 +382,17 @@ struct Interpreter {
         instance.nodes[Int(n)].retryAt = nil
     }
 
-    mutating func fail(_ n: Int32, _ error: String) {
-        instance.nodes[Int(n)].error = error
+    /// Fails node `n` with `error` and reports the failure upward.
+    mutating func fail(_ n: Int32, _ error: String) -> Progress {
+        instance.nodeErrors[n] = error
         finish(n, .failed)
+        return .failed(error)
     }
 
     /// Cancels every unfinished node under the other children of `n` (race losers, the
     /// rest of a failed parallel).
     mutating func cancelSiblings(of n: Int32, except winner: Int32) {
-        for child in instance.nodes[Int(n)].children where child != winner {
-            cancelSubtree(child)
-        }
+        for child in instance.children(of: n) where child != winner { cancelSubtree(child) }
     }
 
     mutating func cancelSubtree(_ n: Int32) {
@@ -420,23 +400,17 @@ struct Interpreter {
             finish(n, .cancelled)
             instance.nodes[Int(n)].inFlight = false
         }
-        for child in instance.nodes[Int(n)].children { cancelSubtree(child) }
+        for child in instance.children(of: n) { cancelSubtree(child) }
     }
 
     /// Inside a cancellation scope, or a step that may not be cancelled.
-    func isProtected(_ n: Int32) -> Bool { Self.isProtected(n, in: instance, program: program) }
+    func isShielded(_ n: Int32) -> Bool { Self.isShielded(n, in: instance, program: program) }
 
-    static func isProtected(_ n: Int32, in instance: WorkflowInstance, program: Program) -> Bool {
+    static func isShielded(_ n: Int32, in instance: WorkflowInstance, program: Program) -> Bool {
         var current = n
         while current >= 0 {
             let node = instance.nodes[Int(current)]
-            if case .block(let b) = node.kind {
-                switch program.blocks[Int(b)] {
-                case .cancellationScope: return true
-                case .step(let step) where !step.cancellable: return true
-                default: break
-                }
-            }
+            if case .block(let b) = node.kind, program.shields[Int(b)] { return true }
             current = node.parent
         }
         return false
@@ -454,7 +428,6 @@ struct Interpreter {
 
     mutating func telemetry(_ kind: TelemetryEvent.Kind, block: String?, detail: String) {
         guard config.telemetryEnabled else { return }
-        effects.append(.telemetry(TelemetryEvent(kind: kind, instanceID: instance.id, blockID: block, detail: detail,
-                                                 timestamp: wallClock.rfc3339(at: now))))
+        effects.append(.telemetry(TelemetryEvent(kind: kind, instanceID: instance.id, blockID: block, detail: detail, timestamp: timestamp)))
     }
 }

@@ -15,9 +15,9 @@ extension MobileEngine {
             return existing.id
         }
         guard let program = program(named: sequenceName, version: version) else {
-            let loaded = programOrder.map(\.name)
+            let loaded = Set(programOrder.map(\.name)).sorted()
             throw .notFound("sequence '\(sequenceName)'" + (version.map { " version \($0)" } ?? "")
-                + (loaded.isEmpty ? "; no sequence is loaded" : "; loaded: \(Array(Set(loaded)).sorted().joined(separator: ", "))"))
+                + (loaded.isEmpty ? "; no sequence is loaded" : "; loaded: \(loaded.joined(separator: ", "))"))
         }
         let data: [String: JSONValue]
         switch input {
@@ -35,16 +35,16 @@ extension MobileEngine {
                 throw .resourceLimit("instances use about \(used) bytes (memoryBudgetBytes is \(config.memoryBudgetBytes))")
             }
         }
-        let id = createInstance(program, data: data, dedupKey: dedupKey, parent: nil, now: now, into: &effects)
+        let index = createInstance(program, data: data, dedupKey: dedupKey, parent: nil, now: now, into: &effects)
         flush(now: now, into: &effects)
-        return id
+        return instances[index].id
     }
 
-    /// Creates and registers an instance; it runs on the next tick.
+    /// Creates and registers an instance; it runs on the next tick. Returns its index.
     mutating func createInstance(
         _ program: Program, data: [String: JSONValue], dedupKey: String?, parent: WorkflowInstance.ParentLink?,
         now: Instant, into effects: inout [EngineEffect]
-    ) -> String {
+    ) -> Int {
         let id = Self.uuid(&generator)
         let instance = WorkflowInstance(
             id: id, sequenceName: program.sequence.name, sequenceVersion: program.sequence.version, state: .scheduled,
@@ -52,13 +52,22 @@ extension MobileEngine {
             createdAt: now, updatedAt: now, finishedAt: nil, sequenceNumber: nextSequenceNumber, stepsExecuted: 0, error: nil,
             parent: parent, generator: SeededGenerator(seed: generator.next()))
         nextSequenceNumber += 1
-        indexByID[id] = instances.count
-        instances.append(instance)
+        let index = append(instance, program: program)
         activeCount += 1
-        dirty.insert(id)
-        changed.insert(id)
-        stateTelemetry(id, .scheduled, now: now, into: &effects)
-        return id
+        markDirty(index)
+        markChanged(index)
+        telemetry(.instanceStateChanged, index: index, block: nil, detail: InstanceState.scheduled.rawValue, now: now, into: &effects)
+        return index
+    }
+
+    mutating func append(_ instance: WorkflowInstance, program: Program) -> Int {
+        let index = instances.count
+        indexByID[instance.id] = index
+        indexByNumber[instance.sequenceNumber] = index
+        instances.append(instance)
+        programOf.append(program)
+        flags.append(0)
+        return index
     }
 
     /// Resumes a step waiting for input. `output` is `{"value": "<choice>"}` (other fields
@@ -71,13 +80,11 @@ extension MobileEngine {
         guard !isShutdown else { throw .shutdown }
         lastNow = now
         guard let index = indexByID[instanceID] else { throw .notFound("instance \(instanceID)") }
-        let instance = instances[index]
-        guard instance.state == .waiting else {
-            throw .invalidInput("instance \(instanceID) is \(instance.state.rawValue), not Waiting")
+        guard instances[index].state == .waiting else {
+            throw .invalidInput("instance \(instanceID) is \(instances[index].state.rawValue), not Waiting")
         }
-        guard let program = program(of: instance),
-              let (node, step, wait) = waitingStep(named: stepName, in: instance, program: program) else {
-            let waiting = waitingStepNames(in: instance)
+        guard let (node, step, wait) = waitingStep(named: stepName, at: index) else {
+            let waiting = waitingStepNames(at: index)
             throw .invalidInput("step '\(stepName)' of instance \(instanceID) is not waiting for input"
                 + (waiting.isEmpty ? "" : "; waiting: \(waiting.joined(separator: ", "))"))
         }
@@ -107,19 +114,17 @@ extension MobileEngine {
         } else {
             instances[index].nodes[Int(node)].state = .completed
             instances[index].nodes[Int(node)].completedAt = now
-            telemetry(.stepCompleted, instanceID: instanceID, block: step.id, detail: "input \(value)", now: now, into: &effects)
+            telemetry(.stepCompleted, index: index, block: step.id, detail: "input \(value)", now: now, into: &effects)
         }
         setState(index, .running, now: now, into: &effects)
-        dirty.insert(instanceID)
-        changed.insert(instanceID)
+        markDirty(index)
+        markChanged(index)
         flush(now: now, into: &effects)
     }
 
-    func waitingStep(named name: String, in instance: WorkflowInstance, program: Program) -> (Int32, StepBlock, WaitForInput)? {
-        for (n, node) in instance.nodes.enumerated().reversed() where node.state == .waiting {
-            if case .block(let b) = node.kind, case .step(let step) = program.blocks[Int(b)], step.id == name, let wait = step.waitForInput {
-                return (Int32(n), step, wait)
-            }
+    func waitingStep(named name: String, at index: Int) -> (Int32, StepSpec, WaitForInput)? {
+        for (n, node) in instances[index].nodes.enumerated().reversed() where node.state == .waiting {
+            if let step = programOf[index].step(node.kind), step.id == name, let wait = step.wait { return (Int32(n), step, wait) }
         }
         return nil
     }
@@ -127,14 +132,14 @@ extension MobileEngine {
     /// Every step waiting for input, as (instance, step), in creation order: what an app
     /// shows after a relaunch, when no `stepPending` callback will come again.
     public func waitingSteps() -> [(instanceID: String, step: String)] {
-        instances.filter { $0.state == .waiting }.flatMap { instance in waitingStepNames(in: instance).map { (instance.id, $0) } }
+        instances.indices.filter { instances[$0].state == .waiting }.flatMap { index in
+            waitingStepNames(at: index).map { (instances[index].id, $0) }
+        }
     }
 
-    func waitingStepNames(in instance: WorkflowInstance) -> [String] {
-        guard let program = program(of: instance) else { return [] }
-        return instance.nodes.compactMap { node in
-            guard node.state == .waiting, case .block(let b) = node.kind else { return nil }
-            return program.blocks[Int(b)].id
+    func waitingStepNames(at index: Int) -> [String] {
+        instances[index].nodes.compactMap { node in
+            node.state == .waiting ? programOf[index].step(node.kind)?.id : nil
         }
     }
 
@@ -148,30 +153,30 @@ extension MobileEngine {
             throw .invalidInput("instance \(instanceID) is already \(instances[index].state.rawValue)")
         }
         requestCancel(index, now: now, into: &effects)
-        drive(instanceID, now: now, into: &effects)
+        drive(index, now: now, into: &effects)
         flush(now: now, into: &effects)
     }
 
-    /// Marks the instance cancelled-as-requested and stops every unprotected node.
+    /// Marks the instance cancelled-as-requested and stops every unshielded node.
     mutating func requestCancel(_ index: Int, now: Instant, into effects: inout [EngineEffect]) {
-        guard let program = program(of: instances[index]) else { return }
+        let program = programOf[index]
         instances[index].cancelRequested = true
         if instances[index].state == .paused { instances[index].state = .running }
         for n in instances[index].nodes.indices where !instances[index].nodes[n].state.isFinished {
-            if Interpreter.isProtected(Int32(n), in: instances[index], program: program) { continue }
-            if case .block(let b) = instances[index].nodes[n].kind, case .subSequence = program.blocks[Int(b)],
-               let child = instances[index].nodes[n].childInstance, let childIndex = indexByID[child], !instances[childIndex].state.isTerminal {
-                requestCancel(childIndex, now: now, into: &effects)
-                dirty.insert(child)
-            }
+            if Interpreter.isShielded(Int32(n), in: instances[index], program: program) { continue }
             guard case .block = instances[index].nodes[n].kind else { continue }
+            if let child = instances[index].nodes[n].childInstance, let childIndex = indexByNumber[child],
+               !instances[childIndex].state.isTerminal {
+                requestCancel(childIndex, now: now, into: &effects)
+                markDirty(childIndex)
+            }
             dropInvocation(index, Int32(n))
             instances[index].nodes[n].state = .cancelled
             instances[index].nodes[n].completedAt = now
             instances[index].nodes[n].deadline = nil
         }
-        dirty.insert(instances[index].id)
-        changed.insert(instances[index].id)
+        markDirty(index)
+        markChanged(index)
     }
 
     /// Holds an instance: no step starts until `resumeInstance` (handlers in flight finish).
@@ -186,12 +191,8 @@ extension MobileEngine {
         guard let index = indexByID[instanceID] else { throw .notFound("instance \(instanceID)") }
         guard instances[index].state == .paused else { throw .invalidInput("instance \(instanceID) is not Paused") }
         setState(index, .running, now: now, into: &effects)
-        dirty.insert(instanceID)
+        markDirty(index)
         flush(now: now, into: &effects)
-    }
-
-    func program(of instance: WorkflowInstance) -> Program? {
-        programs[ProgramKey(name: instance.sequenceName, version: instance.sequenceVersion)]
     }
 
     /// A random (version 4) UUID drawn from the engine's stream.
@@ -200,8 +201,7 @@ extension MobileEngine {
         for _ in 0..<2 { withUnsafeBytes(of: generator.next().bigEndian) { bytes.append(contentsOf: $0) } }
         bytes[6] = (bytes[6] & 0x0F) | 0x40
         bytes[8] = (bytes[8] & 0x3F) | 0x80
-        let hex = bytes.hexString
-        let c = Array(hex)
+        let c = Array(bytes.hexString)
         return String(c[0..<8]) + "-" + String(c[8..<12]) + "-" + String(c[12..<16]) + "-" + String(c[16..<20]) + "-" + String(c[20..<32])
     }
 
@@ -216,6 +216,6 @@ extension MobileEngine {
             case .object(let o): return 48 + o.reduce(0) { $0 + 16 + $1.key.utf8.count + size($1.value) }
             }
         }
-        return 512 + instance.nodes.count * 128 + size(.object(instance.data))
+        return 512 + instance.nodes.count * MemoryLayout<ExecNode>.stride + size(.object(instance.data))
     }
 }

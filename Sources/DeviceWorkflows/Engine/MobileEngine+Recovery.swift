@@ -17,7 +17,7 @@ extension MobileEngine {
     /// their nodes are set back to "ready" with the attempt they were on: the re-dispatch
     /// carries the same invocation key, and a driver that journaled the result returns it
     /// instead of running the handler again. Sequences that no longer validate (a handler
-    /// was unregistered) are dropped, and the instances that used them fail.
+    /// was unregistered) are dropped, and so are the instances that used them.
     public mutating func restore(_ stored: StoredState, now: Instant, into effects: inout [EngineEffect]) -> [String] {
         lastNow = now
         var problems: [String] = []
@@ -31,27 +31,36 @@ extension MobileEngine {
                 problems.append("a stored sequence no longer loads: \(error)")
             }
         }
-        instances = stored.instances.sorted { $0.sequenceNumber < $1.sequenceNumber }
-        indexByID = Dictionary(uniqueKeysWithValues: instances.enumerated().map { ($1.id, $0) })
-        nextSequenceNumber = (instances.map(\.sequenceNumber).max() ?? 0) + 1
-        activeCount = instances.filter { !$0.state.isTerminal }.count
+        instances = []
+        programOf = []
+        flags = []
+        indexByID = [:]
+        indexByNumber = [:]
+        dirtyList = []
+        changedList = []
         inFlight = []
         queued = []
         dispatchQueue = []
-        for index in instances.indices where !instances[index].state.isTerminal {
-            for n in instances[index].nodes.indices where instances[index].nodes[n].inFlight {
-                instances[index].nodes[n].inFlight = false
-                instances[index].nodes[n].attempt -= 1
-                instances[index].nodes[n].deadline = nil
-                instances[index].stepsExecuted -= 1
-            }
-            if program(of: instances[index]) == nil {
-                problems.append("instance \(instances[index].id) uses \(instances[index].sequenceName) v\(instances[index].sequenceVersion), which is not loaded")
-                abort(index, "its sequence is no longer loaded", now: now, into: &effects)
+        activeCount = 0
+        for var instance in stored.instances.sorted(by: { $0.sequenceNumber < $1.sequenceNumber }) {
+            guard let program = program(named: instance.sequenceName, version: instance.sequenceVersion) else {
+                problems.append("instance \(instance.id) uses \(instance.sequenceName) v\(instance.sequenceVersion), which is not loaded; it is dropped")
+                effects.append(.delete(instanceID: instance.id, number: instance.sequenceNumber))
                 continue
             }
-            dirty.insert(instances[index].id)
+            if !instance.state.isTerminal {
+                for n in instance.nodes.indices where instance.nodes[n].inFlight {
+                    instance.nodes[n].inFlight = false
+                    instance.nodes[n].attempt -= 1
+                    instance.nodes[n].deadline = nil
+                    instance.stepsExecuted -= 1
+                }
+                activeCount += 1
+            }
+            let index = append(instance, program: program)
+            if !instance.state.isTerminal { markDirty(index) }
         }
+        nextSequenceNumber = instances.map(\.sequenceNumber).max().map { $0 + 1 } ?? 0
         flush(now: now, into: &effects)
         return problems
     }

@@ -12,30 +12,35 @@ extension MobileEngine {
         lastNow = now
         fireTimers(now: now, into: &effects)
         collectGarbage(now: now, into: &effects)
-        let order = dirty.compactMap { indexByID[$0] }.sorted()
-        for index in order {
-            if shouldYield() { break }
-            drive(instances[index].id, now: now, into: &effects)
+        let order = dirtyList.sorted()
+        dirtyList.removeAll(keepingCapacity: true)
+        for (position, index) in order.enumerated() {
+            if shouldYield() {
+                for rest in order[position...] { dirtyList.append(rest) }
+                break
+            }
+            flags[index] &= ~1
+            drive(index, now: now, into: &effects)
         }
         grantDispatches(now: now, into: &effects)
         flush(now: now, into: &effects)
     }
 
     /// Runs the interpreter on one instance and acts on what it asks for.
-    mutating func drive(_ id: String, now: Instant, into effects: inout [EngineEffect]) {
-        guard let index = indexByID[id] else { return }
-        dirty.remove(id)
-        guard !instances[index].state.isTerminal, instances[index].state != .paused,
-              let program = program(of: instances[index]) else { return }
-        var interpreter = Interpreter(instance: takeInstance(index), program: program, now: now, config: config, wallClock: wallClock)
+    mutating func drive(_ index: Int, now: Instant, into effects: inout [EngineEffect]) {
+        guard !instances[index].state.isTerminal, instances[index].state != .paused else { return }
+        var interpreter = Interpreter(instance: takeInstance(index), program: programOf[index], now: now, config: config,
+                                      timestamp: stamp(now))
         let progress = interpreter.run()
-        instances[index] = interpreter.instance
-        changed.insert(id)
-        effects.append(contentsOf: interpreter.effects.filter { if case .telemetry = $0 { return true }; return false })
-        pendingCallbacks.append(contentsOf: interpreter.effects.filter { if case .telemetry = $0 { return false }; return true })
+        swap(&instances[index], &interpreter.instance)
+        markChanged(index)
+        for effect in interpreter.effects {
+            if case .telemetry = effect { effects.append(effect) } else { pendingCallbacks.append(effect) }
+        }
+        let number = instances[index].sequenceNumber
         for n in interpreter.dispatch {
-            let key = InvocationKey(instanceID: id, node: n, attempt: instances[index].nodes[Int(n)].attempt + 1)
-            if queued.insert(key).inserted { dispatchQueue.append((id, n)) }
+            let key = InvocationKey(instance: number, node: n, attempt: instances[index].nodes[Int(n)].attempt + 1)
+            if queued.insert(key).inserted { dispatchQueue.append(key) }
         }
         for start in interpreter.childStarts { startChild(of: index, start, now: now, into: &effects) }
         switch progress {
@@ -44,11 +49,10 @@ extension MobileEngine {
         case .cancelled: finishInstance(index, .cancelled, error: nil, now: now, into: &effects)
         case .blocked:
             let waiting = instances[index].nodes.contains { $0.state == .waiting }
-            let state: InstanceState = waiting ? .waiting : .running
-            if instances[index].cancelRequested && !instances[index].nodes.contains(where: { isActive($0, program) }) {
+            if instances[index].cancelRequested && !instances[index].nodes.contains(where: { isActive($0, programOf[index]) }) {
                 finishInstance(index, .cancelled, error: nil, now: now, into: &effects)
-            } else if instances[index].state != state {
-                setState(index, state, now: now, into: &effects)
+            } else {
+                setState(index, waiting ? .waiting : .running, now: now, into: &effects)
             }
         }
     }
@@ -57,7 +61,7 @@ extension MobileEngine {
     /// (containers only wait on such nodes).
     func isActive(_ node: ExecNode, _ program: Program) -> Bool {
         guard !node.state.isFinished, case .block(let b) = node.kind else { return false }
-        switch program.blocks[Int(b)] {
+        switch program.kinds[Int(b)] {
         case .step, .subSequence: return true
         case .router, .parallel, .race, .loop, .forEach, .tryCatch, .abSplit, .cancellationScope: return false
         }
@@ -70,6 +74,9 @@ extension MobileEngine {
         return taken
     }
 
+    /// What an effect slot holds after its effect was moved out.
+    static let moved = EngineEffect.removeSequence(name: "", version: 0)
+
     static let placeholder = WorkflowInstance(
         id: "", sequenceName: "", sequenceVersion: 0, state: .scheduled, data: [:], nodes: [], dedupKey: nil, createdAt: .zero,
         updatedAt: .zero, finishedAt: nil, sequenceNumber: 0, stepsExecuted: 0, error: nil, parent: nil,
@@ -77,17 +84,20 @@ extension MobileEngine {
 
     /// Grants queued dispatches, oldest first, while handler slots are free.
     mutating func grantDispatches(now: Instant, into effects: inout [EngineEffect]) {
-        var kept: [(String, Int32)] = []
-        for (id, n) in dispatchQueue {
-            guard let index = indexByID[id], Int(n) < instances[index].nodes.count else { continue }
-            let node = instances[index].nodes[Int(n)]
-            let key = InvocationKey(instanceID: id, node: n, attempt: node.attempt + 1)
-            guard node.state == .running, !node.inFlight, !instances[index].state.isTerminal else {
+        guard !dispatchQueue.isEmpty else { return }
+        var kept: [InvocationKey] = []
+        for key in dispatchQueue {
+            guard let index = indexByNumber[key.instance], Int(key.node) < instances[index].nodes.count else {
+                queued.remove(key)
+                continue
+            }
+            let node = instances[index].nodes[Int(key.node)]
+            guard node.state == .running, !node.inFlight, node.attempt + 1 == key.attempt, !instances[index].state.isTerminal else {
                 queued.remove(key)
                 continue
             }
             guard inFlight.count < Int(config.maxConcurrentSteps), instances[index].state != .paused else {
-                kept.append((id, n))
+                kept.append(key)
                 continue
             }
             queued.remove(key)
@@ -96,28 +106,25 @@ extension MobileEngine {
                       now: now, into: &effects)
                 continue
             }
-            dispatch(index, n, now: now)
+            dispatch(index, key, now: now)
         }
         dispatchQueue = kept
     }
 
-    mutating func dispatch(_ index: Int, _ n: Int32, now: Instant) {
-        guard let program = program(of: instances[index]), case .block(let b) = instances[index].nodes[Int(n)].kind,
-              case .step(let step) = program.blocks[Int(b)] else { return }
-        instances[index].nodes[Int(n)].attempt += 1
-        instances[index].nodes[Int(n)].inFlight = true
-        instances[index].nodes[Int(n)].retryAt = nil
+    mutating func dispatch(_ index: Int, _ key: InvocationKey, now: Instant) {
+        let n = Int(key.node)
+        guard let step = programOf[index].step(instances[index].nodes[n].kind) else { return }
+        instances[index].nodes[n].attempt = key.attempt
+        instances[index].nodes[n].inFlight = true
+        instances[index].nodes[n].retryAt = nil
         let timeout = step.timeout.map { min($0, config.handlerTimeout) } ?? config.handlerTimeout
-        instances[index].nodes[Int(n)].deadline = now + timeout
+        instances[index].nodes[n].deadline = now + timeout
         instances[index].stepsExecuted += 1
-        let key = InvocationKey(instanceID: instances[index].id, node: n, attempt: instances[index].nodes[Int(n)].attempt)
         inFlight.insert(key)
-        var input = instances[index].data
-        for (name, value) in step.params { input[name] = value }
         pendingCallbacks.append(.invoke(HandlerInvocation(
-            key: key, sequenceName: instances[index].sequenceName, blockID: step.id, handler: step.handler, params: step.params,
-            input: .object(input))))
-        changed.insert(instances[index].id)
+            key: key, instanceID: instances[index].id, sequenceName: instances[index].sequenceName, blockID: step.id,
+            handler: step.handler, params: step.params, data: instances[index].data)))
+        markChanged(index)
     }
 
     // MARK: Timers and garbage
@@ -133,21 +140,20 @@ extension MobileEngine {
             for n in instances[index].nodes.indices {
                 let node = instances[index].nodes[n]
                 if let retryAt = node.retryAt, retryAt <= now, !node.inFlight {
-                    dirty.insert(instances[index].id)
+                    markDirty(index)
                 } else if let deadline = node.deadline, deadline <= now {
                     if node.inFlight {
-                        let key = InvocationKey(instanceID: instances[index].id, node: Int32(n), attempt: node.attempt)
-                        inFlight.remove(key)
+                        inFlight.remove(InvocationKey(instance: instances[index].sequenceNumber, node: Int32(n), attempt: node.attempt))
                         instances[index].nodes[n].inFlight = false
                         stepFailed(index, Int32(n), .retryable("the handler did not answer in time (handlerTimeoutMs or the step's timeout)"),
                                    now: now, into: &effects)
                     } else if node.state == .waiting {
                         instances[index].nodes[n].state = .failed
-                        instances[index].nodes[n].error = "no input within the wait timeout"
+                        instances[index].nodeErrors[Int32(n)] = "no input within the wait timeout"
                         instances[index].nodes[n].completedAt = now
                         instances[index].nodes[n].deadline = nil
-                        dirty.insert(instances[index].id)
-                        changed.insert(instances[index].id)
+                        markDirty(index)
+                        markChanged(index)
                     }
                 }
             }
@@ -159,28 +165,34 @@ extension MobileEngine {
     static func nextTimer(of instance: WorkflowInstance, lifetime: TimeSpan, kinds: TimerKinds = .all) -> Instant? {
         if instance.state.isTerminal { return instance.finishedAt.map { $0 + lifetime } }
         var earliest: Instant? = kinds.contains(.lifetime) ? instance.createdAt + lifetime : nil
-        func consider(_ t: Instant?) {
-            if let t, earliest.map({ t < $0 }) ?? true { earliest = t }
-        }
         for node in instance.nodes {
-            if kinds.contains(.retries) { consider(node.retryAt) }
-            if node.inFlight ? kinds.contains(.handlerTimeouts) : kinds.contains(.inputTimeouts) { consider(node.deadline) }
+            if kinds.contains(.retries), let t = node.retryAt, earliest.map({ t < $0 }) ?? true { earliest = t }
+            if let t = node.deadline, node.inFlight ? kinds.contains(.handlerTimeouts) : kinds.contains(.inputTimeouts),
+               earliest.map({ t < $0 }) ?? true {
+                earliest = t
+            }
         }
         return earliest
     }
 
     /// Deletes terminal instances older than `maxInstanceLifetimeSecs`.
     mutating func collectGarbage(now: Instant, into effects: inout [EngineEffect]) {
-        let expired = instances.filter { $0.state.isTerminal && ($0.finishedAt.map { $0 + config.instanceLifetime <= now } ?? false) }
-        guard !expired.isEmpty else { return }
-        let ids = Set(expired.map(\.id))
-        instances.removeAll { ids.contains($0.id) }
-        indexByID = Dictionary(uniqueKeysWithValues: instances.enumerated().map { ($1.id, $0) })
-        for id in expired.map(\.id) {
-            changed.remove(id)
-            dirty.remove(id)
-            effects.append(.delete(instanceID: id))
+        let expired = instances.indices.filter {
+            instances[$0].state.isTerminal && (instances[$0].finishedAt.map { $0 + config.instanceLifetime <= now } ?? false)
         }
+        guard !expired.isEmpty else { return }
+        let gone = Set(expired)
+        for index in expired { effects.append(.delete(instanceID: instances[index].id, number: instances[index].sequenceNumber)) }
+        let keep = instances.indices.filter { !gone.contains($0) }
+        instances = keep.map { instances[$0] }
+        programOf = keep.map { programOf[$0] }
+        flags = keep.map { flags[$0] }
+        var newIndex: [Int: Int] = [:]
+        for (new, old) in keep.enumerated() { newIndex[old] = new }
+        dirtyList = dirtyList.compactMap { newIndex[$0] }
+        changedList = changedList.compactMap { newIndex[$0] }
+        indexByID = Dictionary(uniqueKeysWithValues: instances.enumerated().map { ($1.id, $0) })
+        indexByNumber = Dictionary(uniqueKeysWithValues: instances.enumerated().map { ($1.sequenceNumber, $0) })
     }
 
     // MARK: Flushing
@@ -188,15 +200,21 @@ extension MobileEngine {
     /// Persists every changed instance, then releases invocations and callbacks, so what
     /// the driver acts on is always already stored.
     mutating func flush(now: Instant, into effects: inout [EngineEffect]) {
-        if !changed.isEmpty {
-            for index in changed.compactMap({ indexByID[$0] }).sorted() {
+        if !changedList.isEmpty {
+            for index in changedList.sorted() {
+                flags[index] &= ~2
                 instances[index].updatedAt = now
                 effects.append(.persist(instances[index]))
             }
-            changed.removeAll(keepingCapacity: true)
+            changedList.removeAll(keepingCapacity: true)
         }
         if !pendingCallbacks.isEmpty {
-            effects.append(contentsOf: pendingCallbacks)
+            // Moved one by one: appending the array would retain and release every payload.
+            for index in pendingCallbacks.indices {
+                var effect = Self.moved
+                swap(&effect, &pendingCallbacks[index])
+                effects.append(effect)
+            }
             pendingCallbacks.removeAll(keepingCapacity: true)
         }
     }

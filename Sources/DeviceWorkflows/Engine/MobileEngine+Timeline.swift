@@ -6,7 +6,8 @@ extension MobileEngine {
     /// reached are `pending`; blocks on a route, variant or catch branch that was not taken
     /// are `skipped` (the real engine leaves them `pending`; skipped says more).
     public func timeline(of instanceID: String) -> [TimelineEntry] {
-        guard let instance = instance(instanceID), let program = program(of: instance) else { return [] }
+        guard let index = indexByID[instanceID] else { return [] }
+        let instance = instances[index], program = programOf[index]
         var latest: [Int32: ExecNode] = [:]
         var skipped: Set<Int32> = []
         for node in instance.nodes {

@@ -29,11 +29,13 @@ public struct TimerKinds: OptionSet, Sendable {
 ///
 /// Durability. At the end of each call the engine emits `.persist` for every instance it
 /// changed, then the invocations, then listener callbacks: intent is stored before it is
-/// acted on. Invocation keys are stable (instance, node, attempt), so a driver that
-/// journals handler results can hand a result back after a crash instead of running the
-/// handler again (see `EngineHost`). `restore` rebuilds the engine from stored state.
+/// acted on. Invocation keys are stable (instance number, node, attempt), so a driver
+/// that journals handler results can hand a result back after a crash instead of running
+/// the handler again (see `EngineHost`). `restore` rebuilds the engine from stored state.
 ///
-/// Deliberately not handled here: HTTP (sequence URLs, sync), wall clocks (a
+/// Internally instances are addressed by index and number, never by their UUID string,
+/// and per-instance bookkeeping lives in arrays beside them: the hot path hashes no
+/// strings. Deliberately not handled here: HTTP (sequence URLs, sync), wall clocks (a
 /// `WallClockOrigin` turns instants into RFC 3339), threads.
 public struct MobileEngine: Sendable {
     public private(set) var config: MobileEngineConfig
@@ -43,13 +45,16 @@ public struct MobileEngine: Sendable {
     /// Load order, oldest first, for eviction.
     var programOrder: [ProgramKey] = []
     var instances: [WorkflowInstance] = []
+    /// Each instance's program, beside it.
+    var programOf: [Program] = []
+    /// Bit 0: to re-drive on the next tick; bit 1: changed since the last flush.
+    var flags: [UInt8] = []
+    var dirtyList: [Int] = []
+    var changedList: [Int] = []
     var indexByID: [String: Int] = [:]
-    /// Instances to re-drive on the next tick, by id.
-    var dirty: Set<String> = []
-    /// Instances changed since the last flush (to persist).
-    var changed: Set<String> = []
-    /// Steps ready for a handler, oldest first (instance id, node).
-    var dispatchQueue: [(String, Int32)] = []
+    var indexByNumber: [UInt64: Int] = [:]
+    /// Steps ready for a handler, oldest first, by instance number and node.
+    var dispatchQueue: [InvocationKey] = []
     var queued: Set<InvocationKey> = []
     var inFlight: Set<InvocationKey> = []
     /// Listener callbacks and invocations held back until the persists are out.
@@ -62,6 +67,8 @@ public struct MobileEngine: Sendable {
     public private(set) var isTicking = false
     public private(set) var isShutdown = false
     var lastNow: Instant = .zero
+    var stampInstant: Instant = .distantFuture
+    var stampText = ""
 
     public init(config: MobileEngineConfig, handlers: Set<String>, seed: StreamSeed, wallClock: WallClockOrigin = .simulationEpoch) {
         self.config = config
@@ -156,12 +163,12 @@ public struct MobileEngine: Sendable {
 
     /// Non-terminal instances in creation order.
     public func activeInstances() -> [InstanceSummary] {
-        instances.filter { !$0.state.isTerminal }.map(summary)
+        instances.indices.filter { !instances[$0].state.isTerminal }.map(summary)
     }
 
     public func getInstance(_ id: String) throws(MobileEngineError) -> InstanceSummary {
         guard let index = indexByID[id] else { throw .notFound("instance \(id)") }
-        return summary(instances[index])
+        return summary(index)
     }
 
     /// The full record (for drivers, the sync reporter and tests).
@@ -178,7 +185,7 @@ public struct MobileEngine: Sendable {
     /// The next deadline counting only some kinds of timer (a run driver may not want to
     /// leap a day ahead to an input timeout).
     public func nextDeadline(including kinds: TimerKinds) -> Instant? {
-        if !dirty.isEmpty || (!dispatchQueue.isEmpty && inFlight.count < Int(config.maxConcurrentSteps)) { return lastNow }
+        if !dirtyList.isEmpty || (!dispatchQueue.isEmpty && inFlight.count < Int(config.maxConcurrentSteps)) { return lastNow }
         var earliest: Instant?
         for instance in instances where !instance.state.isTerminal {
             if let t = Self.nextTimer(of: instance, lifetime: config.instanceLifetime, kinds: kinds), earliest.map({ t < $0 }) ?? true {
@@ -188,22 +195,47 @@ public struct MobileEngine: Sendable {
         return earliest
     }
 
-    func summary(_ instance: WorkflowInstance) -> InstanceSummary {
-        InstanceSummary(
+    func summary(_ index: Int) -> InstanceSummary {
+        let instance = instances[index]
+        return InstanceSummary(
             instanceID: instance.id, sequenceName: instance.sequenceName, state: instance.state,
-            currentStep: currentStep(of: instance), createdAt: wallClock.rfc3339(at: instance.createdAt),
+            currentStep: currentStep(of: index), createdAt: wallClock.rfc3339(at: instance.createdAt),
             updatedAt: wallClock.rfc3339(at: instance.updatedAt), context: instance.data, error: instance.error)
     }
 
     /// The first waiting step, else the first running one, in tree order.
-    func currentStep(of instance: WorkflowInstance) -> String? {
-        guard let program = programs[ProgramKey(name: instance.sequenceName, version: instance.sequenceVersion)] else { return nil }
+    func currentStep(of index: Int) -> String? {
         var running: String?
-        for node in instance.nodes {
-            guard case .block(let b) = node.kind, case .step(let step) = program.blocks[Int(b)] else { continue }
+        for node in instances[index].nodes {
+            guard let step = programOf[index].step(node.kind) else { continue }
             if node.state == .waiting { return step.id }
             if node.state == .running && running == nil { running = step.id }
         }
         return running
+    }
+
+    // MARK: Bookkeeping
+
+    mutating func markDirty(_ index: Int) {
+        if flags[index] & 1 == 0 {
+            flags[index] |= 1
+            dirtyList.append(index)
+        }
+    }
+
+    mutating func markChanged(_ index: Int) {
+        if flags[index] & 2 == 0 {
+            flags[index] |= 2
+            changedList.append(index)
+        }
+    }
+
+    /// `now` as RFC 3339, formatted once per instant.
+    mutating func stamp(_ now: Instant) -> String {
+        if now != stampInstant {
+            stampInstant = now
+            stampText = wallClock.rfc3339(at: now)
+        }
+        return stampText
     }
 }

@@ -1,13 +1,48 @@
 import LabKernel
 
+/// What kind of block a compiled block is, with the little the interpreter needs on its
+/// hot path (no payload to copy).
+enum CompiledKind: Sendable, Equatable {
+    case step, router, parallel, loop, forEach, tryCatch, subSequence, abSplit, cancellationScope
+    case race(firstToSucceed: Bool)
+}
+
+/// A step's settings, shared by reference: reading them on every dispatch costs a retain,
+/// not a copy of its strings and params.
+final class StepSpec: Sendable {
+    let id: String
+    let handler: String
+    let params: [String: JSONValue]
+    let retry: RetryPolicy?
+    let timeout: TimeSpan?
+    let cancellable: Bool
+    let wait: WaitForInput?
+    let when: Expression?
+
+    init(_ step: StepBlock) {
+        id = step.id
+        handler = step.handler
+        params = step.params
+        retry = step.retry
+        timeout = step.timeout
+        cancellable = step.cancellable
+        wait = step.waitForInput
+        when = step.when
+    }
+}
+
 /// A loaded sequence in the form the interpreter walks: blocks flattened in document
 /// order (pre-order, so a block's index is stable for its version), each block's child
-/// lists as index lists.
-struct Program: Sendable {
+/// lists as index lists, and a compiled kind and step settings per block.
+final class Program: Sendable {
     let sequence: SequenceDefinition
     /// The JSON the sequence was loaded from (what the store keeps).
     let json: String
     let blocks: [Block]
+    let kinds: [CompiledKind]
+    let steps: [StepSpec?]
+    /// Blocks that stop external cancellation at themselves (scopes, non-cancellable steps).
+    let shields: [Bool]
     /// `lists[b]` are block `b`'s child lists, as indices into `blocks`.
     let lists: [[[Int32]]]
     let root: [Int32]
@@ -33,6 +68,28 @@ struct Program: Sendable {
         self.root = flatten(sequence.blocks)
         self.blocks = blocks
         self.lists = lists
+        self.kinds = blocks.map { block in
+            switch block {
+            case .step: return .step
+            case .router: return .router
+            case .parallel: return .parallel
+            case .race(let race): return .race(firstToSucceed: race.semantics == .firstToSucceed)
+            case .loop: return .loop
+            case .forEach: return .forEach
+            case .tryCatch: return .tryCatch
+            case .subSequence: return .subSequence
+            case .abSplit: return .abSplit
+            case .cancellationScope: return .cancellationScope
+            }
+        }
+        self.steps = blocks.map { if case .step(let step) = $0 { return StepSpec(step) } else { return nil } }
+        self.shields = blocks.map { block in
+            switch block {
+            case .cancellationScope: return true
+            case .step(let step): return !step.cancellable
+            default: return false
+            }
+        }
         var byID: [String: Int32] = [:]
         for (index, block) in blocks.enumerated() { byID[block.id] = Int32(index) }
         self.indexByID = byID
@@ -41,6 +98,12 @@ struct Program: Sendable {
     func list(_ kind: NodeKind) -> [Int32] {
         guard case .list(let owner, let list) = kind else { return [] }
         return owner < 0 ? root : lists[Int(owner)][Int(list)]
+    }
+
+    /// The step settings of a block node, or nil when the node is not a step.
+    func step(_ kind: NodeKind) -> StepSpec? {
+        guard case .block(let b) = kind else { return nil }
+        return steps[Int(b)]
     }
 
     var key: ProgramKey { ProgramKey(name: sequence.name, version: sequence.version) }

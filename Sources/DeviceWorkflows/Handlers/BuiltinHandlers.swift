@@ -3,8 +3,11 @@ public import LabKernel
 /// A handler the host can run itself: pure, synchronous, deterministic.
 public struct HandlerCall: Sendable {
     public var invocation: HandlerInvocation
-    /// Wall time of the call, RFC 3339.
-    public var timestamp: String
+    public var now: Instant
+    public var wallClock: WallClockOrigin
+
+    /// Wall time of the call, RFC 3339 (formatted only when a handler asks).
+    public var timestamp: String { wallClock.rfc3339(at: now) }
 }
 
 public typealias BuiltinHandler = @Sendable (HandlerCall) -> HandlerOutcome
@@ -19,25 +22,25 @@ public typealias BuiltinHandler = @Sendable (HandlerCall) -> HandlerOutcome
 public enum BuiltinHandlers {
     public static let seed: [String: BuiltinHandler] = [
         "init_profile": { .success(["status": "profile_initialized", "timestamp": .string($0.timestamp)]) },
-        "validate_email": { _ in .success(["valid": true, "email": "user@example.com"]) },
-        "show_terms": { _ in .success(["shown": true]) },
-        "collect_preferences": { _ in .success(["collected": true]) },
-        "setup_notifications": { _ in .success(["configured": true]) },
-        "request_approval": { _ in .success(["requested": true]) },
-        "complete_onboarding": { _ in .success(["completed": true]) },
+        "validate_email": constant(["valid": true, "email": "user@example.com"]),
+        "show_terms": constant(["shown": true]),
+        "collect_preferences": constant(["collected": true]),
+        "setup_notifications": constant(["configured": true]),
+        "request_approval": constant(["requested": true]),
+        "complete_onboarding": constant(["completed": true]),
         "init_payment": { .success(["payment_id": .string("PAY-" + token($0)), "status": "initialized"]) },
-        "validate_amount": { _ in .success(["valid": true, "amount": 99.99]) },
-        "fraud_check": { _ in .success(["passed": true, "score": 0.15]) },
-        "risk_assessment": { _ in .success(["risk_level": "low", "score": 0.2]) },
-        "compliance_check": { _ in .success(["compliant": true, "checks": ["AML", "KYC"]]) },
-        "process_payment": { _ in .success(["processed": true, "transaction_id": "TXN-001"]) },
-        "send_receipt": { _ in .success(["receipt_sent": true]) },
-        "check_eligibility": { _ in .success(["eligible": true]) },
-        "fetch_feature_config": { _ in .success(["feature": "premium_analytics", "available": true]) },
-        "evaluate_rules": { _ in .success(["rules_passed": true]) },
-        "request_consent": { _ in .success(["consent_shown": true]) },
-        "verify_identity": { _ in .success(["verified": true, "method": "biometric"]) },
-        "activate_feature": { _ in .success(["activated": true, "feature": "premium_analytics"]) },
+        "validate_amount": constant(["valid": true, "amount": 99.99]),
+        "fraud_check": constant(["passed": true, "score": 0.15]),
+        "risk_assessment": constant(["risk_level": "low", "score": 0.2]),
+        "compliance_check": constant(["compliant": true, "checks": ["AML", "KYC"]]),
+        "process_payment": constant(["processed": true, "transaction_id": "TXN-001"]),
+        "send_receipt": constant(["receipt_sent": true]),
+        "check_eligibility": constant(["eligible": true]),
+        "fetch_feature_config": constant(["feature": "premium_analytics", "available": true]),
+        "evaluate_rules": constant(["rules_passed": true]),
+        "request_consent": constant(["consent_shown": true]),
+        "verify_identity": constant(["verified": true, "method": "biometric"]),
+        "activate_feature": constant(["activated": true, "feature": "premium_analytics"]),
         "show_banner": { call in
             let p = call.invocation.params
             return .success(["shown": true, "title": p["title"] ?? "", "message": p["message"] ?? "", "style": p["style"] ?? "info"])
@@ -45,7 +48,7 @@ public enum BuiltinHandlers {
     ]
 
     public static let generic: [String: BuiltinHandler] = [
-        "noop": { _ in .success([:]) },
+        "noop": constant([:]),
         "echo": { .success(.object($0.invocation.params)) },
         "fail": { .permanent($0.invocation.params["message"]?.stringValue ?? "failed on purpose") },
         "flaky": { call in
@@ -66,6 +69,12 @@ public enum BuiltinHandlers {
     public static let all: [String: BuiltinHandler] = seed.merging(generic) { first, _ in first }
 
     public static var names: Set<String> { Set(all.keys) }
+
+    /// A handler that always returns `output`, built once (no allocation per call).
+    static func constant(_ output: JSONValue) -> BuiltinHandler {
+        let outcome = HandlerOutcome.success(output)
+        return { _ in outcome }
+    }
 
     /// A deterministic 8-hex-digit token per invocation (payment ids).
     static func token(_ call: HandlerCall) -> String {

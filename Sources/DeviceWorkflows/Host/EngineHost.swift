@@ -19,19 +19,26 @@ public struct EngineHost<Store: WorkflowStore> {
     public let wallClock: WallClockOrigin
     /// Answers to give when a step waits: step id → values, used in order.
     public var answers: [String: [JSONValue]] = [:]
+    /// Answers given every time a step waits, once `answers` has none left for it.
+    public var standingAnswers: [String: JSONValue] = [:]
     public private(set) var now: Instant
     public private(set) var completed: [String: JSONValue] = [:]
     public private(set) var failed: [String: String] = [:]
     /// Steps that waited and had no answer left, in order.
     public private(set) var unanswered: [(instanceID: String, step: String)] = []
     public private(set) var banners: [JSONValue] = []
-    /// Handlers actually run (not served from the journal), by invocation key.
+    /// Handlers actually run (not served from the journal), by invocation key, when
+    /// `recordsRuns` is on (tests); `handlerRunCount` is always kept.
     public private(set) var handlerRuns: [InvocationKey: Int] = [:]
+    public var recordsRuns = true
+    public private(set) var handlerRunCount = 0
     /// Effects and commits done so far: the points where a kill can fall.
     public private(set) var effectsApplied = 0
     public var crashAfterEffects: Int?
     public private(set) var crashed = false
     var pendingResults: [(InvocationKey, HandlerOutcome)] = []
+    /// Reused across ticks: a tick of ten thousand instances emits tens of thousands.
+    var buffer: [EngineEffect] = []
     var pendingAnswers: [(String, String, JSONValue)] = []
     var inTransaction = false
 
@@ -89,9 +96,12 @@ public struct EngineHost<Store: WorkflowStore> {
     /// gathered since the last one.
     public mutating func tick() throws {
         guard !crashed else { throw Crash() }
-        var effects: [EngineEffect] = []
-        for (key, outcome) in pendingResults { engine.handlerFinished(key, outcome, now: now, into: &effects) }
-        pendingResults.removeAll()
+        var effects = buffer
+        buffer = []
+        effects.removeAll(keepingCapacity: true)
+        let results = pendingResults
+        pendingResults.removeAll(keepingCapacity: true)
+        for (key, outcome) in results { engine.handlerFinished(key, outcome, now: now, into: &effects) }
         for (id, step, output) in pendingAnswers {
             do { try engine.completeStep(id, stepName: step, output: output, now: now, into: &effects) } catch {
                 failed[id] = failed[id] ?? "answer to \(step) refused: \(error)"
@@ -99,7 +109,10 @@ public struct EngineHost<Store: WorkflowStore> {
         }
         pendingAnswers.removeAll()
         engine.tick(now: now, into: &effects)
-        try apply(effects)
+        try apply(&effects)
+        buffer = effects
+        // The results are in committed snapshots now; their journal entries are spent.
+        try store.forgetJournal(results.map(\.0))
     }
 
     /// Ticks until no instance can make progress without time passing; then jumps the
@@ -131,19 +144,36 @@ public struct EngineHost<Store: WorkflowStore> {
     public mutating func answerWaitingSteps() -> Int {
         var answered = 0
         for (id, step) in engine.waitingSteps() {
-            guard var queue = answers[step], !queue.isEmpty else { continue }
-            pendingAnswers.append((id, step, queue.removeFirst()))
-            answers[step] = queue
+            guard let answer = nextAnswer(for: step) else { continue }
+            pendingAnswers.append((id, step, answer))
             answered += 1
         }
         return answered
     }
 
+    mutating func nextAnswer(for step: String) -> JSONValue? {
+        if var queue = answers[step], !queue.isEmpty {
+            let answer = queue.removeFirst()
+            answers[step] = queue
+            return answer
+        }
+        return standingAnswers[step]
+    }
+
     // MARK: Applying effects
 
     public mutating func apply(_ effects: [EngineEffect]) throws {
-        for effect in effects {
+        var owned = effects
+        try apply(&owned)
+    }
+
+    /// Applies `effects`, moving each out of the buffer (a snapshot reaches the store
+    /// without being copied); the buffer is left holding placeholders.
+    mutating func apply(_ effects: inout [EngineEffect]) throws {
+        for index in effects.indices {
             try boundary()
+            var effect = MobileEngine.moved
+            swap(&effect, &effects[index])
             switch effect {
             case .persist, .delete, .storeSequence, .removeSequence, .telemetry:
                 if !inTransaction {
@@ -162,9 +192,8 @@ public struct EngineHost<Store: WorkflowStore> {
                 failed[id] = error
             case .stepPending(let id, let step, _):
                 try commitIfNeeded()
-                if var queue = answers[step], !queue.isEmpty {
-                    pendingAnswers.append((id, step, queue.removeFirst()))
-                    answers[step] = queue
+                if let answer = nextAnswer(for: step) {
+                    pendingAnswers.append((id, step, answer))
                 } else {
                     unanswered.append((id, step))
                 }
@@ -203,11 +232,12 @@ public struct EngineHost<Store: WorkflowStore> {
         }
         let outcome: HandlerOutcome
         if let handler = handlers[invocation.handler] {
-            outcome = handler(HandlerCall(invocation: invocation, timestamp: wallClock.rfc3339(at: now)))
+            outcome = handler(HandlerCall(invocation: invocation, now: now, wallClock: wallClock))
         } else {
             outcome = .permanent("no handler named '\(invocation.handler)' is registered")
         }
-        handlerRuns[invocation.key, default: 0] += 1
+        handlerRunCount += 1
+        if recordsRuns { handlerRuns[invocation.key, default: 0] += 1 }
         if invocation.handler == "show_banner", case .success(let banner) = outcome { banners.append(banner) }
         try store.journal(invocation.key, outcome)
         pendingResults.append((invocation.key, outcome))

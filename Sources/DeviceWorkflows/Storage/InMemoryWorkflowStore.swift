@@ -1,61 +1,85 @@
 public import LabKernel
 
 /// The workflow store as plain values, for simulations of many devices. Snapshots are
-/// kept as structs (copy-on-write, so a persist is a reference bump, not an encode).
+/// kept as structs (copy-on-write, so a persist moves a reference, it does not encode).
+///
+/// Writes go straight into the committed contents; an undo log of what each write
+/// replaced lets `rollback` restore the state before `begin`. That keeps a batch O(its
+/// size): staging copies of the contents would make every batch O(everything stored).
 public struct InMemoryWorkflowStore: WorkflowStore, Sendable {
     struct Contents: Sendable {
         var sequences: [String: (order: Int, json: String)] = [:]
-        var instances: [String: WorkflowInstance] = [:]
+        var instances: [UInt64: WorkflowInstance] = [:]
         var telemetry: [(id: Int64, event: TelemetryEvent)] = []
         var nextTelemetryID: Int64 = 1
         var nextSequenceOrder = 0
     }
 
+    enum Undo: Sendable {
+        case instance(UInt64, WorkflowInstance?)
+        case sequence(String, (order: Int, json: String)?, nextOrder: Int)
+        case telemetry(count: Int, nextID: Int64)
+    }
+
     var committed = Contents()
-    /// Effects of the open batch, applied to `committed` on commit (staging a list keeps a
-    /// batch O(its size); copying the contents would make it O(everything stored)).
-    var staged: [EngineEffect]?
+    var undo: [Undo]?
+    var telemetryLogged = false
     var journalEntries: [InvocationKey: HandlerOutcome] = [:]
 
     public init() {}
 
     public mutating func begin() throws {
-        if staged == nil { staged = [] }
-    }
-
-    public mutating func commit() throws {
-        guard let batch = staged else { return }
-        staged = nil
-        for effect in batch { write(effect) }
-    }
-
-    public mutating func rollback() { staged = nil }
-
-    public mutating func apply(_ effect: EngineEffect) throws {
-        if staged != nil {
-            staged!.append(effect)
-        } else {
-            write(effect)
+        if undo == nil {
+            undo = []
+            telemetryLogged = false
         }
     }
 
-    mutating func write(_ effect: EngineEffect) {
-        switch effect {
+    public mutating func commit() throws {
+        undo = nil
+    }
+
+    public mutating func rollback() {
+        guard let log = undo else { return }
+        undo = nil
+        for entry in log.reversed() {
+            switch entry {
+            case .instance(let number, let old): committed.instances[number] = old
+            case .sequence(let key, let old, let nextOrder):
+                committed.sequences[key] = old
+                committed.nextSequenceOrder = nextOrder
+            case .telemetry(let count, let nextID):
+                committed.telemetry.removeLast(committed.telemetry.count - count)
+                committed.nextTelemetryID = nextID
+            }
+        }
+    }
+
+    public mutating func apply(_ effect: consuming EngineEffect) throws {
+        switch consume effect {
         case .persist(let instance):
-            committed.instances[instance.id] = instance
-            let keys = journalEntries.keys.filter { $0.instanceID == instance.id }
-            for key in staleJournalKeys(Array(keys), for: instance) { journalEntries[key] = nil }
-        case .delete(let id):
-            committed.instances[id] = nil
-            for key in journalEntries.keys where key.instanceID == id { journalEntries[key] = nil }
+            let number = instance.sequenceNumber
+            let old = committed.instances.updateValue(instance, forKey: number)
+            if undo != nil { undo!.append(.instance(number, old)) }
+        case .delete(_, let number):
+            let old = committed.instances.removeValue(forKey: number)
+            if undo != nil { undo!.append(.instance(number, old)) }
+            for key in journalEntries.keys where key.instance == number { journalEntries[key] = nil }
         case .storeSequence(let name, let version, let json):
             let key = "\(name)@\(version)"
+            if undo != nil { undo!.append(.sequence(key, committed.sequences[key], nextOrder: committed.nextSequenceOrder)) }
             let order = committed.sequences[key]?.order ?? committed.nextSequenceOrder
             if committed.sequences[key] == nil { committed.nextSequenceOrder += 1 }
             committed.sequences[key] = (order, json)
         case .removeSequence(let name, let version):
-            committed.sequences["\(name)@\(version)"] = nil
+            let key = "\(name)@\(version)"
+            if undo != nil { undo!.append(.sequence(key, committed.sequences[key], nextOrder: committed.nextSequenceOrder)) }
+            committed.sequences[key] = nil
         case .telemetry(let event):
+            if undo != nil && !telemetryLogged {
+                undo!.append(.telemetry(count: committed.telemetry.count, nextID: committed.nextTelemetryID))
+                telemetryLogged = true
+            }
             committed.telemetry.append((committed.nextTelemetryID, event))
             committed.nextTelemetryID += 1
         case .invoke, .instanceCompleted, .instanceFailed, .stepPending:
@@ -68,6 +92,10 @@ public struct InMemoryWorkflowStore: WorkflowStore, Sendable {
     }
 
     public func journaledOutcome(_ key: InvocationKey) throws -> HandlerOutcome? { journalEntries[key] }
+
+    public mutating func forgetJournal(_ keys: [InvocationKey]) throws {
+        for key in keys { journalEntries[key] = nil }
+    }
 
     public func loadState() throws -> MobileEngine.StoredState {
         MobileEngine.StoredState(

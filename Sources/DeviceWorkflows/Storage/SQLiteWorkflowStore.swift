@@ -11,6 +11,10 @@ public import LabStore
 public final class SQLiteWorkflowStore: WorkflowStore {
     public let database: SQLiteDatabase
     var inTransaction = false
+    /// The journal's keys, kept in memory so a lookup costs no query when there is nothing.
+    var journaled: Set<InvocationKey> = []
+    /// Journal keys deleted by the open transaction: forgotten in memory only on commit.
+    var prunedInTransaction: [InvocationKey] = []
 
     static let schema = """
     PRAGMA journal_mode = WAL;
@@ -21,11 +25,11 @@ public final class SQLiteWorkflowStore: WorkflowStore {
     CREATE TABLE IF NOT EXISTS instances (
         id TEXT PRIMARY KEY, sequence_name TEXT NOT NULL, sequence_version INTEGER NOT NULL, state TEXT NOT NULL,
         seq INTEGER NOT NULL, dedup_key TEXT, created_ns INTEGER NOT NULL, updated_ns INTEGER NOT NULL,
-        context TEXT NOT NULL, tree TEXT NOT NULL, meta TEXT NOT NULL);
+        context TEXT NOT NULL, tree BLOB NOT NULL, meta TEXT NOT NULL);
     CREATE INDEX IF NOT EXISTS instances_state ON instances (state);
     CREATE TABLE IF NOT EXISTS handler_journal (
-        instance_id TEXT NOT NULL, node INTEGER NOT NULL, attempt INTEGER NOT NULL, outcome TEXT NOT NULL,
-        PRIMARY KEY (instance_id, node, attempt));
+        instance_number INTEGER NOT NULL, node INTEGER NOT NULL, attempt INTEGER NOT NULL, outcome TEXT NOT NULL,
+        PRIMARY KEY (instance_number, node, attempt));
     CREATE TABLE IF NOT EXISTS telemetry (
         id INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, instance_id TEXT NOT NULL, block_id TEXT,
         detail TEXT NOT NULL, timestamp TEXT NOT NULL);
@@ -39,6 +43,11 @@ public final class SQLiteWorkflowStore: WorkflowStore {
     public init(path: String) throws {
         database = try SQLiteDatabase(path: path)
         try database.execute(Self.schema)
+        for row in try database.query("SELECT instance_number, node, attempt FROM handler_journal") {
+            let key = InvocationKey(instance: UInt64(bitPattern: row[0].integer ?? 0), node: Int32(row[1].integer ?? 0),
+                                    attempt: Int16(row[2].integer ?? 0))
+            journaled.insert(key)
+        }
     }
 
     public func begin() throws {
@@ -51,20 +60,21 @@ public final class SQLiteWorkflowStore: WorkflowStore {
         guard inTransaction else { return }
         try database.execute("COMMIT")
         inTransaction = false
+        for key in prunedInTransaction { journaled.remove(key) }
+        prunedInTransaction.removeAll()
     }
 
     public func rollback() {
         guard inTransaction else { return }
         try? database.execute("ROLLBACK")
         inTransaction = false
+        prunedInTransaction.removeAll()
     }
 
-    public func apply(_ effect: EngineEffect) throws {
-        switch effect {
+    public func apply(_ effect: consuming EngineEffect) throws {
+        switch consume effect {
         case .persist(let instance):
-            var meta = instance.json.objectValue ?? [:]
-            let context = meta.removeValue(forKey: "data") ?? [:]
-            let tree = meta.removeValue(forKey: "nodes") ?? []
+            let meta = instance.metaJSON
             let upsert = try database.statement("""
                 INSERT INTO instances (id, sequence_name, sequence_version, state, seq, dedup_key, created_ns, updated_ns, context, tree, meta)
                 VALUES (?,?,?,?,?,?,?,?,?,?,?)
@@ -75,13 +85,15 @@ public final class SQLiteWorkflowStore: WorkflowStore {
                 .text(instance.id), .text(instance.sequenceName), .integer(Int64(instance.sequenceVersion)), .text(instance.state.rawValue),
                 .integer(Int64(bitPattern: instance.sequenceNumber)), instance.dedupKey.map { .text($0) } ?? .null,
                 .integer(instance.createdAt.nanoseconds), .integer(instance.updatedAt.nanoseconds),
-                .text(context.canonicalText), .text(tree.canonicalText), .text(JSONValue.object(meta).canonicalText),
+                .text(JSONValue.object(instance.data).canonicalText), .blob(TreeCodec.encode(instance.nodes)),
+                .text(JSONValue.object(meta).canonicalText),
             ])
             try upsert.execute()
-            try pruneJournal(for: instance)
-        case .delete(let id):
+        case .delete(let id, let number):
             try database.run("DELETE FROM instances WHERE id = ?", [.text(id)])
-            try database.run("DELETE FROM handler_journal WHERE instance_id = ?", [.text(id)])
+            try database.run("DELETE FROM handler_journal WHERE instance_number = ?", [.integer(Int64(bitPattern: number))])
+            let gone = journaled.filter { $0.instance == number }
+            if inTransaction { prunedInTransaction.append(contentsOf: gone) } else { journaled.subtract(gone) }
         case .storeSequence(let name, let version, let json):
             try database.run("""
                 INSERT INTO sequences (name, version, json, loaded_order) VALUES (?, ?, ?, (SELECT COALESCE(MAX(loaded_order), 0) + 1 FROM sequences))
@@ -100,24 +112,17 @@ public final class SQLiteWorkflowStore: WorkflowStore {
         }
     }
 
-    func pruneJournal(for instance: WorkflowInstance) throws {
-        let rows = try database.query("SELECT node, attempt FROM handler_journal WHERE instance_id = ?", [.text(instance.id)])
-        guard !rows.isEmpty else { return }
-        let keys = rows.map { InvocationKey(instanceID: instance.id, node: Int32($0[0].integer ?? 0), attempt: Int16($0[1].integer ?? 0)) }
-        for key in staleJournalKeys(keys, for: instance) {
-            try database.run("DELETE FROM handler_journal WHERE instance_id = ? AND node = ? AND attempt = ?",
-                             [.text(key.instanceID), .integer(Int64(key.node)), .integer(Int64(key.attempt))])
-        }
-    }
-
     public func journal(_ key: InvocationKey, _ outcome: HandlerOutcome) throws {
-        try database.run("INSERT OR REPLACE INTO handler_journal (instance_id, node, attempt, outcome) VALUES (?,?,?,?)",
-                         [.text(key.instanceID), .integer(Int64(key.node)), .integer(Int64(key.attempt)), .text(outcome.json.canonicalText)])
+        try database.run("INSERT OR REPLACE INTO handler_journal (instance_number, node, attempt, outcome) VALUES (?,?,?,?)",
+                         [.integer(Int64(bitPattern: key.instance)), .integer(Int64(key.node)), .integer(Int64(key.attempt)),
+                          .text(outcome.json.canonicalText)])
+        journaled.insert(key)
     }
 
     public func journaledOutcome(_ key: InvocationKey) throws -> HandlerOutcome? {
-        let rows = try database.query("SELECT outcome FROM handler_journal WHERE instance_id = ? AND node = ? AND attempt = ?",
-                                      [.text(key.instanceID), .integer(Int64(key.node)), .integer(Int64(key.attempt))])
+        guard journaled.contains(key) else { return nil }
+        let rows = try database.query("SELECT outcome FROM handler_journal WHERE instance_number = ? AND node = ? AND attempt = ?",
+                                      [.integer(Int64(bitPattern: key.instance)), .integer(Int64(key.node)), .integer(Int64(key.attempt))])
         guard let text = rows.first?.first?.text, let json = try? JSONValue.parse(text) else { return nil }
         return HandlerOutcome(json: json)
     }
@@ -126,13 +131,26 @@ public final class SQLiteWorkflowStore: WorkflowStore {
         let sequences = try database.query("SELECT json FROM sequences ORDER BY loaded_order").compactMap { $0.first?.text }
         var instances: [WorkflowInstance] = []
         for row in try database.query("SELECT context, tree, meta FROM instances ORDER BY seq") {
-            guard let context = row[0].text, let tree = row[1].text, let metaText = row[2].text,
-                  var meta = try? JSONValue.parse(metaText).objectValue else { continue }
+            guard let context = row[0].text, case .blob(let tree) = row[1], let metaText = row[2].text,
+                  var meta = try? JSONValue.parse(metaText).objectValue, let nodes = TreeCodec.decode(tree) else { continue }
             meta["data"] = try? JSONValue.parse(context)
-            meta["nodes"] = try? JSONValue.parse(tree)
+            meta["nodes"] = .array(nodes.map(\.json))
             if let instance = WorkflowInstance(json: .object(meta)) { instances.append(instance) }
         }
         return MobileEngine.StoredState(sequences: sequences, instances: instances)
+    }
+
+    public func forgetJournal(_ keys: [InvocationKey]) throws {
+        let present = keys.filter { journaled.contains($0) }
+        guard !present.isEmpty else { return }
+        try database.transaction {
+            let delete = try database.statement("DELETE FROM handler_journal WHERE instance_number = ? AND node = ? AND attempt = ?")
+            for key in present {
+                try delete.bind([.integer(Int64(bitPattern: key.instance)), .integer(Int64(key.node)), .integer(Int64(key.attempt))])
+                try delete.execute()
+            }
+        }
+        journaled.subtract(present)
     }
 
     public func telemetry(limit: Int) throws -> [(id: Int64, event: TelemetryEvent)] {

@@ -14,11 +14,14 @@ public protocol WorkflowStore {
     mutating func commit() throws
     mutating func rollback()
     /// Applies a storage effect (`persist`, `delete`, `storeSequence`, `removeSequence`,
-    /// `telemetry`); other effects are not the store's business and are ignored.
-    mutating func apply(_ effect: EngineEffect) throws
+    /// `telemetry`); other effects are not the store's business and are ignored. The
+    /// effect is consumed, so a snapshot moves into the store without a copy.
+    mutating func apply(_ effect: consuming EngineEffect) throws
     /// Records a handler's result durably, before the engine hears of it.
     mutating func journal(_ key: InvocationKey, _ outcome: HandlerOutcome) throws
     func journaledOutcome(_ key: InvocationKey) throws -> HandlerOutcome?
+    /// Drops journaled results whose effect on the instance has been committed.
+    mutating func forgetJournal(_ keys: [InvocationKey]) throws
     /// Everything the engine needs after a restart.
     func loadState() throws -> MobileEngine.StoredState
     /// Telemetry recorded and not yet flushed, oldest first, with their ids.
@@ -44,11 +47,3 @@ extension HandlerOutcome {
     }
 }
 
-/// Journal rows of an instance that no in-flight node still needs (the result has been
-/// applied and its snapshot persisted).
-func staleJournalKeys(_ keys: [InvocationKey], for instance: WorkflowInstance) -> [InvocationKey] {
-    let live = Set(instance.nodes.enumerated().compactMap { n, node in
-        node.inFlight ? InvocationKey(instanceID: instance.id, node: Int32(n), attempt: node.attempt) : nil
-    })
-    return keys.filter { !live.contains($0) }
-}

@@ -23,34 +23,43 @@ public enum JSONValue: Hashable, Sendable {
 
     /// Compact JSON with object keys in sorted order.
     public var canonicalText: String {
-        var out = ""
+        var out: [UInt8] = []
+        out.reserveCapacity(256)
         write(to: &out)
-        return out
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Writes compact, key-sorted JSON as UTF-8 (one buffer, one String at the end: the
+    /// device store writes a snapshot per changed instance per tick).
+    public func write(to out: inout [UInt8]) {
+        switch self {
+        case .null: out.append(contentsOf: [0x6E, 0x75, 0x6C, 0x6C])
+        case .bool(let b): out.append(contentsOf: b ? [0x74, 0x72, 0x75, 0x65] : [0x66, 0x61, 0x6C, 0x73, 0x65])
+        case .number(let n): out.append(contentsOf: Self.format(n).utf8)
+        case .string(let s): Self.writeString(s, to: &out)
+        case .array(let items):
+            out.append(0x5B)
+            for (i, item) in items.enumerated() {
+                if i > 0 { out.append(0x2C) }
+                item.write(to: &out)
+            }
+            out.append(0x5D)
+        case .object(let fields):
+            out.append(0x7B)
+            for (i, key) in fields.keys.sorted().enumerated() {
+                if i > 0 { out.append(0x2C) }
+                Self.writeString(key, to: &out)
+                out.append(0x3A)
+                fields[key]!.write(to: &out)
+            }
+            out.append(0x7D)
+        }
     }
 
     func write(to out: inout String) {
-        switch self {
-        case .null: out += "null"
-        case .bool(let b): out += b ? "true" : "false"
-        case .number(let n): out += Self.format(n)
-        case .string(let s): Self.writeString(s, to: &out)
-        case .array(let items):
-            out += "["
-            for (i, item) in items.enumerated() {
-                if i > 0 { out += "," }
-                item.write(to: &out)
-            }
-            out += "]"
-        case .object(let fields):
-            out += "{"
-            for (i, key) in fields.keys.sorted().enumerated() {
-                if i > 0 { out += "," }
-                Self.writeString(key, to: &out)
-                out += ":"
-                fields[key]!.write(to: &out)
-            }
-            out += "}"
-        }
+        var bytes: [UInt8] = []
+        write(to: &bytes)
+        out += String(decoding: bytes, as: UTF8.self)
     }
 
     /// Integers without a fraction, other numbers in Swift's shortest round-trip form.
@@ -60,22 +69,29 @@ public enum JSONValue: Hashable, Sendable {
         return "\(n)"
     }
 
-    static func writeString(_ s: String, to out: inout String) {
-        out += "\""
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
+    static let hexDigits = Array("0123456789abcdef".utf8)
+
+    static func writeString(_ s: String, to out: inout [UInt8]) {
+        out.append(0x22)
+        for byte in s.utf8 {
+            switch byte {
+            case 0x22: out.append(contentsOf: [0x5C, 0x22])
+            case 0x5C: out.append(contentsOf: [0x5C, 0x5C])
+            case 0x0A: out.append(contentsOf: [0x5C, 0x6E])
+            case 0x0D: out.append(contentsOf: [0x5C, 0x72])
+            case 0x09: out.append(contentsOf: [0x5C, 0x74])
+            case 0x00..<0x20:
+                out.append(contentsOf: [0x5C, 0x75, 0x30, 0x30, hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 0xF)]])
+            default: out.append(byte)
             }
         }
-        out += "\""
+        out.append(0x22)
+    }
+
+    static func writeString(_ s: String, to out: inout String) {
+        var bytes: [UInt8] = []
+        writeString(s, to: &bytes)
+        out += String(decoding: bytes, as: UTF8.self)
     }
 }
 
@@ -112,6 +128,43 @@ extension JSONValue: Codable {
         case .string(let s): try container.encode(s)
         case .array(let a): try container.encode(a)
         case .object(let o): try container.encode(o)
+        }
+    }
+}
+
+extension JSONValue {
+    /// Indented JSON with sorted keys, for people (CLI output, golden files).
+    public var prettyText: String {
+        var out = ""
+        writePretty(to: &out, indent: 0)
+        return out
+    }
+
+    func writePretty(to out: inout String, indent: Int) {
+        let pad = String(repeating: "  ", count: indent + 1)
+        let close = String(repeating: "  ", count: indent)
+        switch self {
+        case .array(let items) where !items.isEmpty:
+            out += "[\n"
+            for (i, item) in items.enumerated() {
+                out += pad
+                item.writePretty(to: &out, indent: indent + 1)
+                out += i < items.count - 1 ? ",\n" : "\n"
+            }
+            out += close + "]"
+        case .object(let fields) where !fields.isEmpty:
+            out += "{\n"
+            let keys = fields.keys.sorted()
+            for (i, key) in keys.enumerated() {
+                out += pad
+                Self.writeString(key, to: &out)
+                out += ": "
+                fields[key]!.writePretty(to: &out, indent: indent + 1)
+                out += i < keys.count - 1 ? ",\n" : "\n"
+            }
+            out += close + "}"
+        case .null, .bool, .number, .string, .array, .object:
+            write(to: &out)
         }
     }
 }
