@@ -66,7 +66,7 @@ let package = Package(
         .executableTarget(
             name: "fleetlab",
             dependencies: [
-                "LabKernel", "LabStore", "Simulator", "Reports", "Live",
+                "LabKernel", "LabStore", "DeviceWorkflows", "Simulator", "Reports", "Live",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strictSettings

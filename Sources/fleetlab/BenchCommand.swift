@@ -1,4 +1,6 @@
 import ArgumentParser
+import DeviceWorkflows
+import Foundation
 import LabStore
 import Simulator
 
@@ -6,7 +8,7 @@ struct BenchCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Measure fleetlab's hot paths against a reference measured in the same run.",
-        subcommands: [KernelBench.self])
+        subcommands: [KernelBench.self, EngineBench.self])
 }
 
 struct KernelBench: ParsableCommand {
@@ -42,6 +44,62 @@ struct KernelBench: ParsableCommand {
         print("  same work   \(f.kernelChecksum == f.bareChecksum ? "yes" : "NO") (event checksums \(f.kernelChecksum == f.bareChecksum ? "match" : "differ"))")
         #if DEBUG
         print("  note        this is a debug build; use `swift build -c release` for real figures")
+        #endif
+    }
+}
+
+struct EngineBench: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "engine",
+        abstract: "Workflow engine steps/s: onboarding-flow instances over the in-memory and the SQLite store.",
+        discussion: """
+        INSTANCES onboarding-flow instances with every wait answered and handlers that return
+        at once run to completion; steps are handler executions. The SQLite store uses WAL
+        and one transaction per tick. Targets on the reference machine: 500,000 steps/s in
+        memory, 20,000 steps/s on SQLite. Build with `swift build -c release`.
+        """)
+
+    @Option(help: "Instances per run.")
+    var instances = 10_000
+
+    @Option(help: "The onboarding-flow sequence file.")
+    var sequence = "simulations/workflows/onboarding-flow.json"
+
+    @Option(help: "Which stores to measure: both, memory or sqlite.")
+    var store = "both"
+
+    func validate() throws {
+        guard instances > 0 && instances <= 1_000_000 else { throw ValidationError("--instances must be 1...1000000") }
+    }
+
+    func run() throws {
+        guard let json = try? String(contentsOfFile: sequence, encoding: .utf8) else {
+            throw CLIFailure.badInput("\(sequence): cannot read the onboarding-flow sequence (run from the repository root or pass --sequence)")
+        }
+        guard ["both", "memory", "sqlite"].contains(store) else { throw CLIFailure.badInput("--store is both, memory or sqlite") }
+        var figures: [(EngineBenchmark.Figures, Double)] = []
+        if store != "sqlite" {
+            figures.append((try EngineBenchmark.run(store: InMemoryWorkflowStore(), name: "in-memory", sequenceJSON: json,
+                                                    instances: instances, clock: WallClock.seconds), 500_000))
+        }
+        if store != "memory" {
+            let path = FileManager.default.temporaryDirectory.appendingPathComponent("fleetlab-bench-\(getpid()).sqlite").path
+            defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+            figures.append((try EngineBenchmark.run(store: try SQLiteWorkflowStore(path: path), name: "SQLite (WAL)", sequenceJSON: json,
+                                                    instances: instances, clock: WallClock.seconds), 20_000))
+        }
+        let n = { (v: Double) in MetricUnit.decimal(v, digits: 0) }
+        print("fleetlab bench engine — \(n(Double(instances))) onboarding-flow instances, answered waits, zero-duration handlers (\(BuildInfo.description))")
+        for (f, target) in figures {
+            print("  \(f.store.padding(toLength: 13, withPad: " ", startingAt: 0)) \(n(f.stepsPerSecond)) steps/s  "
+                + "(\(n(Double(f.steps))) steps, \(f.ticks) ticks, \(MetricUnit.decimal(f.seconds, digits: 3)) s, "
+                + "\(n(Double(f.completed))) completed)  \(MetricUnit.decimal(f.stepsPerSecond / target, digits: 2))× the target of \(n(target))")
+        }
+        if figures.count == 2 {
+            print("  SQLite / in-memory  \(MetricUnit.decimal(figures[1].0.stepsPerSecond / figures[0].0.stepsPerSecond, digits: 3))")
+        }
+        #if DEBUG
+        print("  note          this is a debug build; use `swift build -c release` for real figures")
         #endif
     }
 }

@@ -12,7 +12,7 @@ struct Fleetlab: AsyncParsableCommand {
         Documentation: README.md and docs/ in the fleetlab repository.
         """,
         version: FleetlabVersion.string,
-        subcommands: [SimulateCommand.self, ReportCommand.self, DigestCommand.self, BenchCommand.self, ServeCommand.self]
+        subcommands: [SimulateCommand.self, WorkflowCommand.self, ReportCommand.self, DigestCommand.self, BenchCommand.self, ServeCommand.self]
     )
 }
 
