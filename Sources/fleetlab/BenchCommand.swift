@@ -16,8 +16,8 @@ struct KernelBench: ParsableCommand {
         commandName: "kernel",
         abstract: "Discrete-event kernel versus a bare binary-heap loop on the same event pattern.",
         discussion: """
-        The hold model: PENDING timers are armed; each event re-arms one at now + a delay
-        uniform in [1 µs, 10 ms]. Both loops draw the same delays from one seed. Build with
+        The hold model: PENDING timers are armed; each event re-arms one at now + a delay \
+        uniform in [1 µs, 10 ms]. Both loops draw the same delays from one seed. Build with \
         `swift build -c release` for meaningful figures.
         """)
 
@@ -53,9 +53,9 @@ struct EngineBench: ParsableCommand {
         commandName: "engine",
         abstract: "Workflow engine steps/s: onboarding-flow instances over the in-memory and the SQLite store.",
         discussion: """
-        INSTANCES onboarding-flow instances with every wait answered and handlers that return
-        at once run to completion; steps are handler executions. The SQLite store uses WAL
-        and one transaction per tick. Targets on the reference machine: 500,000 steps/s in
+        INSTANCES onboarding-flow instances with every wait answered and handlers that return \
+        at once run to completion; steps are handler executions. The SQLite store uses WAL \
+        and one transaction per tick. Targets on the reference machine: 500,000 steps/s in \
         memory, 20,000 steps/s on SQLite. Build with `swift build -c release`.
         """)
 

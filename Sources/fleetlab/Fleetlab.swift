@@ -9,6 +9,7 @@ struct Fleetlab: AsyncParsableCommand {
         abstract: "A simulation and load-testing lab for mobile client stacks, with reference servers.",
         discussion: """
         Exit status: 0 success, 2 bad input, 3 a threshold or invariant failed, 130 interrupted.
+
         Documentation: README.md and docs/ in the fleetlab repository.
         """,
         version: FleetlabVersion.string,

@@ -8,8 +8,9 @@ struct ServeCommand: AsyncParsableCommand {
         commandName: "serve",
         abstract: "Run the reference servers for real on 127.0.0.1 until Ctrl-C.",
         discussion: """
-        Each server listens on its own port. Ports: --port NAME=PORT (repeatable), e.g.
+        Each server listens on its own port. Ports: --port NAME=PORT (repeatable), e.g. \
         --port host=9000. A taken port is reported before anything starts (exit status 2).
+
         SIGINT and SIGTERM stop every server gracefully.
         """)
 

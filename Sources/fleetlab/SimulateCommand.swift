@@ -10,9 +10,10 @@ struct SimulateCommand: ParsableCommand {
         commandName: "simulate",
         abstract: "Run a scenario in virtual time and write results.sqlite and dashboard.html.",
         discussion: """
-        The run depends only on the scenario, the seed and the build: the same three give
+        The run depends only on the scenario, the seed and the build: the same three give \
         the same results database (all but its `run` table of wall-clock facts).
-        Exit status: 0 all thresholds and invariants held, 2 bad input, 3 a threshold or
+
+        Exit status: 0 all thresholds and invariants held, 2 bad input, 3 a threshold or \
         invariant failed, 130 interrupted (results up to the stop are still written).
         """)
 

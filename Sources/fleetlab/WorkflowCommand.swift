@@ -50,11 +50,13 @@ struct WorkflowRun: ParsableCommand {
         commandName: "run",
         abstract: "Run one instance to completion with the built-in handlers and print it as JSON.",
         discussion: """
-        --answers maps a step id to the value given when it waits, or to a list of values
-        for a step that waits more than once: '{"show_terms": "accepted", "admin_approval":
-        "approved"}'. A wait with no answer left ends the run with the instance Waiting; its
-        prompt and choices are printed. Exit status: 0 the instance completed or is waiting,
-        2 bad input (an invalid sequence, bad JSON), 3 the instance failed or was cancelled.
+        --answers maps a step id to the value given when it waits, or to a list of values \
+        for a step that waits more than once: '{"show_terms": "accepted", "admin_approval": "approved"}'. \
+        A wait with no answer left ends the run with the instance Waiting; its prompt and \
+        choices are printed.
+
+        Exit status: 0 the instance completed or is waiting, 2 bad input (an invalid \
+        sequence, bad JSON), 3 the instance failed or was cancelled.
         """)
 
     @OptionGroup var files: SequenceFiles
@@ -98,6 +100,12 @@ struct WorkflowRun: ParsableCommand {
 
     func execute<S: WorkflowStore>(_ host: inout EngineHost<S>, input: JSONValue, answers: [String: [JSONValue]]) throws {
         host.answers = answers
+        // maxTickDurationMs against real time, as on a phone.
+        let budget = Duration.milliseconds(Int64(host.engine.config.maxTickDurationMs))
+        host.tickBudget = {
+            let start = ContinuousClock.now
+            return { ContinuousClock.now - start >= budget }
+        }
         let info = try files.load(into: &host)
         let id: String
         do {
@@ -116,6 +124,9 @@ struct WorkflowRun: ParsableCommand {
             let choices = wait["choices"]?.arrayValue?.compactMap { $0["value"]?.stringValue } ?? []
             Console.error("waiting at \(wait["step"]?.stringValue ?? "?"): \(wait["prompt"]?.stringValue ?? "") — choices: "
                 + choices.joined(separator: ", ") + "; answer with --answers '{\"\(wait["step"]?.stringValue ?? "")\": \"\(choices.first ?? "yes")\"}'")
+        }
+        if let refused = host.refusedAnswers.first {
+            throw CLIFailure.badInput("the answer for \(refused.step) was refused: \(refused.reason)")
         }
         if instance.state == .failed || instance.state == .cancelled { throw ExitCode(ExitStatus.checksFailed) }
     }

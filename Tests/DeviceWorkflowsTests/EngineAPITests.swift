@@ -103,6 +103,25 @@ struct EngineAPITests {
         #expect(engine.allInstances.allSatisfy { $0.state == .completed })
     }
 
+    @Test("a tick that has used maxTickDurationMs yields; the instances it did not reach run on the next tick")
+    func tickYields() throws {
+        var engine = MobileEngine(config: config { $0.maxConcurrentSteps = 100 }, handlers: BuiltinHandlers.names, seed: StreamSeed(1))
+        var effects: [EngineEffect] = []
+        try engine.loadSequence(json: workflowJSON("payment-verification"), into: &effects)
+        for _ in 0..<10 { try engine.start("payment-verification", now: .zero, into: &effects) }
+        effects.removeAll()
+        // A budget that lasts for four instances.
+        var asked = 0
+        engine.tick(now: .zero, into: &effects) { asked += 1; return asked > 4 }
+        let first = effects.compactMap { if case .invoke(let call) = $0 { call.instanceID } else { nil } }
+        #expect(Set(first).count == 4, "only the instances reached dispatched")
+        #expect(engine.nextDeadline == .zero, "the rest are still due")
+        effects.removeAll()
+        engine.tick(now: .zero + .milliseconds(100), into: &effects)
+        let second = effects.compactMap { if case .invoke(let call) = $0 { call.instanceID } else { nil } }
+        #expect(Set(second).count == 6 && Set(first).isDisjoint(with: second))
+    }
+
     @Test("a handler that never answers times out; retries follow the backoff; late answers are ignored")
     func handlerTimeout() throws {
         let silent: [String: BuiltinHandler] = [:]

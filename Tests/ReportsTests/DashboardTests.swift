@@ -7,9 +7,11 @@ import LabTestSupport
 
 @Suite("Dashboard")
 struct DashboardTests {
-    /// A small real run (40 devices, 3 hours) with a description that tries to inject HTML.
+    /// A small real run (40 devices, 3 hours, running workflows) with a description that
+    /// tries to inject HTML.
     static func sampleRun() throws -> (results: RunResults, directory: URL) {
         let dir = TestPaths.scratchDirectory("dashboard")
+        let workflows = TestPaths.packageRoot.appendingPathComponent("simulations/workflows").path
         let scenario = try ScenarioLoader.parse(text: """
             name: dash
             description: "<script>alert('x')</script> & friends"
@@ -21,6 +23,9 @@ struct DashboardTests {
               - {name: "kiosks", count: 10, lifecycle: kiosk, power: low-battery}
             thresholds:
               - {metric: battery.level, percentile: 50, min: 1}
+            workflows:
+              run:
+                - {sequence: \(workflows)/payment-verification.json, start: {poisson: 10m}}
             """, file: "dash.yaml")
         let path = dir.appendingPathComponent("results.sqlite").path
         _ = try FleetRun(scenario: scenario, resultsPath: path).run()
@@ -39,6 +44,10 @@ struct DashboardTests {
         #expect(!html.contains("@import") && !html.contains("url("))
         #expect(html.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; friends"))
         #expect(html.contains("<svg"))
+        // The workflow panels show the sequence, its steps and its outcomes.
+        #expect(html.contains("<code>payment-verification</code>"))
+        #expect(html.contains("<code>fraud_check</code>"))
+        #expect(html.contains("input wait (all prompts)"))
     }
 
     @Test("panels without data are left out")
@@ -48,7 +57,8 @@ struct DashboardTests {
                                                      devices: 0, tickMode: "fast-forward"))
         let html = Dashboard.render(empty)
         #expect(html.contains("id=\"summary\""))
-        for id in ["battery", "power-states", "ticks", "lifecycle", "events"] { #expect(!html.contains("id=\"\(id)\""), "\(id)") }
+        for id in ["battery", "power-states", "ticks", "lifecycle", "events", "workflows", "workflow-steps", "workflow-activity",
+                   "workflow-latency", "workflow-ticks"] { #expect(!html.contains("id=\"\(id)\""), "\(id)") }
     }
 
     @Test("dashboards/simulation.json is the layout simulate uses, and bad layouts are explained")

@@ -50,7 +50,9 @@ struct ScenarioTests {
                 let yaml = block.components(separatedBy: "```").first ?? ""
                 guard yaml.hasPrefix("name:") else { continue }
                 do {
-                    _ = try ScenarioLoader.parse(text: yaml, file: doc)
+                    // As if the file were in simulations/, where the named workflows live.
+                    _ = try ScenarioLoader.parse(text: yaml, file: doc,
+                                                 directory: TestPaths.packageRoot.appendingPathComponent("simulations").path)
                     checked += 1
                 } catch {
                     Issue.record("\(doc): \(error)")

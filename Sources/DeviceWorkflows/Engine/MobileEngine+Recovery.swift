@@ -18,13 +18,22 @@ extension MobileEngine {
     /// carries the same invocation key, and a driver that journaled the result returns it
     /// instead of running the handler again. Sequences that no longer validate (a handler
     /// was unregistered) are dropped, and so are the instances that used them.
-    public mutating func restore(_ stored: StoredState, now: Instant, into effects: inout [EngineEffect]) -> [String] {
+    ///
+    /// `compiled` holds sequences compiled earlier, by their JSON: a stored sequence found
+    /// there is not parsed again.
+    public mutating func restore(_ stored: StoredState, compiled: [String: CompiledSequence] = [:], now: Instant,
+                                 into effects: inout [EngineEffect]) -> [String] {
         lastNow = now
         var problems: [String] = []
         let loader = SequenceLoader(registeredHandlers: handlers, maxSizeBytes: Int(config.maxSequenceSizeBytes))
         for json in stored.sequences {
             do {
-                let program = Program(sequence: try loader.load(json).sequence, json: json)
+                let program: Program
+                if let known = compiled[json], known.program.sequence.handlers.allSatisfy(handlers.contains) {
+                    program = known.program
+                } else {
+                    program = Program(sequence: try loader.load(json).sequence, json: json)
+                }
                 if programs[program.key] == nil { programOrder.append(program.key) }
                 programs[program.key] = program
             } catch {

@@ -30,7 +30,7 @@ extension MobileEngine {
     mutating func drive(_ index: Int, now: Instant, into effects: inout [EngineEffect]) {
         guard !instances[index].state.isTerminal, instances[index].state != .paused else { return }
         var interpreter = Interpreter(instance: takeInstance(index), program: programOf[index], now: now, config: config,
-                                      timestamp: stamp(now))
+                                      timestamp: config.telemetryEnabled ? stamp(now) : "")
         let progress = interpreter.run()
         swap(&instances[index], &interpreter.instance)
         markChanged(index)
@@ -162,7 +162,7 @@ extension MobileEngine {
 
     /// The earliest timer of an instance: a retry, a handler or input deadline, or the
     /// end of its lifetime.
-    static func nextTimer(of instance: WorkflowInstance, lifetime: TimeSpan, kinds: TimerKinds = .all) -> Instant? {
+    static func nextTimer(of instance: borrowing WorkflowInstance, lifetime: TimeSpan, kinds: TimerKinds = .all) -> Instant? {
         if instance.state.isTerminal { return instance.finishedAt.map { $0 + lifetime } }
         var earliest: Instant? = kinds.contains(.lifetime) ? instance.createdAt + lifetime : nil
         for node in instance.nodes {

@@ -51,3 +51,34 @@ extension MobileEngine {
         return (steps.filter { [.completed, .skipped, .failed, .cancelled].contains($0.state) }.count, steps.count)
     }
 }
+
+extension MobileEngine {
+    /// How long each finished step of an instance took, from the tick that started it to
+    /// its completion; `waited` marks steps with `wait_for_input` (their time includes the
+    /// wait for a person).
+    public func stepDurations(of instanceID: String) -> [(step: String, waited: Bool, duration: TimeSpan)] {
+        guard let index = indexByID[instanceID] else { return [] }
+        return instances[index].nodes.compactMap { node in
+            guard node.state == .completed, let step = programOf[index].step(node.kind),
+                  let started = node.startedAt, let completed = node.completedAt else { return nil }
+            return (step.id, step.wait != nil, completed - started)
+        }
+    }
+
+    /// What a driver asks about a finished instance, without copying it.
+    public func facts(of instanceID: String) -> (sequence: String, state: InstanceState, createdAt: Instant, topLevel: Bool)? {
+        guard let index = indexByID[instanceID] else { return nil }
+        return (instances[index].sequenceName, instances[index].state, instances[index].createdAt, instances[index].parent == nil)
+    }
+
+    /// Active instances that are not sub-sequence children.
+    public var activeTopLevelCount: Int {
+        instances.reduce(0) { $0 + ($1.parent == nil && !$1.state.isTerminal ? 1 : 0) }
+    }
+
+    /// The value the first choice of waiting step `step` of `sequence` stores.
+    public func firstChoice(sequence: String, step: String) -> String? {
+        guard let program = program(named: sequence), let index = program.indexByID[step] else { return nil }
+        return program.steps[Int(index)]?.wait?.effectiveChoices.first?.value
+    }
+}

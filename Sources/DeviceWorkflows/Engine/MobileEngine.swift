@@ -187,8 +187,10 @@ public struct MobileEngine: Sendable {
     public func nextDeadline(including kinds: TimerKinds) -> Instant? {
         if !dirtyList.isEmpty || (!dispatchQueue.isEmpty && inFlight.count < Int(config.maxConcurrentSteps)) { return lastNow }
         var earliest: Instant?
-        for instance in instances where !instance.state.isTerminal {
-            if let t = Self.nextTimer(of: instance, lifetime: config.instanceLifetime, kinds: kinds), earliest.map({ t < $0 }) ?? true {
+        // By index: iterating the values would copy (retain) every instance's fields.
+        for index in instances.indices where !instances[index].state.isTerminal {
+            if let t = Self.nextTimer(of: instances[index], lifetime: config.instanceLifetime, kinds: kinds),
+               earliest.map({ t < $0 }) ?? true {
                 earliest = t
             }
         }

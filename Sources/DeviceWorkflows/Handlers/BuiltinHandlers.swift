@@ -6,6 +6,12 @@ public struct HandlerCall: Sendable {
     public var now: Instant
     public var wallClock: WallClockOrigin
 
+    public init(invocation: HandlerInvocation, now: Instant, wallClock: WallClockOrigin) {
+        self.invocation = invocation
+        self.now = now
+        self.wallClock = wallClock
+    }
+
     /// Wall time of the call, RFC 3339 (formatted only when a handler asks).
     public var timestamp: String { wallClock.rfc3339(at: now) }
 }

@@ -27,6 +27,8 @@ public struct EngineHost<Store: WorkflowStore> {
     /// Steps that waited and had no answer left, in order.
     public private(set) var unanswered: [(instanceID: String, step: String)] = []
     public private(set) var banners: [JSONValue] = []
+    /// Answers the engine refused (not a choice of the step, wrong shape), with why.
+    public private(set) var refusedAnswers: [(instanceID: String, step: String, reason: String)] = []
     /// Handlers actually run (not served from the journal), by invocation key, when
     /// `recordsRuns` is on (tests); `handlerRunCount` is always kept.
     public private(set) var handlerRuns: [InvocationKey: Int] = [:]
@@ -35,6 +37,10 @@ public struct EngineHost<Store: WorkflowStore> {
     /// Effects and commits done so far: the points where a kill can fall.
     public private(set) var effectsApplied = 0
     public var crashAfterEffects: Int?
+    /// Enforces `maxTickDurationMs`: called at the start of each tick, it returns the
+    /// check the engine asks between instances (true: the tick's time is used up). A live
+    /// driver measures wall time; nil never yields.
+    public var tickBudget: (() -> () -> Bool)?
     public private(set) var crashed = false
     var pendingResults: [(InvocationKey, HandlerOutcome)] = []
     /// Reused across ticks: a tick of ten thousand instances emits tens of thousands.
@@ -104,11 +110,11 @@ public struct EngineHost<Store: WorkflowStore> {
         for (key, outcome) in results { engine.handlerFinished(key, outcome, now: now, into: &effects) }
         for (id, step, output) in pendingAnswers {
             do { try engine.completeStep(id, stepName: step, output: output, now: now, into: &effects) } catch {
-                failed[id] = failed[id] ?? "answer to \(step) refused: \(error)"
+                refusedAnswers.append((id, step, "\(error)"))
             }
         }
         pendingAnswers.removeAll()
-        engine.tick(now: now, into: &effects)
+        engine.tick(now: now, into: &effects, shouldYield: tickBudget?() ?? { false })
         try apply(&effects)
         buffer = effects
         // The results are in committed snapshots now; their journal entries are spent.

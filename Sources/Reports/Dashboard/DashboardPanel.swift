@@ -54,7 +54,8 @@ public enum DashboardPanels {
     public static let all: [any DashboardPanel] = [
         SummaryPanel(), ThresholdsPanel(), BatteryPanel(), PowerStatePanel(), TicksPanel(), AppStatePanel(),
         LifecyclePanel(), NetworkPanel(), ThroughputPanel(), SessionsPanel(), InvariantsPanel(), PopulationsPanel(),
-        EventSamplePanel(), ScenarioTextPanel(),
+        EventSamplePanel(), ScenarioTextPanel(), WorkflowsPanel(), WorkflowStepsPanel(), WorkflowActivityPanel(),
+        WorkflowLatencyPanel(), WorkflowTicksPanel(),
     ]
 
     public static func panel(id: String) -> (any DashboardPanel)? { all.first { $0.id == id } }

@@ -1,12 +1,15 @@
 public import LabKernel
 
 extension VirtualDevice {
-    /// Fires every timeline due at or before `now`, then, in every-tick mode, the tick due
-    /// at `now`. Returns nothing: the driver asks `nextWake` afterwards.
+    /// Fires every timeline due at or before `now`, then executes the tick due at `now`
+    /// if there is one to execute: every tick in every-tick mode, in fast-forward mode only
+    /// a tick at which engine work is due. Returns whether a tick ran; the driver then runs
+    /// the engine if it has work, and asks `nextWake`.
+    @discardableResult
     public mutating func wake(
         at now: Instant, deviceClass: DeviceClass, env: DeviceEnvironment,
         tally: inout FleetTally, log: inout [DeviceObservation]
-    ) {
+    ) -> Bool {
         while true {
             let (timeline, at) = earliestTimeline()
             guard at <= now.nanoseconds else { break }
@@ -15,19 +18,33 @@ extension VirtualDevice {
                 device.fire(timeline, at: when, deviceClass: deviceClass, env: env, log: &log)
             }
         }
-        if env.mode == .everyTick && tickLoopRunning && nextTick == now {
-            executeTick(at: now, env: env, tally: &tally)
+        guard tickLoopRunning else { return false }
+        switch env.mode {
+        case .everyTick:
+            guard nextTick == now else { return false }
+        case .fastForward:
+            guard workDeadline <= now else { return false }
+            account(to: now, env: env, tally: &tally)
+            guard nextTick == now else { return false }
         }
+        executeTick(at: now, env: env, tally: &tally)
+        return true
     }
 
-    /// Wakes the device if `generation` is its current one and returns when to wake it
-    /// next; nil for a stale wake-up that an outside change superseded.
+    /// Wakes the device if `generation` is its current one and tells whether a tick ran;
+    /// nil for a stale wake-up that an outside change superseded.
     public mutating func wakeIfCurrent(
         generation: UInt32, at now: Instant, deviceClass: DeviceClass, env: DeviceEnvironment,
         tally: inout FleetTally, log: inout [DeviceObservation]
-    ) -> Instant? {
+    ) -> Bool? {
         guard generation == wakeGeneration else { return nil }
-        wake(at: now, deviceClass: deviceClass, env: env, tally: &tally, log: &log)
+        return wake(at: now, deviceClass: deviceClass, env: env, tally: &tally, log: &log)
+    }
+
+    /// Records the engine's next work deadline and returns when to wake the device next
+    /// (one mutation: reading the device through the fleet's array would copy it).
+    public mutating func scheduleAfter(workDeadline: Instant, env: DeviceEnvironment) -> Instant {
+        self.workDeadline = workDeadline
         return nextWake(env)
     }
 

@@ -68,6 +68,9 @@ public struct VirtualDevice: Sendable {
     public internal(set) var tickLoopRunning = false
     /// Bumped whenever the driver must forget a scheduled wake-up.
     public var wakeGeneration: UInt32 = 0
+    /// When the device's workflow engine next has work (`MobileEngine.nextDeadline`);
+    /// in fast-forward mode the first tick at or after it is executed, the rest are counted.
+    public var workDeadline: Instant = .distantFuture
 
     static let never = Int64.max
 
@@ -187,10 +190,24 @@ public struct VirtualDevice: Sendable {
     @inline(__always)
     public func nextWake(_ env: DeviceEnvironment) -> Instant {
         let timelines = earliestTimeline().1
-        if env.mode == .everyTick && tickLoopRunning {
+        guard tickLoopRunning else { return Instant(nanoseconds: timelines) }
+        switch env.mode {
+        case .everyTick:
             return Instant(nanoseconds: min(timelines, nextTick.nanoseconds))
+        case .fastForward:
+            guard workDeadline < .distantFuture else { return Instant(nanoseconds: timelines) }
+            return Instant(nanoseconds: min(timelines, firstTick(atOrAfter: workDeadline, env).nanoseconds))
         }
-        return Instant(nanoseconds: timelines)
+    }
+
+    /// The first tick of the current lattice at or after `t` (the interval may change at
+    /// the next state change, which wakes the device anyway).
+    @inline(__always)
+    func firstTick(atOrAfter t: Instant, _ env: DeviceEnvironment) -> Instant {
+        guard t > nextTick else { return nextTick }
+        let interval = tickInterval(env)
+        let steps = (t.nanoseconds - nextTick.nanoseconds + interval - 1) / interval
+        return Instant(nanoseconds: nextTick.nanoseconds + steps * interval)
     }
 
     /// Nanoseconds spent in `state` so far (up to the last accounting point).

@@ -25,8 +25,8 @@ extension FleetWorld {
                 devices[deviceIndex].setRadioForcedOff(!ending, at: now, deviceClass: deviceClass, env: environment,
                                                        tally: &tally, log: &log)
             }
-            if !log.isEmpty { drainLog(device: deviceIndex, at: now) }
-            reschedule(deviceIndex, queue: &queue)
+            if !log.isEmpty { drainLog(device: deviceIndex, at: now, queue: &queue) }
+            reschedule(deviceIndex, at: now, queue: &queue)
         }
         let phase = ending ? "ends" : "starts"
         sampler.offer(at: now, device: nil, kind: "fault") { "\(fault.kind) \(phase): \(hit) devices" }

@@ -1,18 +1,23 @@
+import DeviceWorkflows
 public import LabKernel
 public import LabStore
 
 extension FleetWorld {
     /// Turns a device's observations into metrics, samples and invariant checks.
-    mutating func drainLog(device: Int, at now: Instant) {
-        for observation in log {
+    mutating func drainLog(device: Int, at now: Instant, queue: inout EventQueue<Event>) {
+        let observations = log
+        log.removeAll(keepingCapacity: true)
+        for observation in observations {
             switch observation {
             case .lifecycle(let from, let to, let cause):
+                if !engines.isEmpty, engines[device] != nil { appLifecycle(device, from: from, to: to, now: now, queue: &queue) }
                 recorder.add(metrics.transitions[Int(cause.rawValue)])
                 invariants.check(invariantIDs.lifecycleTransitionValid, Self.isValid(from: from, to: to, cause: cause),
                                  "device \(device) at \(now): \(from) -> \(to) by \(cause)")
                 sampler.offer(at: now, device: device, kind: "lifecycle") { "\(from) -> \(to) (\(cause))" }
             case .power(let from, let to):
                 recorder.add(metrics.powerTransitions[Int(to.rawValue)])
+                if !engines.isEmpty { engines[device]?.engine?.reportPowerState(to) }
                 sampler.offer(at: now, device: device, kind: "power") { "\(from) -> \(to)" }
             case .charger(let plugged, let overnight):
                 if plugged { recorder.add(metrics.plugs[overnight ? 0 : 1]) }
@@ -27,7 +32,6 @@ extension FleetWorld {
                 recorder.observe(metrics.sessionLength[ours ? 0 : 1], UInt64(max(0, length.nanoseconds)))
             }
         }
-        log.removeAll(keepingCapacity: true)
     }
 
     /// Which lifecycle changes the model may make, by cause.
@@ -71,6 +75,7 @@ extension FleetWorld {
                           first: sample.firstPowerViolation)
         recorder.add(metrics.events, Double(eventsInBucket))
         eventsInBucket = 0
+        if let workflowMetrics { recorder.set(workflowMetrics.active, Double(activeTopLevel.reduce(0) { $0 + Int($1) })) }
         recorder.closeBucket(startingAt: start)
         sink?(recorder.takeBatch())
     }
@@ -89,6 +94,13 @@ extension FleetWorld {
                 let perHour = Double(device.ticks.total(state)) * 3_600e9 / Double(time)
                 recorder.observeRun(metrics.ticksPerHour[Int(state.rawValue)], UInt64(perHour.rounded()))
             }
+        }
+        if let workflowMetrics {
+            let started = workflowMetrics.started.reduce(0.0) { $0 + recorder.totals[$1.id] }
+            let finished = workflowMetrics.finished.flatMap { $0 }.reduce(0.0) { $0 + recorder.totals[$1.id] }
+            let active = Double(activeTopLevel.reduce(0) { $0 + Int($1) })
+            invariants.check(instancesAccounted, started == finished + active,
+                             "\(Int(started)) instances started, \(Int(finished)) finished, \(Int(active)) still active at the end")
         }
         recorder.closeRun()
         let thresholds = ThresholdEvaluator.evaluate(scenario.thresholds, recorder: recorder)

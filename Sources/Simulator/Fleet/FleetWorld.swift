@@ -1,3 +1,4 @@
+import DeviceWorkflows
 public import LabKernel
 public import LabStore
 
@@ -12,6 +13,12 @@ public struct FleetWorld: SimulationWorld {
         case wake(device: UInt32, generation: UInt32)
         case bucketEnd(index: UInt32)
         case fault(index: UInt16, ending: Bool)
+        /// A device's workload starts a workflow.
+        case workflowStart(device: UInt32, workload: UInt16)
+        /// A handler a device's engine called has finished (its outcome waits in the slot).
+        case handlerDone(device: UInt32, token: UInt32)
+        /// A person answers a prompt on a device.
+        case answer(device: UInt32, token: UInt32)
     }
 
     public internal(set) var devices: [VirtualDevice] = []
@@ -32,6 +39,16 @@ public struct FleetWorld: SimulationWorld {
     let end: Instant
     /// Receives each closed bucket's rows (the results writer); nil in model-only runs.
     let sink: (@Sendable (ResultsBatch) -> Void)?
+    /// Each device's workflow engine slot; empty when the scenario has no workflows.
+    var engines: [DeviceEngine?] = []
+    /// Workload indices that apply to each device class.
+    var workloadsOfClass: [[Int]] = []
+    var workflowMetrics: WorkflowMetrics?
+    var workflowCatalog: WorkflowCatalog?
+    var instancesAccounted = 0
+    /// Top-level active instances per device, as last seen (dead engines keep theirs).
+    var activeTopLevel: [Int32] = []
+    let engineClock: WallClockOrigin
 
     public init(scenario: Scenario, sink: (@Sendable (ResultsBatch) -> Void)?) {
         self.scenario = scenario
@@ -40,6 +57,7 @@ public struct FleetWorld: SimulationWorld {
         self.sink = sink
         self.environment = DeviceEnvironment(clock: DayClock(startOffset: scenario.startAt), tickInterval: scenario.ticks.interval,
                                              mode: scenario.ticks.mode)
+        self.engineClock = WallClockOrigin(unixMilliseconds: WallClockOrigin.simulationEpoch.unixMilliseconds + scenario.startAt.milliseconds)
         var first = 0
         var classes: [DeviceClass] = []
         for population in scenario.devices {
@@ -54,6 +72,16 @@ public struct FleetWorld: SimulationWorld {
         self.recorder = recorder
         var ledger = InvariantLedger()
         self.invariantIDs = FleetInvariants(ledger: &ledger)
+        if let workflows = scenario.workflows {
+            let catalog = WorkflowCatalog(workflows)
+            workflowCatalog = catalog
+            workflowMetrics = WorkflowMetrics(sequences: catalog.stepsOfWorkloads, recorder: &recorder)
+            self.recorder = recorder
+            instancesAccounted = ledger.register("workflow.instances_accounted")
+            workloadsOfClass = classes.map { deviceClass in
+                workflows.workloads.indices.filter { workflows.workloads[$0].populations.isEmpty || workflows.workloads[$0].populations.contains(deviceClass.name) }
+            }
+        }
         self.invariants = ledger
         devices.reserveCapacity(first)
         let deviceRoot = root.child(.device)
@@ -63,6 +91,11 @@ public struct FleetWorld: SimulationWorld {
                 devices.append(VirtualDevice(deviceClass: deviceClass, classIndex: UInt16(index),
                                              seed: classSeed.child(UInt64(member)), environment: environment))
                 classOfDevice.append(UInt16(index))
+                if !workloadsOfClass.isEmpty {
+                    engines.append(workloadsOfClass[index].isEmpty ? nil
+                        : DeviceEngine(seed: root.child(.workload).child(deviceClass.name).child(UInt64(member))))
+                    activeTopLevel.append(0)
+                }
             }
         }
     }
@@ -84,6 +117,7 @@ public struct FleetWorld: SimulationWorld {
                 queue.schedule(.fault(index: UInt16(index), ending: true), at: .zero + at + duration)
             }
         }
+        scheduleFirstStarts(into: &queue)
         for index in devices.indices {
             let next = devices[index].nextWake(environment)
             if next < end { queue.schedule(.wake(device: UInt32(index), generation: 0), at: next) }
@@ -99,19 +133,31 @@ public struct FleetWorld: SimulationWorld {
             let deviceClass = classes[Int(classOfDevice[index])]
             // One in-place mutation per wake-up: reading a 300-byte device through the
             // array's getter would copy it.
-            guard let next = devices[index].wakeIfCurrent(generation: generation, at: now, deviceClass: deviceClass,
-                                                          env: environment, tally: &tally, log: &log) else { return }
-            if !log.isEmpty { drainLog(device: index, at: now) }
+            guard let ticked = devices[index].wakeIfCurrent(generation: generation, at: now, deviceClass: deviceClass,
+                                                            env: environment, tally: &tally, log: &log) else { return }
+            if !log.isEmpty { drainLog(device: index, at: now, queue: &queue) }
+            var work = Instant.distantFuture
+            if !engines.isEmpty, engines[index] != nil { work = engineTick(index, ticked: ticked, now: now, queue: &queue) }
+            let next = devices[index].scheduleAfter(workDeadline: work, env: environment)
             if next < end { queue.schedule(.wake(device: device, generation: generation), at: next) }
         case .bucketEnd(let index):
             closeBucket(startingAt: Int64(index) * scenario.bucket.nanoseconds, at: now)
         case .fault(let index, let ending):
             applyFault(Int(index), ending: ending, at: now, queue: &queue)
+        case .workflowStart(let device, let workload):
+            workflowStart(Int(device), workload: Int(workload), now: now, queue: &queue)
+        case .handlerDone(let device, let token):
+            handlerDone(Int(device), token: token, now: now, queue: &queue)
+        case .answer(let device, let token):
+            answer(Int(device), token: token, now: now, queue: &queue)
         }
     }
 
     /// Forgets a device's pending wake-up and schedules a fresh one (after an outside change).
-    mutating func reschedule(_ index: Int, queue: inout EventQueue<Event>) {
+    mutating func reschedule(_ index: Int, at now: Instant, queue: inout EventQueue<Event>) {
+        if !engines.isEmpty, let deadline = engines[index]?.nextDeadline {
+            devices[index].workDeadline = max(deadline, now)
+        }
         let (next, generation) = devices[index].forgetScheduledWake(env: environment)
         if next < end { queue.schedule(.wake(device: UInt32(index), generation: generation), at: next) }
     }

@@ -2,7 +2,7 @@ public import LabKernel
 
 extension Scenario: Decodable {
     enum CodingKeys: String, CodingKey, CaseIterable {
-        case name, description, seed, duration, startAt, bucket, ticks, links, devices, faults, thresholds, eventSample
+        case name, description, seed, duration, startAt, bucket, ticks, links, devices, faults, thresholds, eventSample, workflows
     }
 
     public init(from decoder: any Decoder) throws {
@@ -58,6 +58,14 @@ extension Scenario: Decodable {
             }
         }
         eventSample = try c.decodeIfPresent(Int.self, forKey: .eventSample) ?? 10_000
+        workflows = try c.decodeIfPresent(WorkflowSettings.self, forKey: .workflows)
+        for (index, workload) in (workflows?.workloads ?? []).enumerated() {
+            if let unknown = workload.populations.first(where: { !seen.contains($0) }) {
+                throw DecodingError.dataCorrupted(.init(
+                    codingPath: c.codingPath + [CodingKeys.workflows, WorkflowSettings.CodingKeys.run, IndexKey(index)],
+                    debugDescription: "no device population named '\(unknown)'"))
+            }
+        }
         guard (0...1_000_000).contains(eventSample) else { throw fail(.eventSample, "expected 0...1000000 events") }
     }
 

@@ -19,6 +19,8 @@ public struct Scenario: Sendable {
     public var thresholds: [Threshold]
     /// How many events the results keep in their sample.
     public var eventSample: Int
+    /// Workflow workloads run by the devices' engines; nil for a device-model-only run.
+    public var workflows: WorkflowSettings?
     /// The scenario file's text, stored in the results so a run documents itself.
     public var text: String = ""
 

@@ -20,6 +20,9 @@ public struct ScenarioError: Error, CustomStringConvertible, Sendable {
 
 /// Reads scenario files and applies command-line overrides.
 public enum ScenarioLoader {
+    /// The directory of the scenario being decoded: workflow sequences resolve beside it.
+    @TaskLocal static var currentDirectory = "."
+
     public static func load(path: String) throws(ScenarioError) -> Scenario {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
@@ -32,7 +35,18 @@ public enum ScenarioLoader {
         guard let text = String(data: data, encoding: .utf8) else {
             throw ScenarioError(file: path, path: "", message: "the file is not UTF-8 text")
         }
-        return try parse(text: text, file: path)
+        let directory = (path as NSString).deletingLastPathComponent
+        return try parse(text: text, file: path, directory: directory.isEmpty ? "." : directory)
+    }
+
+    /// Parses scenario text; workflow sequences named in it resolve under `directory`
+    /// (`<directory>/workflows/<name>.json`), as they would beside a scenario file there.
+    public static func parse(text: String, file: String, directory: String) throws(ScenarioError) -> Scenario {
+        var result: Result<Scenario, ScenarioError> = .failure(ScenarioError(file: file, path: "", message: "not read"))
+        $currentDirectory.withValue(directory) {
+            do throws(ScenarioError) { result = .success(try parse(text: text, file: file)) } catch { result = .failure(error) }
+        }
+        return try result.get()
     }
 
     public static func parse(text: String, file: String) throws(ScenarioError) -> Scenario {

@@ -1,0 +1,87 @@
+import DeviceWorkflows
+import LabKernel
+
+/// One device's workflow engine as the simulator holds it: the engine itself while the
+/// app process lives, the store that survives it (the phone's disk), and what is in
+/// flight around it (handlers running, people thinking about an answer).
+///
+/// Fault model: killing the app drops the engine and everything in flight with it (a
+/// handler's result never arrives, an answer finds no process); the store keeps the last
+/// committed state, and the next launch restores the engine from it, re-dispatching the
+/// steps that were in flight. Starts that arrive while the app is not running wait for
+/// its next launch, up to `maxQueuedStarts`.
+///
+/// A class, not a value: the fleet reaches it on every event of its device, and reading
+/// a struct of this size out of the fleet's array would copy it each time.
+final class DeviceEngine {
+    struct PendingHandler {
+        var key: InvocationKey
+        var outcome: HandlerOutcome
+    }
+
+    struct PendingAnswer {
+        var instanceID: String
+        var step: String
+        var value: String
+        var promptedAt: Instant
+        /// The sequence's metric slot.
+        var slot: Int?
+    }
+
+    static let maxQueuedStarts = 16
+
+    var engine: MobileEngine?
+    var store = InMemoryWorkflowStore()
+    var launches: UInt64 = 0
+    var nextToken: UInt32 = 0
+    var handlers: [UInt32: PendingHandler] = [:]
+    var answers: [UInt32: PendingAnswer] = [:]
+    /// Workload indices of starts waiting for the app to run.
+    var queuedStarts: [Int] = []
+    /// This device's stream for start times, answers and handler behaviour.
+    var generator: SeededGenerator
+    let seed: StreamSeed
+
+    init(seed: StreamSeed) {
+        self.seed = seed
+        self.generator = seed.child("workload").generator()
+    }
+
+    /// Whether the app process (and so the engine) is alive.
+    var isRunning: Bool { if case .some = engine { true } else { false } }
+
+    // Reads go through these, on the stored engine in place: reading `engine` from
+    // outside would copy the whole engine value first.
+
+    var nextDeadline: Instant? { isRunning ? engine!.nextDeadline : nil }
+
+    func instanceFacts(_ id: String) -> (sequence: String, state: InstanceState, createdAt: Instant, topLevel: Bool)? {
+        guard isRunning, let facts = engine!.facts(of: id) else { return nil }
+        return facts
+    }
+
+    func stepDurations(of id: String) -> [(step: String, waited: Bool, duration: TimeSpan)] {
+        isRunning ? engine!.stepDurations(of: id) : []
+    }
+
+    func firstChoice(sequence: String, step: String) -> String? {
+        isRunning ? engine!.firstChoice(sequence: sequence, step: step) : nil
+    }
+
+    func waitingSteps() -> [(instanceID: String, step: String)] { isRunning ? engine!.waitingSteps() : [] }
+
+    func token() -> UInt32 {
+        nextToken &+= 1
+        return nextToken
+    }
+
+    /// Drops the engine and what is in flight (the app died); returns how many handler
+    /// results and answers were lost. Tokens are never reused, so their events find nothing.
+    func kill() -> (handlers: Int, answers: Int) {
+        let lost = (handlers.count, answers.count)
+        engine = nil
+        handlers.removeAll()
+        answers.removeAll()
+        return lost
+    }
+}
