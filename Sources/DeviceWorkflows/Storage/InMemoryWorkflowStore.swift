@@ -22,27 +22,33 @@ public struct InMemoryWorkflowStore: WorkflowStore, Sendable {
     }
 
     var committed = Contents()
-    var undo: [Undo]?
+    /// The open batch's undo log; its buffer is kept between batches (a tick of ten
+    /// thousand instances logs ten thousand entries, and growing it anew each time showed
+    /// up as page faults).
+    var undo: [Undo] = []
+    var inBatch = false
     var telemetryLogged = false
     var journalEntries: [InvocationKey: HandlerOutcome] = [:]
 
     public init() {}
 
     public mutating func begin() throws {
-        if undo == nil {
-            undo = []
+        if !inBatch {
+            inBatch = true
+            undo.removeAll(keepingCapacity: true)
             telemetryLogged = false
         }
     }
 
     public mutating func commit() throws {
-        undo = nil
+        inBatch = false
+        undo.removeAll(keepingCapacity: true)
     }
 
     public mutating func rollback() {
-        guard let log = undo else { return }
-        undo = nil
-        for entry in log.reversed() {
+        guard inBatch else { return }
+        inBatch = false
+        for entry in undo.reversed() {
             switch entry {
             case .instance(let number, let old): committed.instances[number] = old
             case .sequence(let key, let old, let nextOrder):
@@ -53,6 +59,7 @@ public struct InMemoryWorkflowStore: WorkflowStore, Sendable {
                 committed.nextTelemetryID = nextID
             }
         }
+        undo.removeAll(keepingCapacity: true)
     }
 
     public mutating func apply(_ effect: consuming EngineEffect) throws {
@@ -60,24 +67,24 @@ public struct InMemoryWorkflowStore: WorkflowStore, Sendable {
         case .persist(let instance):
             let number = instance.sequenceNumber
             let old = committed.instances.updateValue(instance, forKey: number)
-            if undo != nil { undo!.append(.instance(number, old)) }
+            if inBatch { undo.append(.instance(number, old)) }
         case .delete(_, let number):
             let old = committed.instances.removeValue(forKey: number)
-            if undo != nil { undo!.append(.instance(number, old)) }
+            if inBatch { undo.append(.instance(number, old)) }
             for key in journalEntries.keys where key.instance == number { journalEntries[key] = nil }
         case .storeSequence(let name, let version, let json):
             let key = "\(name)@\(version)"
-            if undo != nil { undo!.append(.sequence(key, committed.sequences[key], nextOrder: committed.nextSequenceOrder)) }
+            if inBatch { undo.append(.sequence(key, committed.sequences[key], nextOrder: committed.nextSequenceOrder)) }
             let order = committed.sequences[key]?.order ?? committed.nextSequenceOrder
             if committed.sequences[key] == nil { committed.nextSequenceOrder += 1 }
             committed.sequences[key] = (order, json)
         case .removeSequence(let name, let version):
             let key = "\(name)@\(version)"
-            if undo != nil { undo!.append(.sequence(key, committed.sequences[key], nextOrder: committed.nextSequenceOrder)) }
+            if inBatch { undo.append(.sequence(key, committed.sequences[key], nextOrder: committed.nextSequenceOrder)) }
             committed.sequences[key] = nil
         case .telemetry(let event):
-            if undo != nil && !telemetryLogged {
-                undo!.append(.telemetry(count: committed.telemetry.count, nextID: committed.nextTelemetryID))
+            if inBatch && !telemetryLogged {
+                undo.append(.telemetry(count: committed.telemetry.count, nextID: committed.nextTelemetryID))
                 telemetryLogged = true
             }
             committed.telemetry.append((committed.nextTelemetryID, event))
