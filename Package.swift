@@ -36,8 +36,17 @@ let package = Package(
         // SQLite access and the results database.
         .target(name: "LabStore", dependencies: ["LabKernel", "CSQLite", "CSodium"], swiftSettings: strictSettings),
 
-        // orch8: sequences, the on-device workflow engine, its stores and built-in handlers.
-        .target(name: "DeviceWorkflows", dependencies: ["LabKernel", "LabStore"], swiftSettings: strictSettings),
+        // libsodium: hashes, signatures, and (with the chat issue) the whole e2e profile.
+        .target(name: "LabCrypto", dependencies: ["LabKernel", "CSodium"], swiftSettings: strictSettings),
+
+        // orch8: sequences, the on-device workflow engine, its stores and built-in handlers,
+        // the sync reporter and signed manifest sync.
+        .target(name: "DeviceWorkflows", dependencies: ["LabKernel", "LabStore", "LabCrypto"], swiftSettings: strictSettings),
+
+        // The orch8 mobile sync server: sync, devices, approvals, commands, credentials,
+        // telemetry and the signed manifest publisher, as a sans-I/O core with a SQLite store.
+        .target(name: "MobileSyncServer", dependencies: ["LabKernel", "LabStore", "LabCrypto", "DeviceWorkflows"],
+                swiftSettings: strictSettings),
 
         // Discrete-event kernel, virtual network, device model, scenarios, recorder.
         .target(
@@ -74,8 +83,11 @@ let package = Package(
 
         .target(name: "LabTestSupport", dependencies: ["LabKernel"], path: "Tests/LabTestSupport", swiftSettings: strictSettings),
         .testTarget(name: "LabKernelTests", dependencies: ["LabKernel", "LabTestSupport"], swiftSettings: strictSettings),
+        .testTarget(name: "LabCryptoTests", dependencies: ["LabCrypto", "LabKernel", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "LabStoreTests", dependencies: ["LabStore", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "DeviceWorkflowsTests", dependencies: ["DeviceWorkflows", "LabStore", "LabTestSupport"], swiftSettings: strictSettings),
+        .testTarget(name: "MobileSyncServerTests", dependencies: ["MobileSyncServer", "DeviceWorkflows", "LabCrypto", "LabStore", "LabTestSupport"],
+                    swiftSettings: strictSettings),
         .testTarget(name: "SimulatorTests", dependencies: ["Simulator", "LabStore", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "ReportsTests", dependencies: ["Reports", "Simulator", "LabStore", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "LiveTests", dependencies: [

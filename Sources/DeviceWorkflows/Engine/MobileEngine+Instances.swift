@@ -196,14 +196,7 @@ extension MobileEngine {
     }
 
     /// A random (version 4) UUID drawn from the engine's stream.
-    static func uuid(_ generator: inout SeededGenerator) -> String {
-        var bytes = [UInt8]()
-        for _ in 0..<2 { withUnsafeBytes(of: generator.next().bigEndian) { bytes.append(contentsOf: $0) } }
-        bytes[6] = (bytes[6] & 0x0F) | 0x40
-        bytes[8] = (bytes[8] & 0x3F) | 0x80
-        let c = Array(bytes.hexString)
-        return String(c[0..<8]) + "-" + String(c[8..<12]) + "-" + String(c[12..<16]) + "-" + String(c[16..<20]) + "-" + String(c[20..<32])
-    }
+    static func uuid(_ generator: inout SeededGenerator) -> String { UUIDText.random(using: &generator) }
 
     /// A rough size of an instance in memory, for `memoryBudgetBytes`.
     static func estimatedBytes(of instance: WorkflowInstance) -> Int {

@@ -1,0 +1,148 @@
+import DeviceWorkflows
+import LabKernel
+
+extension SyncServer {
+    // MARK: Approvals
+
+    /// `GET /mobile/approvals?state=pending&device_id=&limit=`, oldest first. Pending
+    /// approvals whose `timeout_secs` has passed are marked expired first.
+    mutating func listApprovals(_ request: HTTPRequestMessage, caller: Caller, now: Instant) throws -> HTTPResponseMessage {
+        let wanted = try request.query["state"].map { text -> ApprovalRecord.State in
+            guard let state = ApprovalRecord.State(rawValue: text) else {
+                throw APIError(400, "invalid argument", "state is pending, resolved or expired, got '\(text)'")
+            }
+            return state
+        }
+        expireApprovals(now: now)
+        let tenant = scope(request, caller)
+        let device = request.query["device_id"]
+        let all = state.approvals.values
+            .filter { (tenant == nil || $0.tenantID == tenant) && (wanted == nil || $0.state == wanted) && (device == nil || $0.deviceID == device) }
+            .sorted { ($0.createdAtMs, $0.id) < ($1.createdAtMs, $1.id) }
+        let items = all.prefix(try limit(request)).map(\.json)
+        return .json(200, ["items": .array(Array(items)), "total": .number(Double(all.count))])
+    }
+
+    mutating func expireApprovals(now: Instant) {
+        let nowMs = unixMs(now)
+        for approval in state.approvals.values where approval.state == .pending {
+            guard let timeout = approval.timeoutSecs, timeout > 0, approval.createdAtMs + Int64(timeout) * 1000 <= nowMs else { continue }
+            var expired = approval
+            expired.state = .expired
+            state.put(expired)
+        }
+    }
+
+    /// `POST /mobile/approvals/{id}/resolve {output}`: queues `complete_step` and a push.
+    /// Unlike the real server, an output whose value is not one of the step's choices is
+    /// refused here (400) instead of being delivered and ignored by the device.
+    mutating func resolveApproval(id: String, _ request: HTTPRequestMessage, caller: Caller, now: Instant,
+                                  pushes: inout [PushWake]) throws -> HTTPResponseMessage {
+        try requireUUID(id, "the approval id")
+        expireApprovals(now: now)
+        guard var approval = state.approvals[id], caller.sees(approval.tenantID), approval.state == .pending else {
+            throw APIError(404, "not found", "approval \(id) not found or already resolved")
+        }
+        let f = try fields(request)
+        guard let output = f.optionalValue("output") else { throw APIError(400, "invalid argument", "output is required") }
+        let value: String
+        switch output {
+        case .string(let text): value = text
+        case .object(let fields):
+            guard let text = fields["value"]?.stringValue else {
+                throw APIError(400, "invalid argument", "output must be {\"value\": \"<choice>\"} or a choice string")
+            }
+            value = text
+        default:
+            throw APIError(400, "invalid argument", "output must be {\"value\": \"<choice>\"} or a choice string, found \(output.kindName)")
+        }
+        let allowed = approval.allowedValues
+        guard allowed.contains(value) else {
+            throw APIError(400, "invalid argument", "'\(value)' is not a choice of \(approval.blockID); its choices: \(allowed.joined(separator: ", "))")
+        }
+        let normalized: JSONValue = output.stringValue != nil ? ["value": .string(value)] : output
+        approval.state = .resolved
+        approval.resolution = normalized.canonicalText
+        approval.resolvedAt = timestamp(now)
+        state.put(approval)
+        let command = enqueue(.completeStep, payload: [
+            "instance_id": .string(approval.instanceID), "block_id": .string(approval.blockID),
+            "step_name": .string(approval.blockID), "output": normalized,
+        ], device: approval.deviceID, tenant: approval.tenantID, now: now)
+        if let push = wake(for: command, now: now) { pushes.append(push) }
+        return .empty(200)
+    }
+
+    // MARK: Commands
+
+    /// `POST /mobile/commands {device_id, command_type, payload}` → 201 `{"id": …}` (the
+    /// real server answers with an empty body; the id is an addition clients may ignore).
+    mutating func createCommand(_ request: HTTPRequestMessage, caller: Caller, now: Instant,
+                                pushes: inout [PushWake]) throws -> HTTPResponseMessage {
+        let f = try fields(request)
+        let deviceID: String, typeName: String, payload: JSONValue
+        do {
+            deviceID = try f.name("device_id")
+            typeName = try f.name("command_type")
+            payload = f.optionalValue("payload") ?? [:]
+        } catch { throw APIError.from(error) }
+        guard let type = SyncCommandType(rawValue: typeName) else {
+            throw APIError(400, "invalid argument", "unknown command type '\(typeName)'; expected one of: "
+                + SyncCommandType.allCases.map(\.rawValue).joined(separator: ", "))
+        }
+        try validate(payload, of: type)
+        guard let device = state.devices[deviceID], caller.sees(device.tenantID) else {
+            throw APIError(404, "not found", "device \(deviceID) not found")
+        }
+        let command = enqueue(type, payload: payload, device: deviceID, tenant: device.tenantID, now: now)
+        if let push = wake(for: command, now: now) { pushes.append(push) }
+        return .json(201, ["id": .string(command.id)])
+    }
+
+    /// Each command type's payload, as `sync_reporter.rs::execute_command` reads it.
+    func validate(_ payload: JSONValue, of type: SyncCommandType) throws {
+        let p: JSONFields
+        do { p = try JSONFields(payload, path: "payload") } catch { throw APIError.from(error) }
+        do {
+            switch type {
+            case .completeStep:
+                try requireUUID(try p.string("instance_id"), "payload.instance_id")
+                if try p.optionalString("step_name") == nil { _ = try p.name("block_id") }
+            case .cancelInstance:
+                try requireUUID(try p.string("instance_id"), "payload.instance_id")
+            case .startWorkflow:
+                _ = try p.name("sequence_name")
+                _ = try p.optionalObject("input")
+                _ = try p.optionalString("dedup_key")
+            case .updateSequence:
+                try requireUUID(try p.string("instance_id"), "payload.instance_id")
+                if let policy = try p.optionalString("policy"), UpdatePolicy(rawValue: policy) == nil {
+                    throw APIError(400, "invalid argument", "payload.policy '\(policy)' is not one of: "
+                        + UpdatePolicy.allCases.map(\.rawValue).joined(separator: ", "))
+                }
+                _ = try p.optionalString("sequence_name")
+                _ = try p.optionalObject("input")
+            case .stepResult:
+                _ = try p.name("request_id")
+                try requireUUID(try p.string("instance_id"), "payload.instance_id")
+                _ = try p.name("block_id")
+                guard try p.optionalBool("success") != nil else { throw JSONFieldError(path: p.at("success"), message: "is required") }
+            }
+        } catch { throw APIError.from(error) }
+    }
+
+    /// The silent push for a new command, when the device gave a push token.
+    mutating func wake(for command: CommandRecord, now: Instant) -> PushWake? {
+        guard let token = state.devices[command.deviceID]?.pushToken, !token.isEmpty else { return nil }
+        var metadata: [String: JSONValue] = [
+            "schema_version": 1, "tenant_id": .string(command.tenantID), "device_id": .string(command.deviceID),
+            "command_id": .string(command.id), "nonce": .string(newID()), "issued_at": .string(timestamp(now)),
+            "expires_at": .string(timestamp(now + .minutes(5))),
+        ]
+        if let signed = signWithCurrentKey(Array(JSONValue.object(metadata).canonicalText.utf8)) {
+            metadata["key_id"] = .string(signed.keyID)
+            metadata["signature"] = .string(signed.signature)
+        }
+        return PushWake(deviceID: command.deviceID, pushToken: token, commandID: command.id, metadata: .object(metadata))
+    }
+}

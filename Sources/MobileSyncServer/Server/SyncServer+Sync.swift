@@ -1,0 +1,147 @@
+import DeviceWorkflows
+import LabKernel
+
+extension SyncServer {
+    /// `POST /mobile/sync`: takes the device's batch, answers with its pending commands.
+    ///
+    /// Everything in the request is validated before anything is written, so a bad item
+    /// leaves the state as it was. Statuses are coalesced per (device, instance), an older
+    /// report never replacing a newer one; approvals are one per (device, instance,
+    /// block); each delegation becomes a `step_result` command once per request id;
+    /// acknowledged commands are never sent again.
+    mutating func sync(_ request: HTTPRequestMessage, caller: Caller, now: Instant) throws -> HTTPResponseMessage {
+        let sync: SyncRequest
+        do {
+            sync = try SyncRequest(json: try body(request))
+        } catch let error as JSONFieldError {
+            if error.tooLarge { throw APIError(400, "invalid argument", "sync arrays must each contain at most 500 items") }
+            throw APIError(field: error)
+        }
+        if let header = request.header("x-device-id"), !header.isEmpty, header != sync.deviceID {
+            throw APIError(400, "invalid argument", "the x-device-id header (\(header)) does not match device_id (\(sync.deviceID))")
+        }
+        let device = state.devices[sync.deviceID]
+        if let device, !caller.sees(device.tenantID) { throw APIError(404, "not found", "device \(sync.deviceID) not found") }
+        if device == nil && !caller.tenant.isEmpty { throw APIError(404, "not found", "device \(sync.deviceID) not found") }
+        let tenant = device?.tenantID ?? caller.tenant
+
+        var reported: [Int64] = []
+        for (index, status) in sync.statusUpdates.enumerated() {
+            try requireUUID(status.instanceID, "status_updates[\(index)].instance_id")
+            guard let ms = RFC3339.parse(status.timestamp) else {
+                throw APIError(400, "invalid argument", "status_updates[\(index)].timestamp is not an RFC 3339 time: '\(status.timestamp)'")
+            }
+            reported.append(ms)
+        }
+        for (index, approval) in sync.approvalRequests.enumerated() {
+            try requireUUID(approval.instanceID, "approval_requests[\(index)].instance_id")
+        }
+        for (index, delegation) in sync.stepDelegations.enumerated() {
+            try requireUUID(delegation.instanceID, "step_delegations[\(index)].instance_id")
+        }
+
+        let stamp = timestamp(now)
+        for (status, ms) in zip(sync.statusUpdates, reported) {
+            if let existing = state.statuses[sync.deviceID]?[status.instanceID], existing.reportedAtMs > ms { continue }
+            state.put(StatusRecord(
+                deviceID: sync.deviceID, tenantID: tenant, instanceID: status.instanceID, sequenceName: status.sequenceName,
+                state: status.state, currentStep: status.currentStep, handler: status.handler,
+                contextSummary: status.contextSummary?.canonicalText, steps: status.steps?.canonicalText, updatedAt: stamp,
+                reportedAtMs: ms))
+        }
+        for approval in sync.approvalRequests where state.approval(device: sync.deviceID, instance: approval.instanceID, block: approval.blockID) == nil {
+            state.put(ApprovalRecord(
+                id: newID(), deviceID: sync.deviceID, tenantID: tenant, instanceID: approval.instanceID, blockID: approval.blockID,
+                sequenceName: approval.sequenceName, prompt: approval.prompt, choices: approval.choices?.canonicalText,
+                storeAs: approval.storeAs, timeoutSecs: approval.timeoutSeconds, metadata: approval.metadata?.canonicalText,
+                state: .pending, resolution: nil, createdAt: stamp, createdAtMs: unixMs(now), resolvedAt: nil))
+        }
+        for delegation in sync.stepDelegations {
+            let seen = "delegation|\(sync.deviceID)|\(delegation.requestID)"
+            guard state.meta[seen] == nil else { continue }
+            let command = enqueue(.stepResult, payload: resolve(delegation, tenant: tenant, now: now), device: sync.deviceID,
+                                  tenant: tenant, now: now)
+            state.setMeta(seen, command.id)
+        }
+        for id in sync.commandAcks {
+            guard var command = state.commands[id], command.deviceID == sync.deviceID, command.ackedAt == nil else { continue }
+            command.ackedAt = stamp
+            state.put(command)
+        }
+        if var device {
+            device.lastSyncAt = stamp
+            state.put(device)
+        }
+        let pending = state.pendingCommands(device: sync.deviceID, limit: config.commandBatch)
+        let response = SyncResponse(
+            commands: pending.map { SyncCommand(id: $0.id, type: $0.type, payload: $0.payload) },
+            syncIntervalSecs: pending.isEmpty ? config.idleIntervalSecs : config.activeIntervalSecs)
+        return .json(200, response.json)
+    }
+
+    func requireUUID(_ text: String, _ field: String) throws {
+        guard UUIDText.isValid(text) else { throw APIError(400, "invalid argument", "\(field) is not a UUID: '\(text)'") }
+    }
+
+    /// Queues a command for a device.
+    @discardableResult
+    mutating func enqueue(_ type: SyncCommandType, payload: JSONValue, device: String, tenant: String, now: Instant) -> CommandRecord {
+        let command = CommandRecord(id: newID(), sequence: state.nextCommandSequence, deviceID: device, tenantID: tenant,
+                                    type: type.rawValue, payload: payload, createdAt: timestamp(now), ackedAt: nil)
+        state.put(command)
+        return command
+    }
+
+    // MARK: Devices
+
+    /// `POST /mobile/devices/register`: 201 with an empty body, as the real server.
+    mutating func registerDevice(_ request: HTTPRequestMessage, caller: Caller, now: Instant) throws -> HTTPResponseMessage {
+        let f = try fields(request)
+        let id: String, platform: String, pushToken: String?, appVersion: String?
+        do {
+            id = try f.name("device_id")
+            platform = try f.name("platform")
+            pushToken = try f.optionalString("push_token")
+            appVersion = try f.optionalString("app_version")
+        } catch { throw APIError.from(error) }
+        guard id.utf8.count <= 256 else { throw APIError(400, "invalid argument", "device_id is longer than 256 bytes") }
+        let tenant = owner(caller)
+        if let existing = state.devices[id], existing.tenantID != tenant {
+            throw APIError(409, "conflict", "device \(id) is already registered to another tenant")
+        }
+        let registeredAt = state.devices[id]?.registeredAt ?? timestamp(now)
+        state.put(DeviceRecord(deviceID: id, tenantID: tenant, pushToken: pushToken, platform: platform, appVersion: appVersion,
+                               active: true, lastSyncAt: state.devices[id]?.lastSyncAt, registeredAt: registeredAt))
+        return .empty(201)
+    }
+
+    func listDevices(_ request: HTTPRequestMessage, caller: Caller) throws -> HTTPResponseMessage {
+        let tenant = scope(request, caller)
+        let all = state.devices.values.filter { tenant == nil || $0.tenantID == tenant }.sorted { $0.deviceID < $1.deviceID }
+        let items = all.prefix(try limit(request)).map(\.json)
+        return .json(200, ["items": .array(Array(items)), "total": .number(Double(all.count))])
+    }
+
+    /// `GET /mobile/status?device_id=`: newest first.
+    func listStatuses(_ request: HTTPRequestMessage, caller: Caller) throws -> HTTPResponseMessage {
+        let tenant = scope(request, caller)
+        let device = request.query["device_id"]
+        if let device, let record = state.devices[device], let tenant, record.tenantID != tenant {
+            throw APIError(404, "not found", "device \(device) not found")
+        }
+        var all: [StatusRecord] = []
+        for (deviceID, byInstance) in state.statuses where device == nil || deviceID == device {
+            for status in byInstance.values where tenant == nil || status.tenantID == tenant { all.append(status) }
+        }
+        all.sort { ($0.reportedAtMs, $0.instanceID) > ($1.reportedAtMs, $1.instanceID) }
+        let items = all.prefix(try limit(request)).map(\.json)
+        return .json(200, ["items": .array(Array(items)), "total": .number(Double(all.count))])
+    }
+
+    /// The tenant a listing is limited to: the caller's, or for the root key the
+    /// `tenant_id` query parameter if given (nil: every tenant).
+    func scope(_ request: HTTPRequestMessage, _ caller: Caller) -> String? {
+        if !caller.tenant.isEmpty { return caller.tenant }
+        return request.query["tenant_id"].flatMap { $0.isEmpty ? nil : $0 }
+    }
+}

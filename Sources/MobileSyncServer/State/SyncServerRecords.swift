@@ -1,0 +1,132 @@
+public import LabKernel
+
+// The rows of the orch8 mobile sync server (wire-notes §a, `orch8-storage` records).
+// Times are RFC 3339 text as the API shows them, plus Unix milliseconds where the
+// server computes with them (expiry, ordering).
+
+public struct DeviceRecord: Equatable, Sendable {
+    public var deviceID: String
+    public var tenantID: String
+    public var pushToken: String?
+    public var platform: String
+    public var appVersion: String?
+    public var active: Bool
+    public var lastSyncAt: String?
+    public var registeredAt: String
+
+    public var json: JSONValue {
+        ["device_id": .string(deviceID), "tenant_id": .string(tenantID), "push_token": pushToken.map(JSONValue.string) ?? .null,
+         "platform": .string(platform), "app_version": appVersion.map(JSONValue.string) ?? .null, "active": .bool(active),
+         "last_sync_at": lastSyncAt.map(JSONValue.string) ?? .null, "registered_at": .string(registeredAt)]
+    }
+}
+
+public struct StatusRecord: Equatable, Sendable {
+    public var deviceID: String
+    public var tenantID: String
+    public var instanceID: String
+    public var sequenceName: String?
+    public var state: String
+    public var currentStep: String?
+    public var handler: String?
+    /// JSON text, as the real API returns it.
+    public var contextSummary: String?
+    /// The step timeline as JSON text.
+    public var steps: String?
+    public var updatedAt: String
+    /// The device's timestamp of this status, so an older one arriving late does not win.
+    public var reportedAtMs: Int64
+
+    public var json: JSONValue {
+        ["device_id": .string(deviceID), "instance_id": .string(instanceID), "sequence_name": sequenceName.map(JSONValue.string) ?? .null,
+         "state": .string(state), "current_step": currentStep.map(JSONValue.string) ?? .null,
+         "handler": handler.map(JSONValue.string) ?? .null, "context_summary": contextSummary.map(JSONValue.string) ?? .null,
+         "steps": steps.map(JSONValue.string) ?? .null, "updated_at": .string(updatedAt)]
+    }
+}
+
+public struct ApprovalRecord: Equatable, Sendable {
+    public enum State: String, Sendable { case pending, resolved, expired }
+
+    public var id: String
+    public var deviceID: String
+    public var tenantID: String
+    public var instanceID: String
+    public var blockID: String
+    public var sequenceName: String?
+    public var prompt: String?
+    /// JSON text of `[{label, value}]`, as the real API returns it.
+    public var choices: String?
+    public var storeAs: String?
+    public var timeoutSecs: Int?
+    /// JSON text.
+    public var metadata: String?
+    public var state: State
+    /// JSON text of the output it was resolved with.
+    public var resolution: String?
+    public var createdAt: String
+    public var createdAtMs: Int64
+    public var resolvedAt: String?
+
+    public var json: JSONValue {
+        ["id": .string(id), "device_id": .string(deviceID), "tenant_id": .string(tenantID), "instance_id": .string(instanceID),
+         "block_id": .string(blockID), "sequence_name": sequenceName.map(JSONValue.string) ?? .null,
+         "prompt": prompt.map(JSONValue.string) ?? .null, "choices": choices.map(JSONValue.string) ?? .null,
+         "store_as": storeAs.map(JSONValue.string) ?? .null, "timeout_secs": timeoutSecs.map { .number(Double($0)) } ?? .null,
+         "metadata": metadata.map(JSONValue.string) ?? .null, "state": .string(state.rawValue),
+         "resolution": resolution.map(JSONValue.string) ?? .null, "created_at": .string(createdAt),
+         "resolved_at": resolvedAt.map(JSONValue.string) ?? .null]
+    }
+
+    /// The values a resolution may carry: the step's choices, else yes/no.
+    public var allowedValues: [String] {
+        guard let choices, let parsed = try? JSONValue.parse(choices), let items = parsed.arrayValue, !items.isEmpty else { return ["yes", "no"] }
+        return items.compactMap { $0["value"]?.stringValue }
+    }
+}
+
+public struct CommandRecord: Equatable, Sendable {
+    public var id: String
+    /// Creation order across the server (oldest first delivery).
+    public var sequence: Int64
+    public var deviceID: String
+    public var tenantID: String
+    public var type: String
+    public var payload: JSONValue
+    public var createdAt: String
+    public var ackedAt: String?
+}
+
+public struct CredentialRecord: Equatable, Sendable {
+    public var id: String
+    public var tenantID: String
+    public var name: String
+    public var kind: String
+    /// The secret: a string, or a JSON object whose fields `credentials://id/field` names.
+    public var value: JSONValue
+    public var refreshToken: String?
+    public var enabled: Bool
+    public var expiresAt: String?
+    public var createdAt: String
+
+    /// What the API shows: never `value` or `refresh_token`.
+    public var metadata: JSONValue {
+        ["id": .string(id), "tenant_id": .string(tenantID), "name": .string(name), "kind": .string(kind), "enabled": .bool(enabled),
+         "expires_at": expiresAt.map(JSONValue.string) ?? .null, "has_refresh_token": .bool(refreshToken != nil),
+         "created_at": .string(createdAt)]
+    }
+}
+
+public struct TelemetryRecord: Equatable, Sendable {
+    public var tenantID: String
+    public var deviceID: String
+    public var eventType: String
+    public var payload: String
+    public var timestamp: String
+}
+
+public struct TenantRecord: Equatable, Sendable {
+    public var tenantID: String
+    public var apiKey: String
+    public var createdAt: String
+}

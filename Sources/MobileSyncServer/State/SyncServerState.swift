@@ -1,0 +1,213 @@
+public import LabKernel
+
+/// Everything the sync server knows, as values. The live driver persists each change to
+/// SQLite (`SQLiteSyncServerStore`) and loads the whole state at start; the simulator
+/// keeps it in memory, where a "crash" loses in-flight requests but not the state.
+///
+/// Every mutation goes through a method here that also appends the row it wrote to
+/// `changes`; the server hands the log out with each response (`.persist`), so a driver
+/// commits exactly what the request changed before it answers.
+public struct SyncServerState: Equatable, Sendable {
+    public internal(set) var tenants: [String: TenantRecord] = [:]
+    /// API key → tenant id.
+    var tenantByKey: [String: String] = [:]
+    public internal(set) var devices: [String: DeviceRecord] = [:]
+    /// By device, then instance.
+    public internal(set) var statuses: [String: [String: StatusRecord]] = [:]
+    public internal(set) var approvals: [String: ApprovalRecord] = [:]
+    /// "device|instance|block" → approval id (one approval per gate).
+    var approvalByGate: [String: String] = [:]
+    public internal(set) var commands: [String: CommandRecord] = [:]
+    /// Unacknowledged command ids per device, oldest first.
+    public internal(set) var pendingByDevice: [String: [String]] = [:]
+    public internal(set) var nextCommandSequence: Int64 = 1
+    public internal(set) var credentials: [String: CredentialRecord] = [:]
+    /// Telemetry rows live in the database only; memory keeps counts per tenant.
+    public internal(set) var telemetryCount: [String: Int] = [:]
+    /// Server settings and keys: the root API key, the manifest root key's seed, …
+    public internal(set) var meta: [String: String] = [:]
+    public internal(set) var manifest = ManifestState()
+
+    /// Rows written since the log was last taken.
+    public internal(set) var changes: [StoreChange] = []
+
+    public init() {}
+
+    public mutating func takeChanges() -> [StoreChange] {
+        let taken = changes
+        changes.removeAll(keepingCapacity: true)
+        return taken
+    }
+
+    /// Equality ignores the change log.
+    public static func == (a: SyncServerState, b: SyncServerState) -> Bool {
+        a.tenants == b.tenants && a.devices == b.devices && a.statuses == b.statuses && a.approvals == b.approvals
+            && a.commands == b.commands && a.pendingByDevice == b.pendingByDevice && a.nextCommandSequence == b.nextCommandSequence
+            && a.credentials == b.credentials && a.telemetryCount == b.telemetryCount && a.meta == b.meta && a.manifest == b.manifest
+    }
+
+    // MARK: Writes (each logs its row)
+
+    mutating func put(_ tenant: TenantRecord) {
+        tenants[tenant.tenantID] = tenant
+        tenantByKey[tenant.apiKey] = tenant.tenantID
+        changes.append(.tenant(tenant))
+    }
+
+    mutating func put(_ device: DeviceRecord) {
+        devices[device.deviceID] = device
+        changes.append(.device(device))
+    }
+
+    mutating func put(_ status: StatusRecord) {
+        statuses[status.deviceID, default: [:]][status.instanceID] = status
+        changes.append(.status(status))
+    }
+
+    mutating func put(_ approval: ApprovalRecord) {
+        approvals[approval.id] = approval
+        approvalByGate[Self.gate(approval.deviceID, approval.instanceID, approval.blockID)] = approval.id
+        changes.append(.approval(approval))
+    }
+
+    mutating func put(_ command: CommandRecord) {
+        let isNew = commands[command.id] == nil
+        commands[command.id] = command
+        if isNew && command.ackedAt == nil { pendingByDevice[command.deviceID, default: []].append(command.id) }
+        if command.ackedAt != nil, var pending = pendingByDevice[command.deviceID] {
+            pending.removeAll { $0 == command.id }
+            pendingByDevice[command.deviceID] = pending.isEmpty ? nil : pending
+        }
+        nextCommandSequence = max(nextCommandSequence, command.sequence + 1)
+        changes.append(.command(command))
+    }
+
+    mutating func put(_ credential: CredentialRecord) {
+        credentials[Self.credentialKey(credential.tenantID, credential.id)] = credential
+        changes.append(.credential(credential))
+    }
+
+    mutating func add(_ telemetry: [TelemetryRecord]) {
+        for row in telemetry { telemetryCount[row.tenantID, default: 0] += 1 }
+        changes.append(.telemetry(telemetry))
+    }
+
+    mutating func setMeta(_ key: String, _ value: String) {
+        meta[key] = value
+        changes.append(.meta(key: key, value: value))
+    }
+
+    mutating func put(_ key: SigningKeyRecord) {
+        manifest.signingKeys[key.keyID] = key
+        changes.append(.signingKey(key))
+    }
+
+    mutating func put(_ sequence: PublishedSequence) {
+        manifest.sequences[PublishedSequence.key(sequence.tenantID, sequence.name)] = sequence
+        manifest.removed[PublishedSequence.key(sequence.tenantID, sequence.name)] = nil
+        changes.append(.publishedSequence(sequence))
+    }
+
+    mutating func remove(sequence name: String, tenant: String, at removedAt: String) {
+        manifest.sequences[PublishedSequence.key(tenant, name)] = nil
+        let removed = RemovedSequence(tenantID: tenant, name: name, removedAt: removedAt)
+        manifest.removed[PublishedSequence.key(tenant, name)] = removed
+        changes.append(.removedSequence(removed))
+    }
+
+    mutating func bumpManifestVersion(tenant: String, to version: Int64) {
+        manifest.versions[tenant] = version
+        changes.append(.manifestVersion(tenant: tenant, version: version))
+    }
+
+    // MARK: Reads
+
+    static func gate(_ device: String, _ instance: String, _ block: String) -> String { "\(device)|\(instance)|\(block)" }
+    static func credentialKey(_ tenant: String, _ id: String) -> String { "\(tenant)|\(id)" }
+
+    public func tenant(forKey key: String) -> String? { tenantByKey[key] }
+
+    public func approval(device: String, instance: String, block: String) -> ApprovalRecord? {
+        approvalByGate[Self.gate(device, instance, block)].flatMap { approvals[$0] }
+    }
+
+    public func credential(tenant: String, id: String) -> CredentialRecord? {
+        credentials[Self.credentialKey(tenant, id)]
+    }
+
+    /// Unacknowledged commands of a device, oldest first.
+    public func pendingCommands(device: String, limit: Int = .max) -> [CommandRecord] {
+        (pendingByDevice[device] ?? []).prefix(limit).compactMap { commands[$0] }
+    }
+
+    /// Rebuilds the indexes after loading rows (the SQLite store fills the tables).
+    mutating func reindex() {
+        tenantByKey = Dictionary(tenants.values.map { ($0.apiKey, $0.tenantID) }, uniquingKeysWith: { first, _ in first })
+        approvalByGate = Dictionary(approvals.values.map { (Self.gate($0.deviceID, $0.instanceID, $0.blockID), $0.id) },
+                                    uniquingKeysWith: { first, _ in first })
+        var pending: [String: [CommandRecord]] = [:]
+        for command in commands.values where command.ackedAt == nil { pending[command.deviceID, default: []].append(command) }
+        pendingByDevice = pending.mapValues { $0.sorted { $0.sequence < $1.sequence }.map(\.id) }
+        nextCommandSequence = (commands.values.map(\.sequence).max() ?? 0) + 1
+        changes = []
+    }
+}
+
+/// One row written, for the driver to persist.
+public enum StoreChange: Equatable, Sendable {
+    case tenant(TenantRecord)
+    case device(DeviceRecord)
+    case status(StatusRecord)
+    case approval(ApprovalRecord)
+    case command(CommandRecord)
+    case credential(CredentialRecord)
+    case telemetry([TelemetryRecord])
+    case meta(key: String, value: String)
+    case signingKey(SigningKeyRecord)
+    case publishedSequence(PublishedSequence)
+    case removedSequence(RemovedSequence)
+    case manifestVersion(tenant: String, version: Int64)
+}
+
+/// What the manifest publisher keeps.
+public struct ManifestState: Equatable, Sendable {
+    public internal(set) var signingKeys: [String: SigningKeyRecord] = [:]
+    /// "tenant|name" → the newest published version.
+    public internal(set) var sequences: [String: PublishedSequence] = [:]
+    public internal(set) var removed: [String: RemovedSequence] = [:]
+    public internal(set) var versions: [String: Int64] = [:]
+}
+
+public struct SigningKeyRecord: Equatable, Sendable {
+    public var keyID: String
+    /// Hex of the Ed25519 seed (the server's own secret; never served).
+    public var seedHex: String
+    /// Base64 of the 32-byte public key.
+    public var publicKey: String
+    public var createdAt: String
+    public var revoked: Bool
+}
+
+public struct PublishedSequence: Equatable, Sendable {
+    public var tenantID: String
+    public var name: String
+    public var version: Int
+    /// The exact bytes served (UTF-8 JSON).
+    public var json: String
+    /// Lowercase hex SHA-256 of `json`.
+    public var sha256: String
+    /// Base64 Ed25519 signature of `json` by `signingKeyID`.
+    public var signature: String
+    public var signingKeyID: String
+    public var requiredHandlers: [String]
+    public var minSDKVersion: String
+    public var publishedAt: String
+
+    static func key(_ tenant: String, _ name: String) -> String { "\(tenant)|\(name)" }
+}
+
+public struct RemovedSequence: Equatable, Sendable {
+    public var tenantID: String
+    public var name: String
+    public var removedAt: String
+}
