@@ -23,6 +23,7 @@ let package = Package(
         // Already built for Hummingbird; named so Live can import their modules directly.
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     ],
     targets: [
@@ -62,8 +63,9 @@ let package = Package(
         .target(
             name: "Live",
             dependencies: [
-                "LabKernel",
+                "LabKernel", "MobileSyncServer",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -91,7 +93,7 @@ let package = Package(
         .testTarget(name: "SimulatorTests", dependencies: ["Simulator", "LabStore", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "ReportsTests", dependencies: ["Reports", "Simulator", "LabStore", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "LiveTests", dependencies: [
-            "Live", "LabTestSupport", .product(name: "Hummingbird", package: "hummingbird"), .product(name: "NIOCore", package: "swift-nio"),
+            "Live", "LabTestSupport", "LabKernel", "MobileSyncServer", "DeviceWorkflows", .product(name: "Hummingbird", package: "hummingbird"), .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ], swiftSettings: strictSettings),
         .testTarget(name: "FleetlabCLITests", dependencies: ["LabStore", "LabTestSupport"], swiftSettings: strictSettings),

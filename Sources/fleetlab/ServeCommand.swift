@@ -23,9 +23,17 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Directory for the servers' SQLite files.")
     var data = ".fleetlab-data"
 
+    @Flag(name: .customLong("no-auth"), help: "Accept every request without an API key (local development).")
+    var noAuth = false
+
     func run() async throws {
         var portMap: [String: Int] = [:]
-        let servers = Self.servers()
+        let servers: [any ReferenceServer]
+        do {
+            servers = try Self.servers(data: data, authRequired: !noAuth)
+        } catch {
+            throw CLIFailure.badInput("cannot open the servers' data under \(data): \(error)")
+        }
         for entry in ports {
             let parts = entry.split(separator: "=", maxSplits: 1).map(String.init)
             guard parts.count == 2, let port = Int(parts[1]), (0...65_535).contains(port) else {
@@ -40,7 +48,10 @@ struct ServeCommand: AsyncParsableCommand {
         do {
             try await live.run { endpoints in
                 var lines = ["fleetlab serve \(FleetlabVersion.string) — listening (Ctrl-C to stop)"]
-                for e in endpoints { lines.append("  \(e.name)\(String(repeating: " ", count: max(1, 12 - e.name.count)))\(e.url)  \(e.summary)") }
+                for e in endpoints {
+                    lines.append("  \(e.name)\(String(repeating: " ", count: max(1, 12 - e.name.count)))\(e.url)  \(e.summary)")
+                    for detail in servers.first(where: { $0.name == e.name })?.details ?? [] { lines.append("      \(detail)") }
+                }
                 FileHandle.standardOutput.write(Data((lines.joined(separator: "\n") + "\n").utf8))
             }
         } catch let error as LiveHostError {
@@ -50,7 +61,9 @@ struct ServeCommand: AsyncParsableCommand {
     }
 
     /// Every server `fleetlab serve` runs. Later reference servers are added here.
-    static func servers() -> [any ReferenceServer] {
-        [HostServer(version: FleetlabVersion.string)]
+    static func servers(data: String, authRequired: Bool) throws -> [any ReferenceServer] {
+        let sync = try MobileSyncLiveServer(dataDirectory: data, authRequired: authRequired)
+        let catalog = [HostServer.ServerListing(name: sync.name, summary: sync.summary, port: sync.defaultPort)]
+        return [HostServer(version: FleetlabVersion.string, catalog: catalog), sync]
     }
 }

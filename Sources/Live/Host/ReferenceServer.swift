@@ -17,10 +17,16 @@ public protocol ReferenceServer: Sendable {
     var defaultPort: Int { get }
     /// What a developer points an app at, printed with the endpoint ("orch8 mobile sync").
     var summary: String { get }
+    /// Lines printed under the endpoint once it listens (keys a developer needs, …).
+    var details: [String] { get }
     /// The service to run. `onRunning` must be passed to the application so the host
     /// learns the bound port (which differs from the requested one when it is 0).
     func makeService(
         configuration: ApplicationConfiguration,
         onRunning: @escaping @Sendable (any Channel) async -> Void
     ) throws -> any Service
+}
+
+extension ReferenceServer {
+    public var details: [String] { [] }
 }

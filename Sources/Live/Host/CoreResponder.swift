@@ -1,0 +1,47 @@
+import Foundation
+public import Hummingbird
+import HTTPTypes
+public import LabKernel
+import NIOCore
+
+/// Turns Hummingbird requests into `HTTPRequestMessage`s for a sans-I/O server core and
+/// its `HTTPResponseMessage`s back into responses. `handle` runs the core (under the
+/// adapter's lock) and returns what to send.
+public struct CoreResponder<Context: RequestContext>: HTTPResponder {
+    /// Larger bodies are refused with 413 before the core sees them.
+    public var maxBodyBytes = 8 << 20
+    let handle: @Sendable (HTTPRequestMessage) async throws -> HTTPResponseMessage
+
+    public init(maxBodyBytes: Int = 8 << 20, handle: @escaping @Sendable (HTTPRequestMessage) async throws -> HTTPResponseMessage) {
+        self.maxBodyBytes = maxBodyBytes
+        self.handle = handle
+    }
+
+    public func respond(to request: Request, context: Context) async throws -> Response {
+        let body: ByteBuffer
+        do {
+            body = try await request.body.collect(upTo: maxBodyBytes)
+        } catch {
+            return Self.response(.error(413, "payload too large", "the body is over \(maxBodyBytes) bytes"))
+        }
+        var headers: [String: String] = [:]
+        for field in request.headers { headers[field.name.canonicalName] = field.value }
+        let target = request.uri.query.map { "\(request.uri.path)?\($0)" } ?? request.uri.path
+        let message = HTTPRequestMessage(method: request.method.rawValue, target: target, headers: headers,
+                                         body: Array(body.readableBytesView))
+        do {
+            return Self.response(try await handle(message))
+        } catch {
+            return Self.response(.json(500, ["error": "internal server error"]))
+        }
+    }
+
+    static func response(_ message: HTTPResponseMessage) -> Response {
+        var fields = HTTPFields()
+        for header in message.headers {
+            if let name = HTTPField.Name(header.name) { fields.append(HTTPField(name: name, value: header.value)) }
+        }
+        return Response(status: HTTPResponse.Status(code: message.status), headers: fields,
+                        body: ResponseBody(byteBuffer: ByteBuffer(bytes: message.body)))
+    }
+}
