@@ -88,7 +88,7 @@ let package = Package(
         .testTarget(name: "LabCryptoTests", dependencies: ["LabCrypto", "LabKernel", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "LabStoreTests", dependencies: ["LabStore", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "DeviceWorkflowsTests", dependencies: ["DeviceWorkflows", "LabStore", "LabTestSupport"], swiftSettings: strictSettings),
-        .testTarget(name: "MobileSyncServerTests", dependencies: ["MobileSyncServer", "DeviceWorkflows", "LabCrypto", "LabStore", "LabTestSupport"],
+        .testTarget(name: "MobileSyncServerTests", dependencies: ["MobileSyncServer", "DeviceWorkflows", "LabCrypto", "LabStore", "LabKernel", "LabTestSupport"],
                     swiftSettings: strictSettings),
         .testTarget(name: "SimulatorTests", dependencies: ["Simulator", "LabStore", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "ReportsTests", dependencies: ["Reports", "Simulator", "LabStore", "LabTestSupport"], swiftSettings: strictSettings),

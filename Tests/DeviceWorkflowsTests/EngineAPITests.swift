@@ -1,3 +1,4 @@
+import LabTestSupport
 import Foundation
 import Testing
 import LabKernel

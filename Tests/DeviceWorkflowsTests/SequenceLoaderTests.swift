@@ -1,3 +1,4 @@
+import LabTestSupport
 import Testing
 import LabKernel
 @testable import DeviceWorkflows

@@ -126,4 +126,16 @@ struct AnyStore: WorkflowStore {
     func telemetry(limit: Int) throws -> [(id: Int64, event: TelemetryEvent)] { try base.telemetry(limit: limit) }
     mutating func removeTelemetry(through id: Int64) throws { try base.removeTelemetry(through: id) }
     mutating func forgetJournal(_ keys: [InvocationKey]) throws { try base.forgetJournal(keys) }
+    mutating func enqueue(_ kind: OutboxEntry.Kind, key: String, payload: JSONValue) throws { try base.enqueue(kind, key: key, payload: payload) }
+    func outbox(_ kind: OutboxEntry.Kind, limit: Int) throws -> [OutboxEntry] { try base.outbox(kind, limit: limit) }
+    func outboxCount() throws -> Int { try base.outboxCount() }
+    mutating func removeSent(_ entries: [OutboxEntry]) throws { try base.removeSent(entries) }
+    mutating func markExecuted(_ commandID: String, at: Instant) throws { try base.markExecuted(commandID, at: at) }
+    func isExecuted(_ commandID: String) throws -> Bool { try base.isExecuted(commandID) }
+    mutating func reacknowledge(_ commandID: String) throws { try base.reacknowledge(commandID) }
+    func pendingAcks(limit: Int) throws -> [String] { try base.pendingAcks(limit: limit) }
+    mutating func acknowledged(_ commandIDs: [String]) throws { try base.acknowledged(commandIDs) }
+    mutating func pruneExecuted(before: Instant) throws { try base.pruneExecuted(before: before) }
+    func syncValue(_ key: String) throws -> String? { try base.syncValue(key) }
+    mutating func setSyncValue(_ key: String, _ value: String?) throws { try base.setSyncValue(key, value) }
 }

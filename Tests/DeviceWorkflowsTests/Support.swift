@@ -3,14 +3,6 @@ import LabKernel
 import LabTestSupport
 @testable import DeviceWorkflows
 
-/// The JSON of a workflow under simulations/workflows (examples/ included).
-func workflowJSON(_ name: String) -> String {
-    let root = TestPaths.packageRoot.appendingPathComponent("simulations/workflows")
-    for url in [root.appendingPathComponent("\(name).json"), root.appendingPathComponent("examples/\(name).json")] {
-        if let text = try? String(contentsOf: url, encoding: .utf8) { return text }
-    }
-    fatalError("no workflow \(name)")
-}
 
 func config(_ edit: (inout MobileEngineConfig) -> Void = { _ in }) -> MobileEngineConfig {
     var c = MobileEngineConfig()

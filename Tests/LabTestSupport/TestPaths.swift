@@ -35,3 +35,12 @@ public enum TestPaths {
         return packageRoot.appendingPathComponent(".build/debug/fleetlab")
     }
 }
+
+/// The JSON of a shipped workflow under simulations/workflows (examples/ included).
+public func workflowJSON(_ name: String) -> String {
+    let root = TestPaths.packageRoot.appendingPathComponent("simulations/workflows")
+    for url in [root.appendingPathComponent("\(name).json"), root.appendingPathComponent("examples/\(name).json")] {
+        if let text = try? String(contentsOf: url, encoding: .utf8) { return text }
+    }
+    fatalError("no workflow \(name)")
+}

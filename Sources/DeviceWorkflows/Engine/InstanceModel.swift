@@ -106,6 +106,16 @@ public struct WorkflowInstance: Sendable, Equatable {
     public var parent: ParentLink?
     /// The stream this instance draws from (a_b_split).
     public var generator: SeededGenerator
+    /// Steps that completed before an `update_sequence` (skip_executed, graceful): they
+    /// complete at once instead of running again.
+    public var skipSteps: Set<String> = []
+    /// A graceful update waiting for the current step to finish: the sequence to switch to.
+    public var pendingUpdate: PendingUpdate?
+
+    public struct PendingUpdate: Sendable, Equatable, Hashable {
+        public var sequenceName: String
+        public var version: Int
+    }
 
     public struct ParentLink: Sendable, Equatable, Hashable {
         public var instance: UInt64

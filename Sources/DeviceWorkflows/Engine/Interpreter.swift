@@ -60,6 +60,10 @@ struct Interpreter {
         case .failed: return .failed(instance.nodeErrors[n] ?? "failed")
         case .cancelled: return .cancelled
         case .pending:
+            // A graceful update holds back new steps until it switches the sequence.
+            if instance.pendingUpdate != nil, case .block(let b) = instance.nodes[Int(n)].kind, program.kinds[Int(b)] == .step {
+                return .blocked
+            }
             if let early = activate(n) { return early }
         case .running, .waiting: break
         }
@@ -89,6 +93,10 @@ struct Interpreter {
         switch program.kinds[Int(b)] {
         case .step:
             let step = program.steps[Int(b)]!
+            if instance.skipSteps.contains(step.id) {
+                finish(n, .completed)
+                return .done
+            }
             if let when = step.when, !when.isTrue(in: instance.data) {
                 finish(n, .skipped)
                 return .done

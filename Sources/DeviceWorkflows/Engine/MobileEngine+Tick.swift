@@ -48,6 +48,13 @@ extension MobileEngine {
         case .failed(let error): finishInstance(index, .failed, error: error, now: now, into: &effects)
         case .cancelled: finishInstance(index, .cancelled, error: nil, now: now, into: &effects)
         case .blocked:
+            if instances[index].pendingUpdate != nil {
+                switchIfUpdateReady(index, now: now)
+                if instances[index].pendingUpdate == nil {
+                    drive(index, now: now, into: &effects)
+                    return
+                }
+            }
             let waiting = instances[index].nodes.contains { $0.state == .waiting }
             if instances[index].cancelRequested && !instances[index].nodes.contains(where: { isActive($0, programOf[index]) }) {
                 finishInstance(index, .cancelled, error: nil, now: now, into: &effects)

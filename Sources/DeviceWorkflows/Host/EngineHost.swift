@@ -33,10 +33,13 @@ public struct EngineHost<Store: WorkflowStore> {
     /// `recordsRuns` is on (tests); `handlerRunCount` is always kept.
     public private(set) var handlerRuns: [InvocationKey: Int] = [:]
     public var recordsRuns = true
-    public private(set) var handlerRunCount = 0
+    public internal(set) var handlerRunCount = 0
     /// Effects and commits done so far: the points where a kill can fall.
     public private(set) var effectsApplied = 0
     public var crashAfterEffects: Int?
+    /// The sync reporter, once `enableSync` is called: status, approvals and delegations
+    /// then go to the outbox with the changes they report.
+    public var sync: SyncReporter?
     /// Enforces `maxTickDurationMs`: called at the start of each tick, it returns the
     /// check the engine asks between instances (true: the tick's time is used up). A live
     /// driver measures wall time; nil never yields.
@@ -186,8 +189,15 @@ public struct EngineHost<Store: WorkflowStore> {
                     try store.begin()
                     inTransaction = true
                 }
+                var reported: String?
+                if sync != nil, case .persist(let instance) = effect, instance.parent == nil { reported = instance.id }
                 try store.apply(effect)
+                if let reported { try queueStatus(reported) }
             case .invoke(let invocation):
+                if sync != nil, Self.delegates(invocation) {
+                    try queueDelegation(invocation)
+                    continue
+                }
                 try commitIfNeeded()
                 try invoke(invocation)
             case .instanceCompleted(let id, let output):
@@ -197,6 +207,7 @@ public struct EngineHost<Store: WorkflowStore> {
                 try commitIfNeeded()
                 failed[id] = error
             case .stepPending(let id, let step, _):
+                if sync != nil { try queueApproval(id, step: step) }
                 try commitIfNeeded()
                 if let answer = nextAnswer(for: step) {
                     pendingAnswers.append((id, step, answer))

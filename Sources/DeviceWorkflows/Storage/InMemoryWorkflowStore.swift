@@ -13,12 +13,24 @@ public struct InMemoryWorkflowStore: WorkflowStore, Sendable {
         var telemetry: [(id: Int64, event: TelemetryEvent)] = []
         var nextTelemetryID: Int64 = 1
         var nextSequenceOrder = 0
+        var outbox: [String: OutboxEntry] = [:]
+        var nextOutboxSeq: Int64 = 0
+        var executed: [String: ExecutedCommand] = [:]
+        var syncValues: [String: String] = [:]
     }
 
     enum Undo: Sendable {
         case instance(UInt64, WorkflowInstance?)
         case sequence(String, (order: Int, json: String)?, nextOrder: Int)
         case telemetry(count: Int, nextID: Int64)
+        case outbox(String, OutboxEntry?)
+        case executed(String, ExecutedCommand?)
+        case syncValue(String, String?)
+    }
+
+    /// Records what a write replaces, when a batch is open.
+    mutating func log(_ entry: Undo) {
+        if inBatch { undo.append(entry) }
     }
 
     var committed = Contents()
@@ -57,6 +69,9 @@ public struct InMemoryWorkflowStore: WorkflowStore, Sendable {
             case .telemetry(let count, let nextID):
                 committed.telemetry.removeLast(committed.telemetry.count - count)
                 committed.nextTelemetryID = nextID
+            case .outbox(let slot, let old): committed.outbox[slot] = old
+            case .executed(let id, let old): committed.executed[id] = old
+            case .syncValue(let key, let old): committed.syncValues[key] = old
             }
         }
         undo.removeAll(keepingCapacity: true)

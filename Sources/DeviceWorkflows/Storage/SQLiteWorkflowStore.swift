@@ -15,6 +15,8 @@ public final class SQLiteWorkflowStore: WorkflowStore {
     var journaled: Set<InvocationKey> = []
     /// Journal keys deleted by the open transaction: forgotten in memory only on commit.
     var prunedInTransaction: [InvocationKey] = []
+    /// The last outbox write order used (continued from the file at open).
+    var outboxSeq: Int64 = 0
 
     static let schema = """
     PRAGMA journal_mode = WAL;
@@ -34,15 +36,17 @@ public final class SQLiteWorkflowStore: WorkflowStore {
         id INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, instance_id TEXT NOT NULL, block_id TEXT,
         detail TEXT NOT NULL, timestamp TEXT NOT NULL);
     CREATE TABLE IF NOT EXISTS sync_outbox (
-        entry_type TEXT NOT NULL, entry_key TEXT NOT NULL, payload TEXT NOT NULL, created_ns INTEGER NOT NULL,
+        entry_type TEXT NOT NULL, entry_key TEXT NOT NULL, payload TEXT NOT NULL, seq INTEGER NOT NULL,
         PRIMARY KEY (entry_type, entry_key));
     CREATE TABLE IF NOT EXISTS executed_commands (
         command_id TEXT PRIMARY KEY, executed_ns INTEGER NOT NULL, acked INTEGER NOT NULL DEFAULT 0);
+    CREATE TABLE IF NOT EXISTS sync_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
     """
 
     public init(path: String) throws {
         database = try SQLiteDatabase(path: path)
         try database.execute(Self.schema)
+        outboxSeq = try database.query("SELECT COALESCE(MAX(seq), 0) FROM sync_outbox").first?.first?.integer ?? 0
         for row in try database.query("SELECT instance_number, node, attempt FROM handler_journal") {
             let key = InvocationKey(instance: UInt64(bitPattern: row[0].integer ?? 0), node: Int32(row[1].integer ?? 0),
                                     attempt: Int16(row[2].integer ?? 0))

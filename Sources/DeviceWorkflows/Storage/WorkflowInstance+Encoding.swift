@@ -21,6 +21,10 @@ extension WorkflowInstance {
         if !forEachItems.isEmpty {
             object["for_each_items"] = .object(Dictionary(uniqueKeysWithValues: forEachItems.map { (String($0.key), JSONValue.array($0.value)) }))
         }
+        if !skipSteps.isEmpty { object["skip_steps"] = .array(skipSteps.sorted().map(JSONValue.string)) }
+        if let pendingUpdate {
+            object["pending_update"] = ["sequence": .string(pendingUpdate.sequenceName), "version": .number(Double(pendingUpdate.version))]
+        }
         return object
     }
 
@@ -54,6 +58,10 @@ extension WorkflowInstance {
         }
         for (key, value) in o["for_each_items"]?.objectValue ?? [:] {
             if let n = Int32(key), let items = value.arrayValue { forEachItems[n] = items }
+        }
+        skipSteps = Set(o["skip_steps"]?.arrayValue?.compactMap(\.stringValue) ?? [])
+        if let update = o["pending_update"], let name = update["sequence"]?.stringValue, let version = update["version"]?.numberValue {
+            pendingUpdate = PendingUpdate(sequenceName: name, version: Int(version))
         }
     }
 }

@@ -9,7 +9,7 @@ public import LabKernel
 ///
 /// Storage effects are applied inside `begin`/`commit`; a crash before `commit` loses the
 /// whole batch, never part of it. The journal is written outside any batch, at once.
-public protocol WorkflowStore {
+public protocol WorkflowStore: SyncOutboxStore {
     mutating func begin() throws
     mutating func commit() throws
     mutating func rollback()

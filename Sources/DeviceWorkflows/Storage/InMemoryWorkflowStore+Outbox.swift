@@ -1,0 +1,74 @@
+public import LabKernel
+
+extension InMemoryWorkflowStore: SyncOutboxStore {
+    struct ExecutedCommand: Sendable, Equatable {
+        var at: Instant
+        var acked: Bool
+    }
+
+    static func outboxKey(_ kind: OutboxEntry.Kind, _ key: String) -> String { "\(kind.rawValue)|\(key)" }
+
+    public mutating func enqueue(_ kind: OutboxEntry.Kind, key: String, payload: JSONValue) throws {
+        let slot = Self.outboxKey(kind, key)
+        if kind != .status, committed.outbox[slot] != nil { return }
+        log(.outbox(slot, committed.outbox[slot]))
+        committed.nextOutboxSeq += 1
+        committed.outbox[slot] = OutboxEntry(kind: kind, key: key, payload: payload, seq: committed.nextOutboxSeq)
+    }
+
+    public func outbox(_ kind: OutboxEntry.Kind, limit: Int) throws -> [OutboxEntry] {
+        Array(committed.outbox.values.filter { $0.kind == kind }.sorted { $0.seq < $1.seq }.prefix(limit))
+    }
+
+    public func outboxCount() throws -> Int { committed.outbox.count }
+
+    public mutating func removeSent(_ entries: [OutboxEntry]) throws {
+        for entry in entries {
+            let slot = Self.outboxKey(entry.kind, entry.key)
+            guard committed.outbox[slot]?.seq == entry.seq else { continue }
+            log(.outbox(slot, committed.outbox[slot]))
+            committed.outbox[slot] = nil
+        }
+    }
+
+    public mutating func markExecuted(_ commandID: String, at: Instant) throws {
+        log(.executed(commandID, committed.executed[commandID]))
+        committed.executed[commandID] = ExecutedCommand(at: at, acked: false)
+    }
+
+    public func isExecuted(_ commandID: String) throws -> Bool { committed.executed[commandID] != nil }
+
+    public mutating func reacknowledge(_ commandID: String) throws {
+        guard var marker = committed.executed[commandID] else { return }
+        log(.executed(commandID, marker))
+        marker.acked = false
+        committed.executed[commandID] = marker
+    }
+
+    public func pendingAcks(limit: Int) throws -> [String] {
+        Array(committed.executed.filter { !$0.value.acked }.sorted { ($0.value.at, $0.key) < ($1.value.at, $1.key) }.map(\.key).prefix(limit))
+    }
+
+    public mutating func acknowledged(_ commandIDs: [String]) throws {
+        for id in commandIDs {
+            guard var marker = committed.executed[id], !marker.acked else { continue }
+            log(.executed(id, marker))
+            marker.acked = true
+            committed.executed[id] = marker
+        }
+    }
+
+    public mutating func pruneExecuted(before: Instant) throws {
+        for (id, marker) in committed.executed where marker.acked && marker.at < before {
+            log(.executed(id, marker))
+            committed.executed[id] = nil
+        }
+    }
+
+    public func syncValue(_ key: String) throws -> String? { committed.syncValues[key] }
+
+    public mutating func setSyncValue(_ key: String, _ value: String?) throws {
+        log(.syncValue(key, committed.syncValues[key]))
+        committed.syncValues[key] = value
+    }
+}
