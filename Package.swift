@@ -63,7 +63,7 @@ let package = Package(
         .target(
             name: "Live",
             dependencies: [
-                "LabKernel", "MobileSyncServer",
+                "LabKernel", "MobileSyncServer", "DeviceWorkflows",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -4,34 +4,18 @@ import LabTestSupport
 
 @Suite("fleetlab serve")
 struct ServeCommandTests {
-    @Test("serves on loopback, prints its endpoints and stops cleanly on SIGTERM")
+    @Test("serves on loopback, prints its endpoints and the sync server's key, and stops cleanly on SIGTERM")
     func serveAndStop() async throws {
-        let blocker = try TCPListener()  // find a free port by taking one and releasing it
-        let port = blocker.port
-        _ = consume blocker
-        let data = TestPaths.scratchDirectory("serve-data").path
-        let process = try CommandRunner.start(["serve", "--port", "host=\(port)", "--port", "mobile-sync=0", "--data", data])
-        let out = (process.standardOutput as! Pipe).fileHandleForReading
-        var text = ""
-        let deadline = Date().addingTimeInterval(20)
-        while !text.contains("dashboard:"), Date() < deadline {
-            let chunk = out.availableData
-            if chunk.isEmpty { break }
-            text += String(decoding: chunk, as: UTF8.self)
-        }
-        #expect(text.contains("http://127.0.0.1:\(port)"), "\(text)")
-        let health = try await HTTPProbe.get("http://127.0.0.1:\(port)/health")
-        #expect(health.status == 200)
-        // The sync server prints its root key; it opens the API.
-        let key = try #require(text.split(separator: "\n").first { $0.contains("root API key:") }?
-            .split(separator: " ").dropFirst(3).first.map(String.init))
-        let sync = try #require(text.split(separator: "\n").first { $0.contains("mobile-sync") && $0.contains("http://") }?
+        let served = try ServedFleetlab(data: TestPaths.scratchDirectory("serve-data").path)
+        let host = try #require(served.output.split(separator: "\n").first { $0.contains("  host") }?
             .split(separator: " ").first { $0.hasPrefix("http://") }.map(String.init))
-        let devices = try await HTTPProbe.request("GET", sync + "/api/v1/mobile/devices", headers: ["x-api-key": key])
+        let health = try await HTTPProbe.get(host + "/health")
+        #expect(health.status == 200)
+        let devices = try await HTTPProbe.request("GET", served.syncURL + "/api/v1/mobile/devices", headers: ["x-api-key": served.rootKey])
         #expect(devices.status == 200 && devices.text == #"{"items":[],"total":0}"#)
-        kill(process.processIdentifier, SIGTERM)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
+        #expect(try await HTTPProbe.request("GET", served.syncURL + "/api/v1/mobile/devices").status == 401)
+        served.stop()
+        #expect(served.process.terminationStatus == 0)
     }
 
     @Test("a taken port is exit status 2 with a message, not a crash")

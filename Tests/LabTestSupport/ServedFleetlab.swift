@@ -1,0 +1,51 @@
+public import Foundation
+
+/// `fleetlab serve` as a child process, for loopback tests: started on given ports and a
+/// data directory, with the mobile sync server's URL and root key read from what it prints.
+public final class ServedFleetlab {
+    public let process: Process
+    public let output: String
+    public let syncURL: String
+    public let rootKey: String
+
+    public struct Failure: Error, CustomStringConvertible {
+        public var output: String
+        public var description: String { "fleetlab serve did not come up; it printed:\n\(output)" }
+    }
+
+    /// A port that was free a moment ago (taken and released).
+    public static func freePort() throws -> Int {
+        let listener = try TCPListener()
+        return listener.port
+    }
+
+    public init(syncPort: Int = 0, data: String, extra: [String] = []) throws {
+        process = try CommandRunner.start(["serve", "--port", "host=0", "--port", "mobile-sync=\(syncPort)", "--data", data] + extra)
+        let out = (process.standardOutput as! Pipe).fileHandleForReading
+        var text = ""
+        let deadline = Date().addingTimeInterval(30)
+        while !(text.contains("dashboard:") || text.contains("no auth")), Date() < deadline {
+            let chunk = out.availableData
+            if chunk.isEmpty { break }
+            text += String(decoding: chunk, as: UTF8.self)
+        }
+        output = text
+        let lines = text.split(separator: "\n")
+        guard let url = lines.first(where: { $0.contains("mobile-sync") && $0.contains("http://") })?
+            .split(separator: " ").first(where: { $0.hasPrefix("http://") }).map(String.init) else {
+            process.terminate()
+            throw Failure(output: text)
+        }
+        syncURL = url
+        rootKey = lines.first { $0.contains("root API key:") }?.split(separator: " ").dropFirst(3).first.map(String.init) ?? ""
+    }
+
+    /// Stops it the way Ctrl-C does and waits.
+    public func stop() {
+        guard process.isRunning else { return }
+        kill(process.processIdentifier, SIGTERM)
+        process.waitUntilExit()
+    }
+
+    deinit { stop() }
+}

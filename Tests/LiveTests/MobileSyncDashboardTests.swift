@@ -1,0 +1,67 @@
+import DeviceWorkflows
+import Foundation
+import LabKernel
+import LabTestSupport
+import Testing
+@testable import Live
+
+/// The Mobile Sync dashboard in headless Chromium, against a served instance, with real
+/// mouse clicks.
+@Suite("Mobile Sync dashboard in Chromium", .serialized)
+struct MobileSyncDashboardTests {
+    @Test("resolving an approval in the page delivers complete_step to the device; the form starts a workflow; rows expand")
+    func resolveInPage() async throws {
+        let served = try ServedFleetlab(data: TestPaths.scratchDirectory("dashboard-serve").path)
+        defer { served.stop() }
+        let device = try LoopbackDeviceTests.device(served.syncURL, key: served.rootKey, dir: TestPaths.scratchDirectory("dashboard-device"))
+        try device.register()
+        _ = try device.host.loadSequence(json: workflowJSON("feature-access"))
+        let id = try device.host.start("feature-access")
+        try device.step()
+        try device.syncNow()
+
+        let page = try ChromiumSession(url: served.syncURL + "/dashboard/mobile-sync?key=\(served.rootKey)")
+        try page.wait(until: "document.body.getAttribute('data-loaded') === 'true'")
+        try page.wait(until: "document.querySelectorAll('[data-approval] button').length === 2")
+        let labels = try page.evaluate("Array.from(document.querySelectorAll('[data-approval] button')).map(b => b.textContent)") as? [String]
+        #expect(labels == ["Allow", "Don't allow"], "the step's own choices are the buttons")
+        #expect(try page.evaluate("document.querySelector('[data-approval] td:nth-child(5)').textContent") as? String
+            == "Share usage data to enable premium analytics?")
+
+        try page.click("[data-approval] button[data-value='granted']")
+        try page.wait(until: "document.querySelectorAll('[data-approval]').length === 0")
+        let report = try #require(try device.syncNow())
+        #expect(report.applied.count == 1, "the device received complete_step")
+        try device.step()
+        #expect(device.host.engine.instance(id)?.data["consent_decision"] == "granted")
+        try device.syncNow()
+
+        // The instance row shows progress; clicking it expands the step timeline.
+        try page.wait(until: "document.querySelector('tr.instance .badge') !== null")
+        try page.click("tr.instance[data-instance='\(id)']")
+        try page.wait(until: "document.querySelectorAll('.timeline li').length === 12")
+        let current = try page.evaluate("document.querySelector('.timeline li.current')?.getAttribute('data-step')") as? String
+        #expect(current == "access_approval", "the waiting step is highlighted")
+        let shot = TestPaths.scratchDirectory("dashboard-shot").appendingPathComponent("mobile-sync-dashboard.png")
+        try page.screenshot().write(to: shot)
+
+        // Start Workflow: device dropdown, sequence, initial JSON.
+        try page.type("payment-verification", into: "#start-sequence")
+        try page.type(#"{"amount": 12}"#, into: "#start-input")
+        try page.click("#start-button")
+        try page.wait(until: "document.getElementById('error').style.display !== 'block'")
+        usleep(300_000)
+        _ = try device.host.loadSequence(json: workflowJSON("payment-verification"))
+        let started = try #require(try device.syncNow())
+        #expect(started.applied.count == 1)
+        #expect(device.host.engine.allInstances.contains { $0.sequenceName == "payment-verification" && $0.data["amount"] == 12 })
+
+        // Update on a live instance offers the five policies.
+        try page.click("tr.instance[data-instance='\(id)'] button[data-action='update']")
+        try page.wait(until: "document.querySelectorAll('tr.instance[data-instance=\"\(id)\"] button[data-policy]').length === 5")
+        try page.click("tr.instance[data-instance='\(id)'] button[data-policy='cancel']")
+        usleep(300_000)
+        try device.syncNow()
+        #expect(device.host.engine.instance(id)?.state == .cancelled)
+    }
+}
