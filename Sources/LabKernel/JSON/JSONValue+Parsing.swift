@@ -46,8 +46,14 @@ struct JSONParser {
         return JSONParseError(message: message, offset: index, line: line, column: column)
     }
 
+    @inline(__always)
     mutating func skipWhitespace() {
-        while index < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[index]) { index += 1 }
+        while index < bytes.count {
+            switch bytes[index] {
+            case 0x20, 0x09, 0x0A, 0x0D: index += 1
+            default: return
+            }
+        }
     }
 
     mutating func parseValue() throws(JSONParseError) -> JSONValue {
@@ -64,12 +70,14 @@ struct JSONParser {
         }
     }
 
-    mutating func literal(_ word: String, _ value: JSONValue) throws(JSONParseError) -> JSONValue {
-        let utf8 = Array(word.utf8)
-        guard index + utf8.count <= bytes.count, Array(bytes[index..<index + utf8.count]) == utf8 else {
-            throw fail("expected \(word)")
+    mutating func literal(_ word: StaticString, _ value: JSONValue) throws(JSONParseError) -> JSONValue {
+        let count = word.utf8CodeUnitCount
+        guard index + count <= bytes.count else { throw fail("expected \(word)") }
+        let matches = word.withUTF8Buffer { expected in
+            (0..<count).allSatisfy { bytes[index + $0] == expected[$0] }
         }
-        index += utf8.count
+        guard matches else { throw fail("expected \(word)") }
+        index += count
         return value
     }
 
@@ -132,6 +140,18 @@ struct JSONParser {
 
     mutating func parseString() throws(JSONParseError) -> String {
         index += 1
+        // The common case: no escapes, one String made from the bytes in place.
+        var scan = index
+        while scan < bytes.count {
+            let byte = bytes[scan]
+            if byte == UInt8(ascii: "\"") {
+                let text = String(decoding: bytes[index..<scan], as: UTF8.self)
+                index = scan + 1
+                return text
+            }
+            if byte == UInt8(ascii: "\\") || byte < 0x20 { break }
+            scan += 1
+        }
         var scalars = String.UnicodeScalarView()
         var start = index
         var out = ""
@@ -222,6 +242,13 @@ struct JSONParser {
             if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
             guard index < bytes.count, isDigit(bytes[index]) else { throw fail("expected a digit in an exponent") }
             while index < bytes.count, isDigit(bytes[index]) { index += 1 }
+        }
+        // Integers that fit a Double exactly need no text round trip.
+        let digits = index - start - (bytes[start] == UInt8(ascii: "-") ? 1 : 0)
+        if digits <= 15, !bytes[start..<index].contains(where: { $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "e") || $0 == UInt8(ascii: "E") }) {
+            var value: Int64 = 0
+            for byte in bytes[start..<index] where byte != UInt8(ascii: "-") { value = value * 10 + Int64(byte - UInt8(ascii: "0")) }
+            return Double(bytes[start] == UInt8(ascii: "-") ? -value : value)
         }
         let text = String(decoding: bytes[start..<index], as: UTF8.self)
         guard let value = Double(text), value.isFinite else { throw fail("number out of range") }

@@ -46,11 +46,13 @@ public enum JSONValue: Hashable, Sendable {
             out.append(0x5D)
         case .object(let fields):
             out.append(0x7B)
-            for (i, key) in fields.keys.sorted().enumerated() {
-                if i > 0 { out.append(0x2C) }
+            var first = true
+            for (key, value) in fields.sorted(by: { $0.key < $1.key }) {
+                if !first { out.append(0x2C) }
+                first = false
                 Self.writeString(key, to: &out)
                 out.append(0x3A)
-                fields[key]!.write(to: &out)
+                value.write(to: &out)
             }
             out.append(0x7D)
         }
@@ -73,16 +75,29 @@ public enum JSONValue: Hashable, Sendable {
 
     static func writeString(_ s: String, to out: inout [UInt8]) {
         out.append(0x22)
-        for byte in s.utf8 {
-            switch byte {
-            case 0x22: out.append(contentsOf: [0x5C, 0x22])
-            case 0x5C: out.append(contentsOf: [0x5C, 0x5C])
-            case 0x0A: out.append(contentsOf: [0x5C, 0x6E])
-            case 0x0D: out.append(contentsOf: [0x5C, 0x72])
-            case 0x09: out.append(contentsOf: [0x5C, 0x74])
-            case 0x00..<0x20:
-                out.append(contentsOf: [0x5C, 0x75, 0x30, 0x30, hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 0xF)]])
-            default: out.append(byte)
+        var text = s
+        text.withUTF8 { bytes in
+            // Most strings need no escape: copy them whole.
+            var clean = true
+            for byte in bytes where byte < 0x20 || byte == 0x22 || byte == 0x5C {
+                clean = false
+                break
+            }
+            if clean {
+                out.append(contentsOf: bytes)
+                return
+            }
+            for byte in bytes {
+                switch byte {
+                case 0x22: out.append(contentsOf: [0x5C, 0x22])
+                case 0x5C: out.append(contentsOf: [0x5C, 0x5C])
+                case 0x0A: out.append(contentsOf: [0x5C, 0x6E])
+                case 0x0D: out.append(contentsOf: [0x5C, 0x72])
+                case 0x09: out.append(contentsOf: [0x5C, 0x74])
+                case 0x00..<0x20:
+                    out.append(contentsOf: [0x5C, 0x75, 0x30, 0x30, hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 0xF)]])
+                default: out.append(byte)
+                }
             }
         }
         out.append(0x22)
