@@ -35,7 +35,7 @@ struct DevicePair<Store: WorkflowStore> {
 
     /// One sync round trip now, whether due or not; returns the command report.
     @discardableResult
-    mutating func sync() throws -> EngineHost<Store>.CommandReport? {
+    mutating func sync() throws -> CommandReport? {
         let (request, sent) = try device.makeSyncRequest()
         device.sync?.began()
         if offline {

@@ -194,7 +194,8 @@ public struct EngineHost<Store: WorkflowStore> {
                 try store.apply(effect)
                 if let reported { try queueStatus(reported) }
             case .invoke(let invocation):
-                if sync != nil, Self.delegates(invocation) {
+                if sync != nil, SyncOutboxWriter.delegates(invocation) {
+                    try beginBatch()
                     try queueDelegation(invocation)
                     continue
                 }
@@ -207,7 +208,10 @@ public struct EngineHost<Store: WorkflowStore> {
                 try commitIfNeeded()
                 failed[id] = error
             case .stepPending(let id, let step, _):
-                if sync != nil { try queueApproval(id, step: step) }
+                if sync != nil {
+                    try beginBatch()
+                    try queueApproval(id, step: step)
+                }
                 try commitIfNeeded()
                 if let answer = nextAnswer(for: step) {
                     pendingAnswers.append((id, step, answer))

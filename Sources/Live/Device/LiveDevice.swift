@@ -57,7 +57,7 @@ public final class LiveDevice<Store: WorkflowStore>: @unchecked Sendable {
     /// error, 429 or 5xx backs off (Retry-After honoured) and loses nothing. Returns nil
     /// when the request failed.
     @discardableResult
-    public func syncNow() throws -> EngineHost<Store>.CommandReport? {
+    public func syncNow() throws -> CommandReport? {
         host.advance(to: wallNow)
         let (request, sent) = try host.makeSyncRequest()
         host.sync?.began()
