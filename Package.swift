@@ -52,7 +52,7 @@ let package = Package(
         // Discrete-event kernel, virtual network, device model, scenarios, recorder.
         .target(
             name: "Simulator",
-            dependencies: ["LabKernel", "LabStore", "DeviceWorkflows", .product(name: "Yams", package: "Yams")],
+            dependencies: ["LabKernel", "LabStore", "DeviceWorkflows", "MobileSyncServer", .product(name: "Yams", package: "Yams")],
             swiftSettings: strictSettings
         ),
 

@@ -26,6 +26,10 @@ struct DashboardTests {
             workflows:
               run:
                 - {sequence: \(workflows)/payment-verification.json, start: {poisson: 10m}}
+            sync:
+              operator: {thinkTime: 20}
+            faults:
+              - {kind: server-crash, at: 1h, duration: 15m}
             """, file: "dash.yaml")
         let path = dir.appendingPathComponent("results.sqlite").path
         _ = try FleetRun(scenario: scenario, resultsPath: path).run()
@@ -47,7 +51,9 @@ struct DashboardTests {
         // The workflow panels show the sequence, its steps and its outcomes.
         #expect(html.contains("<code>payment-verification</code>"))
         #expect(html.contains("<code>fraud_check</code>"))
-        #expect(html.contains("input wait (all prompts)"))
+        #expect(html.contains("<code>init_payment</code>"))
+        // The sync panels, and the fault shaded on the time charts.
+        #expect(html.contains("approval round trip") && html.contains("<title>server-crash"))
     }
 
     @Test("panels without data are left out")
@@ -58,7 +64,7 @@ struct DashboardTests {
         let html = Dashboard.render(empty)
         #expect(html.contains("id=\"summary\""))
         for id in ["battery", "power-states", "ticks", "lifecycle", "events", "workflows", "workflow-steps", "workflow-activity",
-                   "workflow-latency", "workflow-ticks"] { #expect(!html.contains("id=\"\(id)\""), "\(id)") }
+                   "workflow-latency", "workflow-ticks", "sync-latency", "sync-commands", "sync-outbox", "sync-server", "sync-cadence"] { #expect(!html.contains("id=\"\(id)\""), "\(id)") }
     }
 
     @Test("dashboards/simulation.json is the layout simulate uses, and bad layouts are explained")

@@ -7,7 +7,8 @@ import LabTestSupport
 
 @Suite("Determinism")
 struct DeterminismTests {
-    func digest(of scenario: Scenario, in dir: URL, name: String) throws -> String {
+    /// Runs `scenario` into `dir/name` and returns the digest of its results database.
+    static func digest(of scenario: Scenario, in dir: URL, name: String) throws -> String {
         let path = dir.appendingPathComponent(name).path
         _ = try FleetRun(scenario: scenario, resultsPath: path).run()
         return try ResultsDigest.compute(ResultsDatabase.open(at: path))
@@ -17,10 +18,10 @@ struct DeterminismTests {
     func digestsRepeat() throws {
         let dir = TestPaths.scratchDirectory()
         let smoke = try ScenarioLoader.load(path: TestPaths.packageRoot.appendingPathComponent("simulations/smoke.yaml").path)
-        let first = try digest(of: smoke, in: dir, name: "a.sqlite")
-        let second = try digest(of: smoke, in: dir, name: "b.sqlite")
+        let first = try Self.digest(of: smoke, in: dir, name: "a.sqlite")
+        let second = try Self.digest(of: smoke, in: dir, name: "b.sqlite")
         #expect(first == second, "replay with: fleetlab simulate simulations/smoke.yaml --seed \(smoke.seed)")
-        let other = try digest(of: smoke.overriding(seed: smoke.seed + 1), in: dir, name: "c.sqlite")
+        let other = try Self.digest(of: smoke.overriding(seed: smoke.seed + 1), in: dir, name: "c.sqlite")
         #expect(other != first)
     }
 

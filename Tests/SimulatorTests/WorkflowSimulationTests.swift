@@ -131,9 +131,7 @@ struct WorkflowSimulationTests {
     func workflowRunsAreDeterministic() throws {
         let dir = TestPaths.scratchDirectory()
         func digest(_ scenario: Scenario, _ name: String) throws -> String {
-            let path = dir.appendingPathComponent(name).path
-            _ = try FleetRun(scenario: scenario, resultsPath: path).run()
-            return try ResultsDigest.compute(ResultsDatabase.open(at: path))
+            try DeterminismTests.digest(of: scenario, in: dir, name: name)
         }
         let scenario = try Self.killingFleet(devices: 40, hours: 3)
         let first = try digest(scenario, "a.sqlite")

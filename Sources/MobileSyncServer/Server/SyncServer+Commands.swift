@@ -1,5 +1,5 @@
-import DeviceWorkflows
-import LabKernel
+public import DeviceWorkflows
+public import LabKernel
 
 extension SyncServer {
     // MARK: Approvals
@@ -33,6 +33,41 @@ extension SyncServer {
         }
     }
 
+    /// The typed resolve, for an operator model: returns the command and its push.
+    public mutating func resolve(approval id: String, value: String, now: Instant) throws(SyncServerRefusal) -> (command: CommandRecord, push: PushWake?) {
+        guard var approval = state.approvals[id], approval.state == .pending else {
+            throw SyncServerRefusal(status: 404, message: "not found: approval \(id) not found or already resolved")
+        }
+        guard approval.allowedValues.contains(value) else {
+            throw SyncServerRefusal(status: 400, message: "invalid argument: '\(value)' is not a choice of \(approval.blockID)")
+        }
+        let settled = settle(&approval, output: ["value": .string(value)], now: now)
+        _ = state.takeChanges()
+        return settled
+    }
+
+    /// Marks an approval resolved and queues its `complete_step` (with a push, if any).
+    mutating func settle(_ approval: inout ApprovalRecord, output: JSONValue, now: Instant) -> (command: CommandRecord, push: PushWake?) {
+        approval.state = .resolved
+        approval.resolution = output.canonicalText
+        approval.resolvedAt = timestamp(now)
+        state.put(approval)
+        let command = enqueue(.completeStep, payload: [
+            "instance_id": .string(approval.instanceID), "block_id": .string(approval.blockID),
+            "step_name": .string(approval.blockID), "output": output,
+        ], device: approval.deviceID, tenant: approval.tenantID, now: now)
+        return (command, wake(for: command, now: now))
+    }
+
+    /// The typed `POST /mobile/commands`, for a campaign model.
+    public mutating func command(_ type: SyncCommandType, payload: JSONValue, device: String, now: Instant) -> (command: CommandRecord, push: PushWake?) {
+        let tenant = state.devices[device]?.tenantID ?? ""
+        let command = enqueue(type, payload: payload, device: device, tenant: tenant, now: now)
+        let push = wake(for: command, now: now)
+        _ = state.takeChanges()
+        return (command, push)
+    }
+
     /// `POST /mobile/approvals/{id}/resolve {output}`: queues `complete_step` and a push.
     /// Unlike the real server, an output whose value is not one of the step's choices is
     /// refused here (400) instead of being delivered and ignored by the device.
@@ -61,15 +96,7 @@ extension SyncServer {
             throw APIError(400, "invalid argument", "'\(value)' is not a choice of \(approval.blockID); its choices: \(allowed.joined(separator: ", "))")
         }
         let normalized: JSONValue = output.stringValue != nil ? ["value": .string(value)] : output
-        approval.state = .resolved
-        approval.resolution = normalized.canonicalText
-        approval.resolvedAt = timestamp(now)
-        state.put(approval)
-        let command = enqueue(.completeStep, payload: [
-            "instance_id": .string(approval.instanceID), "block_id": .string(approval.blockID),
-            "step_name": .string(approval.blockID), "output": normalized,
-        ], device: approval.deviceID, tenant: approval.tenantID, now: now)
-        if let push = wake(for: command, now: now) { pushes.append(push) }
+        if let push = settle(&approval, output: normalized, now: now).push { pushes.append(push) }
         return .empty(200)
     }
 

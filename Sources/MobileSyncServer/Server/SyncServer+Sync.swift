@@ -1,5 +1,5 @@
-import DeviceWorkflows
-import LabKernel
+public import DeviceWorkflows
+public import LabKernel
 
 extension SyncServer {
     /// `POST /mobile/sync`: takes the device's batch, answers with its pending commands.
@@ -20,6 +20,24 @@ extension SyncServer {
         if let header = request.header("x-device-id"), !header.isEmpty, header != sync.deviceID {
             throw APIError(400, "invalid argument", "the x-device-id header (\(header)) does not match device_id (\(sync.deviceID))")
         }
+        return .json(200, try apply(sync, caller: caller, now: now).response.json)
+    }
+
+    /// The typed sync, for drivers that carry requests as values (the simulator).
+    public mutating func sync(_ sync: SyncRequest, tenant: String, now: Instant) throws(SyncServerRefusal) -> SyncOutcome {
+        _ = state.takeChanges()
+        do {
+            var outcome = try apply(sync, caller: Caller(tenant: tenant, isRoot: tenant.isEmpty), now: now)
+            outcome.changes = state.takeChanges()
+            return outcome
+        } catch let error as APIError {
+            throw SyncServerRefusal(status: error.status, message: "\(error.kind): \(error.message)")
+        } catch {
+            throw SyncServerRefusal(status: 500, message: "internal server error")
+        }
+    }
+
+    mutating func apply(_ sync: SyncRequest, caller: Caller, now: Instant) throws -> SyncOutcome {
         let device = state.devices[sync.deviceID]
         if let device, !caller.sees(device.tenantID) { throw APIError(404, "not found", "device \(sync.deviceID) not found") }
         if device == nil && !caller.tenant.isEmpty { throw APIError(404, "not found", "device \(sync.deviceID) not found") }
@@ -49,12 +67,14 @@ extension SyncServer {
                 contextSummary: status.contextSummary?.canonicalText, steps: status.steps?.canonicalText, updatedAt: stamp,
                 reportedAtMs: ms))
         }
+        var created: [ApprovalRecord] = []
         for approval in sync.approvalRequests where state.approval(device: sync.deviceID, instance: approval.instanceID, block: approval.blockID) == nil {
-            state.put(ApprovalRecord(
+            created.append(ApprovalRecord(
                 id: newID(), deviceID: sync.deviceID, tenantID: tenant, instanceID: approval.instanceID, blockID: approval.blockID,
                 sequenceName: approval.sequenceName, prompt: approval.prompt, choices: approval.choices?.canonicalText,
                 storeAs: approval.storeAs, timeoutSecs: approval.timeoutSeconds, metadata: approval.metadata?.canonicalText,
                 state: .pending, resolution: nil, createdAt: stamp, createdAtMs: unixMs(now), resolvedAt: nil))
+            state.put(created[created.count - 1])
         }
         for delegation in sync.stepDelegations {
             let seen = "delegation|\(sync.deviceID)|\(delegation.requestID)"
@@ -76,7 +96,14 @@ extension SyncServer {
         let response = SyncResponse(
             commands: pending.map { SyncCommand(id: $0.id, type: $0.type, payload: $0.payload) },
             syncIntervalSecs: pending.isEmpty ? config.idleIntervalSecs : config.activeIntervalSecs)
-        return .json(200, response.json)
+        return SyncOutcome(response: response, newApprovals: created, changes: [])
+    }
+
+    /// Registers a device for a tenant (the typed `POST /mobile/devices/register`).
+    public mutating func register(device: String, platform: String, pushToken: String?, tenant: String, now: Instant) {
+        state.put(DeviceRecord(deviceID: device, tenantID: tenant, pushToken: pushToken, platform: platform, appVersion: nil,
+                               active: true, lastSyncAt: nil, registeredAt: timestamp(now)))
+        _ = state.takeChanges()
     }
 
     func requireUUID(_ text: String, _ field: String) throws {

@@ -1,3 +1,4 @@
+public import DeviceWorkflows
 public import LabKernel
 import LabCrypto
 
@@ -223,6 +224,25 @@ public struct SyncServerReply: Sendable {
     public var changes: [StoreChange]
     /// Silent pushes to send once committed.
     public var pushes: [PushWake]
+}
+
+/// What a typed sync returns.
+public struct SyncOutcome: Sendable {
+    public var response: SyncResponse
+    /// Approvals this sync created (an operator model watches for them).
+    public var newApprovals: [ApprovalRecord]
+    public var changes: [StoreChange]
+}
+
+/// A request the server refused, as status and message.
+public struct SyncServerRefusal: Error, Equatable, Sendable {
+    public var status: Int
+    public var message: String
+
+    public init(status: Int, message: String) {
+        self.status = status
+        self.message = message
+    }
 }
 
 /// A silent push that makes a device sync now (APNs `content-available`, FCM data).

@@ -24,9 +24,17 @@ struct TimeChart {
         var values: [Double]
     }
 
+    /// A stretch of time shaded behind the data (a fault in force).
+    struct Window {
+        var name: String
+        var from: Int64
+        var to: Int64
+    }
+
     var duration: Int64
     var labeler: TimeLabeler
     var format: (Double) -> String
+    var windows: [Window] = []
     var width = 640.0
     var height = 230.0
     var yMaxOverride: Double?
@@ -102,6 +110,12 @@ struct TimeChart {
             frame += "<text x=\"\(xx)\" y=\"\(fmt(height - 8))\" class=\"xlabel\">\(labeler.label(t))</text>"
         }
         frame += "<line x1=\"\(fmt(left))\" x2=\"\(fmt(width - right))\" y1=\"\(fmt(height - bottom))\" y2=\"\(fmt(height - bottom))\" class=\"axis\"/>"
+        for window in windows {
+            let x0 = x(Double(window.from)), x1 = max(x(Double(window.to)), x0 + 2)
+            frame += "<rect x=\"\(fmt(x0))\" y=\"\(fmt(top))\" width=\"\(fmt(x1 - x0))\" height=\"\(fmt(height - bottom - top))\" "
+                + "fill=\"#d64545\" fill-opacity=\"0.10\"><title>\(HTML.escape(window.name)) \(labeler.label(window.from))–\(labeler.label(window.to))</title></rect>"
+            frame += "<text x=\"\(fmt(x0 + 3))\" y=\"\(fmt(top + 10))\" class=\"xlabel\" text-anchor=\"start\" fill=\"#a33\">\(HTML.escape(window.name))</text>"
+        }
         return (x, y, frame)
     }
 

@@ -14,7 +14,8 @@ public struct DashboardLayout: Codable, Equatable, Sendable {
     /// The layout of `fleetlab simulate` (kept equal to dashboards/simulation.json by a test).
     public static let simulation = DashboardLayout(
         title: "fleetlab simulation",
-        panels: ["summary", "thresholds", "workflows", "workflow-activity", "workflow-latency", "workflow-steps", "workflow-ticks", "battery", "power-states", "ticks", "app-states", "lifecycle", "network",
+        panels: ["summary", "thresholds", "workflows", "workflow-activity", "workflow-latency", "workflow-steps", "workflow-ticks",
+                 "sync-latency", "sync-commands", "sync-outbox", "sync-server", "sync-cadence", "battery", "power-states", "ticks", "app-states", "lifecycle", "network",
                  "throughput", "sessions", "invariants", "populations", "events", "scenario"])
 
     /// Reads a layout file and checks that every panel exists.

@@ -28,12 +28,28 @@ public struct DashboardContext: Sendable {
     public let duration: Int64
     public let bucket: Int64
     let labeler: TimeLabeler
+    /// When faults were in force (from `faults.active`), shaded on every time chart.
+    let faultWindows: [TimeChart.Window]
 
     init(results: RunResults) {
         bucketStarts = results.bucketStarts
         duration = results.scenario.durationNanoseconds
         bucket = results.scenario.bucketNanoseconds
         labeler = TimeLabeler(startTimeOfDay: results.scenario.startTimeOfDay)
+        var windows: [TimeChart.Window] = []
+        for metric in results.metrics(named: "faults.active") {
+            var open: Int64?
+            let points = Dictionary((results.series[metric.id] ?? []).map { ($0.bucketStart, $0.value) }, uniquingKeysWith: { a, _ in a })
+            for start in results.bucketStarts + [results.scenario.durationNanoseconds] {
+                let active = (points[start] ?? 0) > 0
+                if active, open == nil { open = start }
+                if !active, let from = open {
+                    windows.append(TimeChart.Window(name: metric.label("kind") ?? "fault", from: from, to: min(start, duration)))
+                    open = nil
+                }
+            }
+        }
+        faultWindows = windows
     }
 
     /// The series of one metric, one value per bucket (0 where nothing was recorded).
@@ -45,7 +61,7 @@ public struct DashboardContext: Sendable {
     }
 
     func timeChart(format: @escaping (Double) -> String) -> TimeChart {
-        TimeChart(duration: duration, labeler: labeler, format: format)
+        TimeChart(duration: duration, labeler: labeler, format: format, windows: faultWindows)
     }
 }
 
@@ -55,7 +71,8 @@ public enum DashboardPanels {
         SummaryPanel(), ThresholdsPanel(), BatteryPanel(), PowerStatePanel(), TicksPanel(), AppStatePanel(),
         LifecyclePanel(), NetworkPanel(), ThroughputPanel(), SessionsPanel(), InvariantsPanel(), PopulationsPanel(),
         EventSamplePanel(), ScenarioTextPanel(), WorkflowsPanel(), WorkflowStepsPanel(), WorkflowActivityPanel(),
-        WorkflowLatencyPanel(), WorkflowTicksPanel(),
+        WorkflowLatencyPanel(), WorkflowTicksPanel(), SyncLatencyPanel(), SyncCadencePanel(), SyncOutboxPanel(), SyncServerPanel(),
+        SyncCommandsPanel(),
     ]
 
     public static func panel(id: String) -> (any DashboardPanel)? { all.first { $0.id == id } }

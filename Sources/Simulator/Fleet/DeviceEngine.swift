@@ -30,7 +30,8 @@ final class DeviceEngine {
 
     static let maxQueuedStarts = 16
 
-    var engine: MobileEngine?
+    /// The engine while the app process lives.
+    var live: MobileEngine?
     var store = InMemoryWorkflowStore()
     var launches: UInt64 = 0
     var nextToken: UInt32 = 0
@@ -42,33 +43,52 @@ final class DeviceEngine {
     var generator: SeededGenerator
     let seed: StreamSeed
 
-    init(seed: StreamSeed) {
+    // Sync (when the scenario has it).
+    /// The reporter while the app lives (a launch syncs at once).
+    var sync: SyncReporter?
+    /// The time of the call being made (the `SyncDriver` clock).
+    var clock: Instant = .zero
+    let wallClock: WallClockOrigin
+    /// Effects of a command for the fleet to act on.
+    var emitted: [EngineEffect] = []
+    var delegatedRuns = 0
+    var syncing = false
+    /// The request in flight, by exchange token.
+    var inFlight: UInt32?
+    var lastSyncStart: Instant?
+    /// When each gate (`instance:block`) was handed to the operator.
+    var prompts: [String: Instant] = [:]
+    /// Whether the device registered a push token.
+    var pushToken = false
+
+    init(seed: StreamSeed, wallClock: WallClockOrigin = .simulationEpoch) {
         self.seed = seed
         self.generator = seed.child("workload").generator()
+        self.wallClock = wallClock
     }
 
     /// Whether the app process (and so the engine) is alive.
-    var isRunning: Bool { if case .some = engine { true } else { false } }
+    var isRunning: Bool { if case .some = live { true } else { false } }
 
     // Reads go through these, on the stored engine in place: reading `engine` from
     // outside would copy the whole engine value first.
 
-    var nextDeadline: Instant? { isRunning ? engine!.nextDeadline : nil }
+    var nextDeadline: Instant? { isRunning ? live!.nextDeadline : nil }
 
     func instanceFacts(_ id: String) -> (sequence: String, state: InstanceState, createdAt: Instant, topLevel: Bool)? {
-        guard isRunning, let facts = engine!.facts(of: id) else { return nil }
+        guard isRunning, let facts = live!.facts(of: id) else { return nil }
         return facts
     }
 
     func stepDurations(of id: String) -> [(step: String, waited: Bool, duration: TimeSpan)] {
-        isRunning ? engine!.stepDurations(of: id) : []
+        isRunning ? live!.stepDurations(of: id) : []
     }
 
     func firstChoice(sequence: String, step: String) -> String? {
-        isRunning ? engine!.firstChoice(sequence: sequence, step: step) : nil
+        isRunning ? live!.firstChoice(sequence: sequence, step: step) : nil
     }
 
-    func waitingSteps() -> [(instanceID: String, step: String)] { isRunning ? engine!.waitingSteps() : [] }
+    func waitingSteps() -> [(instanceID: String, step: String)] { isRunning ? live!.waitingSteps() : [] }
 
     func token() -> UInt32 {
         nextToken &+= 1
@@ -79,9 +99,11 @@ final class DeviceEngine {
     /// results and answers were lost. Tokens are never reused, so their events find nothing.
     func kill() -> (handlers: Int, answers: Int) {
         let lost = (handlers.count, answers.count)
-        engine = nil
+        live = nil
         handlers.removeAll()
         answers.removeAll()
+        sync = nil
+        inFlight = nil
         return lost
     }
 }

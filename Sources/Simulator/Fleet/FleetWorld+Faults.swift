@@ -6,6 +6,28 @@ extension FleetWorld {
     /// the devices its start hit.
     mutating func applyFault(_ index: Int, ending: Bool, at now: Instant, queue: inout EventQueue<Event>) {
         let fault = scenario.faults[index]
+        let phase = ending ? "ends" : "starts"
+        faultKindsInBucket.insert(fault.kind)
+        if fault.duration != nil {
+            if ending { faultsInForce.remove(index) } else { faultsInForce.insert(index) }
+        }
+        switch fault {
+        case .serverCrash:
+            setServerDown(!ending, now: now)
+            sampler.offer(at: now, device: nil, kind: "fault") { "server-crash \(phase)" }
+            return
+        case .pushOutage:
+            syncSim?.pushOutage = !ending
+            sampler.offer(at: now, device: nil, kind: "fault") { "push-outage \(phase)" }
+            return
+        case .partition where ending:
+            // The partition was added with its end; nothing to undo.
+            sampler.offer(at: now, device: nil, kind: "fault") { "partition ends" }
+            return
+        case .massAppKill, .radioOff, .partition:
+            break
+        }
+        var partitioned: Set<EndpointID> = []
         var generator = root.child(.fault).child(UInt64(index)).generator()
         var hit = 0
         for deviceIndex in devices.indices {
@@ -13,8 +35,10 @@ extension FleetWorld {
             if let population = fault.population, population != deviceClass.name { continue }
             let chosen: Bool
             switch fault {
-            case .massAppKill(_, let fraction, _), .radioOff(_, _, let fraction, _):
+            case .massAppKill(_, let fraction, _), .radioOff(_, _, let fraction, _), .partition(_, _, let fraction, _):
                 chosen = generator.chance(fraction)
+            case .serverCrash, .pushOutage:
+                chosen = false
             }
             guard chosen else { continue }
             hit += 1
@@ -24,11 +48,18 @@ extension FleetWorld {
             case .radioOff:
                 devices[deviceIndex].setRadioForcedOff(!ending, at: now, deviceClass: deviceClass, env: environment,
                                                        tally: &tally, log: &log)
+            case .partition:
+                if let endpoint = syncSim?.endpoints[deviceIndex] { partitioned.insert(endpoint) }
+                continue
+            case .serverCrash, .pushOutage:
+                continue
             }
             if !log.isEmpty { drainLog(device: deviceIndex, at: now, queue: &queue) }
             reschedule(deviceIndex, at: now, queue: &queue)
         }
-        let phase = ending ? "ends" : "starts"
+        if case .partition(_, let duration, _, _) = fault, let server = syncSim?.serverEndpoint {
+            syncSim!.network.addPartition(.init(groupA: partitioned, groupB: [server], from: now, until: now + duration))
+        }
         sampler.offer(at: now, device: nil, kind: "fault") { "\(fault.kind) \(phase): \(hit) devices" }
     }
 }

@@ -17,7 +17,7 @@ extension FleetWorld {
                 sampler.offer(at: now, device: device, kind: "lifecycle") { "\(from) -> \(to) (\(cause))" }
             case .power(let from, let to):
                 recorder.add(metrics.powerTransitions[Int(to.rawValue)])
-                if !engines.isEmpty { engines[device]?.engine?.reportPowerState(to) }
+                if !engines.isEmpty { engines[device]?.live?.reportPowerState(to) }
                 sampler.offer(at: now, device: device, kind: "power") { "\(from) -> \(to)" }
             case .charger(let plugged, let overnight):
                 if plugged { recorder.add(metrics.plugs[overnight ? 0 : 1]) }
@@ -26,6 +26,7 @@ extension FleetWorld {
                 }
             case .network(let from, let to):
                 recorder.add(metrics.networkChanges[Int(to.rawValue)])
+                deviceNetworkChanged(device, to: to)
                 sampler.offer(at: now, device: device, kind: "network") { "\(from) -> \(to)" }
             case .session(let length, let ours):
                 recorder.add(metrics.sessions[ours ? 0 : 1])
@@ -75,7 +76,17 @@ extension FleetWorld {
                           first: sample.firstPowerViolation)
         recorder.add(metrics.events, Double(eventsInBucket))
         eventsInBucket = 0
+        for (kind, handle) in faultGauges { recorder.set(handle, faultKindsInBucket.contains(kind) ? 1 : 0) }
+        faultKindsInBucket = Set(faultsInForce.map { scenario.faults[$0].kind })
         if let workflowMetrics { recorder.set(workflowMetrics.active, Double(activeTopLevel.reduce(0) { $0 + Int($1) })) }
+        if let syncMetrics, syncSim != nil {
+            recorder.set(syncMetrics.outboxDepth, Double(engines.reduce(0) { $0 + ((try? $1?.store.outboxCount()) ?? 0) }))
+            syncSim!.accountBusy(to: now)
+            let capacity = Double(syncSim!.settings.workers) * Double(max(1, now.nanoseconds - start))
+            recorder.set(syncMetrics.utilisation, 100 * Double(syncSim!.busyIntegral) / capacity)
+            syncSim!.busyIntegral = 0
+            recorder.set(syncMetrics.queueLength, Double(syncSim!.queueLength))
+        }
         recorder.closeBucket(startingAt: start)
         sink?(recorder.takeBatch())
     }
@@ -102,6 +113,7 @@ extension FleetWorld {
             invariants.check(instancesAccounted, started == finished + active,
                              "\(Int(started)) instances started, \(Int(finished)) finished, \(Int(active)) still active at the end")
         }
+        checkApprovalsReachedServer()
         recorder.closeRun()
         let thresholds = ThresholdEvaluator.evaluate(scenario.thresholds, recorder: recorder)
         var batch = recorder.takeBatch()

@@ -69,7 +69,7 @@ extension FleetWorld {
         // A kill empties `handlers`: the result of a handler of a dead process is gone.
         guard let slot = engines[device], let pending = slot.handlers.removeValue(forKey: token), slot.isRunning else { return }
         var effects: [EngineEffect] = []
-        slot.engine!.handlerFinished(pending.key, pending.outcome, now: now, into: &effects)
+        slot.live!.handlerFinished(pending.key, pending.outcome, now: now, into: &effects)
         process(effects, device: device, now: now, queue: &queue)
         reschedule(device, at: now, queue: &queue)
     }
@@ -79,7 +79,7 @@ extension FleetWorld {
               let slot = engines[device], let pending = slot.answers.removeValue(forKey: token), slot.isRunning else { return }
         var effects: [EngineEffect] = []
         do {
-            try slot.engine!.completeStep(pending.instanceID, stepName: pending.step, output: .string(pending.value),
+            try slot.live!.completeStep(pending.instanceID, stepName: pending.step, output: .string(pending.value),
                                                       now: now, into: &effects)
             recorder.add(metrics.answers[0])
             if let slot = pending.slot { recorder.observe(metrics.inputWait[slot], UInt64(max(0, (now - pending.promptedAt).nanoseconds))) }
@@ -95,24 +95,25 @@ extension FleetWorld {
     /// next work deadline (never before `now`).
     mutating func engineTick(_ device: Int, ticked: Bool, now: Instant, queue: inout EventQueue<Event>) -> Instant {
         let slot = engines[device]!
-        guard let deadline = slot.nextDeadline else { return .distantFuture }
-        guard ticked && deadline <= now else { return max(deadline, now) }
-        var effects: [EngineEffect] = []
-        let cost = scenario.workflows?.instanceCost.nanoseconds ?? 0
-        if cost > 0 {
-            // maxTickDurationMs against modelled time: each instance advanced costs `cost`.
-            let budget = Int64(slot.engine!.config.maxTickDurationMs) * 1_000_000
-            var used: Int64 = 0
-            slot.engine!.tick(now: now, into: &effects) {
-                defer { used += cost }
-                return used >= budget
+        if ticked, let deadline = slot.nextDeadline, deadline <= now {
+            var effects: [EngineEffect] = []
+            let cost = scenario.workflows?.instanceCost.nanoseconds ?? 0
+            if cost > 0 {
+                // maxTickDurationMs against modelled time: each instance advanced costs `cost`.
+                let budget = Int64(slot.live!.config.maxTickDurationMs) * 1_000_000
+                var used: Int64 = 0
+                slot.live!.tick(now: now, into: &effects) {
+                    defer { used += cost }
+                    return used >= budget
+                }
+            } else {
+                slot.live!.tick(now: now, into: &effects)
             }
-        } else {
-            slot.engine!.tick(now: now, into: &effects)
+            if let metrics = workflowMetrics { recorder.add(metrics.executedTicks[Int(devices[device].power.rawValue)]) }
+            process(effects, device: device, now: now, queue: &queue)
         }
-        if let metrics = workflowMetrics { recorder.add(metrics.executedTicks[Int(devices[device].power.rawValue)]) }
-        process(effects, device: device, now: now, queue: &queue)
-        return max(slot.nextDeadline ?? .distantFuture, now)
+        if ticked { syncIfDue(device, now: now, queue: &queue) }
+        return workDeadline(device, now: now)
     }
 
     /// The app process started or ended.
@@ -155,7 +156,12 @@ extension FleetWorld {
             }
         }
         let waiting = engine.waitingSteps()
-        engines[device]!.engine = consume engine
+        engines[device]!.live = consume engine
+        if syncSim != nil {
+            engines[device]!.sync = SyncReporter(config: SyncReporter.Config(deviceID: Self.syncDeviceID(device)),
+                                                 seed: engines[device]!.seed.child("sync").child(launch))
+            engines[device]!.inFlight = nil
+        }
         process(effects, device: device, now: now, queue: &queue)
         for (instanceID, step) in waiting {
             prompt(device, instanceID: instanceID, step: step, now: now, queue: &queue)
@@ -170,7 +176,7 @@ extension FleetWorld {
         let spec = settings.workloads[workload]
         var effects: [EngineEffect] = []
         do {
-            _ = try engines[device]!.engine!.start(spec.sequenceName, input: spec.input, now: now, into: &effects)
+            _ = try engines[device]!.live!.start(spec.sequenceName, input: spec.input, now: now, into: &effects)
             if let slot = metrics.slot(spec.sequenceName) { recorder.add(metrics.started[slot]) }
             activeTopLevel[device] += 1
         } catch {
@@ -183,9 +189,22 @@ extension FleetWorld {
     mutating func process(_ effects: [EngineEffect], device: Int, now: Instant, queue: inout EventQueue<Event>) {
         for effect in effects {
             switch effect {
-            case .persist, .delete, .storeSequence, .removeSequence, .telemetry:
+            case .persist(let instance):
+                try? engines[device]!.store.apply(effect)
+                if syncSim != nil, instance.parent == nil {
+                    var slot = engines[device]!
+                    slot.clock = now
+                    try? slot.queueStatus(instance.id)
+                }
+            case .delete, .storeSequence, .removeSequence, .telemetry:
                 try? engines[device]!.store.apply(effect)
             case .invoke(let invocation):
+                if syncSim != nil, SyncOutboxWriter.delegates(invocation) {
+                    var slot = engines[device]!
+                    slot.clock = now
+                    try? slot.queueDelegation(invocation)
+                    continue
+                }
                 invoke(invocation, device: device, now: now, queue: &queue)
             case .instanceCompleted(let id, _):
                 finished(device, instanceID: id, now: now)
@@ -224,6 +243,14 @@ extension FleetWorld {
     mutating func prompt(_ device: Int, instanceID: String, step: String, now: Instant, queue: inout EventQueue<Event>) {
         guard let catalog = workflowCatalog, let metrics = workflowMetrics,
               let sequence = engines[device]!.instanceFacts(instanceID)?.sequence else { return }
+        // With sync, a gate the workload does not answer on the phone goes to the operator.
+        if syncSim != nil, !catalog.answeredOnDevice(sequence: sequence, step: step) {
+            var slot = engines[device]!
+            slot.clock = now
+            try? slot.queueApproval(instanceID, step: step)
+            if slot.prompts["\(instanceID):\(step)"] == nil { slot.prompts["\(instanceID):\(step)"] = now }
+            return
+        }
         let model = catalog.answerModel(sequence: sequence, step: step)
         if engines[device]!.generator.chance(model.neverAnswer) {
             recorder.add(metrics.answers[1])

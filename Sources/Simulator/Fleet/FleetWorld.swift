@@ -19,6 +19,16 @@ public struct FleetWorld: SimulationWorld {
         case handlerDone(device: UInt32, token: UInt32)
         /// A person answers a prompt on a device.
         case answer(device: UInt32, token: UInt32)
+        /// A sync message crossed the virtual network.
+        case net(slot: UInt32)
+        /// A server worker finished a request (void if the server crashed since `epoch`).
+        case serviceDone(token: UInt32, epoch: UInt32)
+        case syncTimeout(token: UInt32)
+        /// A silent push reached a phone.
+        case push(device: UInt32)
+        /// The operator resolves an approval on the dashboard.
+        case operatorResolve(task: UInt32)
+        case campaign(index: UInt16)
     }
 
     public internal(set) var devices: [VirtualDevice] = []
@@ -49,6 +59,13 @@ public struct FleetWorld: SimulationWorld {
     /// Top-level active instances per device, as last seen (dead engines keep theirs).
     var activeTopLevel: [Int32] = []
     let engineClock: WallClockOrigin
+    /// `faults.active` by fault kind; the faults in force, and the kinds seen this bucket.
+    var faultGauges: [String: MetricHandle] = [:]
+    var faultsInForce: Set<Int> = []
+    var faultKindsInBucket: Set<String> = []
+    var syncSim: SyncSimulation?
+    var syncMetrics: SyncMetrics?
+    var syncInvariants: SyncInvariants?
 
     public init(scenario: Scenario, sink: (@Sendable (ResultsBatch) -> Void)?) {
         self.scenario = scenario
@@ -82,6 +99,15 @@ public struct FleetWorld: SimulationWorld {
                 workflows.workloads.indices.filter { workflows.workloads[$0].populations.isEmpty || workflows.workloads[$0].populations.contains(deviceClass.name) }
             }
         }
+        for kind in Set(scenario.faults.map(\.kind)).sorted() {
+            faultGauges[kind] = recorder.register("faults.active", labels: [("kind", kind)])
+        }
+        self.recorder = recorder
+        if scenario.sync != nil {
+            syncMetrics = SyncMetrics(recorder: &recorder)
+            self.recorder = recorder
+            syncInvariants = SyncInvariants(ledger: &ledger)
+        }
         self.invariants = ledger
         devices.reserveCapacity(first)
         let deviceRoot = root.child(.device)
@@ -93,11 +119,12 @@ public struct FleetWorld: SimulationWorld {
                 classOfDevice.append(UInt16(index))
                 if !workloadsOfClass.isEmpty {
                     engines.append(workloadsOfClass[index].isEmpty ? nil
-                        : DeviceEngine(seed: root.child(.workload).child(deviceClass.name).child(UInt64(member))))
+                        : DeviceEngine(seed: root.child(.workload).child(deviceClass.name).child(UInt64(member)), wallClock: engineClock))
                     activeTopLevel.append(0)
                 }
             }
         }
+        if let sync = scenario.sync { setUpSync(sync) }
     }
 
     /// The events a run starts with: bucket ends, faults, then each device's first wake-up.
@@ -113,11 +140,14 @@ public struct FleetWorld: SimulationWorld {
         }
         for (index, fault) in scenario.faults.enumerated() {
             queue.schedule(.fault(index: UInt16(index), ending: false), at: .zero + fault.at)
-            if case .radioOff(let at, let duration, _, _) = fault, at + duration < scenario.duration {
-                queue.schedule(.fault(index: UInt16(index), ending: true), at: .zero + at + duration)
+            if let duration = fault.duration, fault.at + duration < scenario.duration {
+                queue.schedule(.fault(index: UInt16(index), ending: true), at: .zero + fault.at + duration)
             }
         }
         scheduleFirstStarts(into: &queue)
+        for (index, campaign) in (scenario.sync?.campaigns ?? []).enumerated() {
+            queue.schedule(.campaign(index: UInt16(index)), at: .zero + campaign.at)
+        }
         for index in devices.indices {
             let next = devices[index].nextWake(environment)
             if next < end { queue.schedule(.wake(device: UInt32(index), generation: 0), at: next) }
@@ -127,6 +157,7 @@ public struct FleetWorld: SimulationWorld {
 
     public mutating func handle(_ event: Event, at now: Instant, queue: inout EventQueue<Event>) {
         eventsInBucket &+= 1
+
         switch event {
         case .wake(let device, let generation):
             let index = Int(device)
@@ -150,13 +181,25 @@ public struct FleetWorld: SimulationWorld {
             handlerDone(Int(device), token: token, now: now, queue: &queue)
         case .answer(let device, let token):
             answer(Int(device), token: token, now: now, queue: &queue)
+        case .net(let slot):
+            networkDelivered(slot: slot, now: now, queue: &queue)
+        case .serviceDone(let token, let epoch):
+            serviceDone(token, epoch: epoch, now: now, queue: &queue)
+        case .syncTimeout(let token):
+            syncTimedOut(token, now: now, queue: &queue)
+        case .push(let device):
+            pushArrived(Int(device), now: now, queue: &queue)
+        case .operatorResolve(let task):
+            operatorResolves(task, now: now, queue: &queue)
+        case .campaign(let index):
+            runCampaign(Int(index), now: now, queue: &queue)
         }
     }
 
     /// Forgets a device's pending wake-up and schedules a fresh one (after an outside change).
     mutating func reschedule(_ index: Int, at now: Instant, queue: inout EventQueue<Event>) {
-        if !engines.isEmpty, let deadline = engines[index]?.nextDeadline {
-            devices[index].workDeadline = max(deadline, now)
+        if !engines.isEmpty, engines[index] != nil {
+            devices[index].workDeadline = workDeadline(index, now: now)
         }
         let (next, generation) = devices[index].forgetScheduledWake(env: environment)
         if next < end { queue.schedule(.wake(device: UInt32(index), generation: generation), at: next) }

@@ -49,6 +49,9 @@ struct WorkflowCatalog {
         }
     }
 
+    /// Whether the scenario has people answer this step on the phone.
+    func answeredOnDevice(sequence: String, step: String) -> Bool { answers[sequence]?[step] != nil }
+
     func answerModel(sequence: String, step: String) -> AnswerModel {
         answers[sequence]?[step] ?? .default
     }

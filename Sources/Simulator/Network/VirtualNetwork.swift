@@ -32,8 +32,9 @@ public enum DropReason: String, Sendable, Hashable, CaseIterable {
 /// message on the same directed pair). The network holds messages as values in a slab;
 /// delivery is an event the caller schedules in its kernel with the returned tickets.
 ///
-/// All randomness comes from the network's own stream, so traffic never perturbs device
-/// streams.
+/// All randomness comes from the network's own streams, one per sending endpoint, so
+/// traffic never perturbs device streams, and the order in which endpoints send at one
+/// instant (which the event queue does not fix) changes nothing.
 public struct VirtualNetwork<Message> {
     public struct Partition: Sendable, Hashable {
         public var groupA: Set<EndpointID>
@@ -70,7 +71,9 @@ public struct VirtualNetwork<Message> {
     var slots: [InFlight?] = []
     var freeSlots: [UInt32] = []
     var lastOrderedDelivery: [UInt64: Instant] = [:]
-    var generator: SeededGenerator
+    let seed: StreamSeed
+    /// Each endpoint's stream for the messages it sends.
+    var streams: [SeededGenerator] = []
 
     public private(set) var sent: UInt64 = 0
     public private(set) var delivered: UInt64 = 0
@@ -80,7 +83,7 @@ public struct VirtualNetwork<Message> {
     /// `profiles` is indexed by `AccessKind.rawValue`.
     public init(profiles: [AccessKind: LinkProfile], seed: StreamSeed) {
         self.profiles = AccessKind.allCases.map { profiles[$0] ?? Self.defaultProfile($0) }
-        self.generator = seed.generator()
+        self.seed = seed
     }
 
     static func defaultProfile(_ kind: AccessKind) -> LinkProfile {
@@ -95,6 +98,7 @@ public struct VirtualNetwork<Message> {
     public mutating func addEndpoint(access kind: AccessKind) -> EndpointID {
         access.append(kind)
         offline.append(false)
+        streams.append(seed.child(UInt64(access.count - 1)).generator())
         return EndpointID(UInt32(access.count - 1))
     }
 
@@ -118,12 +122,13 @@ public struct VirtualNetwork<Message> {
         if partitions.contains(where: { $0.separates(from, to, at: now) }) { return drop(.partitioned) }
         let up = profiles[Int(access[Int(from.raw)].rawValue)]
         let down = profiles[Int(access[Int(to.raw)].rawValue)]
-        if generator.chance(up.loss) || generator.chance(down.loss) { return drop(.lost) }
-        let copies = generator.chance(up.duplication) || generator.chance(down.duplication) ? 2 : 1
+        let sender = Int(from.raw)
+        if streams[sender].chance(up.loss) || streams[sender].chance(down.loss) { return drop(.lost) }
+        let copies = streams[sender].chance(up.duplication) || streams[sender].chance(down.duplication) ? 2 : 1
         if copies == 2 { duplicated += 1 }
         var tickets: [DeliveryTicket] = []
         for _ in 0..<copies {
-            var at = now + up.latency.sampleSpan(using: &generator) + down.latency.sampleSpan(using: &generator)
+            var at = now + up.latency.sampleSpan(using: &streams[sender]) + down.latency.sampleSpan(using: &streams[sender])
             if ordered {
                 let key = UInt64(from.raw) << 32 | UInt64(to.raw)
                 if let last = lastOrderedDelivery[key], last > at { at = last }

@@ -2,7 +2,7 @@ public import LabKernel
 
 extension Scenario: Decodable {
     enum CodingKeys: String, CodingKey, CaseIterable {
-        case name, description, seed, duration, startAt, bucket, ticks, links, devices, faults, thresholds, eventSample, workflows
+        case name, description, seed, duration, startAt, bucket, ticks, links, devices, faults, thresholds, eventSample, workflows, sync
     }
 
     public init(from decoder: any Decoder) throws {
@@ -65,6 +65,28 @@ extension Scenario: Decodable {
                     codingPath: c.codingPath + [CodingKeys.workflows, WorkflowSettings.CodingKeys.run, IndexKey(index)],
                     debugDescription: "no device population named '\(unknown)'"))
             }
+        }
+        sync = try c.decodeIfPresent(SyncSettings.self, forKey: .sync)
+        if let sync {
+            guard let workflows else { throw fail(.sync, "sync needs a workflows section: the devices' engines are what syncs") }
+            let sequences = Set(workflows.workloads.map(\.sequenceName))
+            for (index, campaign) in sync.campaigns.enumerated() {
+                let path = c.codingPath + [CodingKeys.sync, SyncSettings.CodingKeys.campaigns, IndexKey(index)]
+                guard sequences.contains(campaign.sequence) else {
+                    throw DecodingError.dataCorrupted(.init(codingPath: path, debugDescription:
+                        "campaign sequence '\(campaign.sequence)' is not run by any workload; workloads run: \(sequences.sorted().joined(separator: ", "))"))
+                }
+                if let population = campaign.population, !seen.contains(population) {
+                    throw DecodingError.dataCorrupted(.init(codingPath: path, debugDescription: "no device population named '\(population)'"))
+                }
+                guard campaign.at < duration else {
+                    throw DecodingError.dataCorrupted(.init(codingPath: path, debugDescription: "campaign at \(campaign.at) is not before the end of the run"))
+                }
+            }
+        }
+        for (index, fault) in faults.enumerated() where fault.needsSync && sync == nil {
+            throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [CodingKeys.faults, IndexKey(index)],
+                                                    debugDescription: "a \(fault.kind) fault needs a sync section"))
         }
         guard (0...1_000_000).contains(eventSample) else { throw fail(.eventSample, "expected 0...1000000 events") }
     }

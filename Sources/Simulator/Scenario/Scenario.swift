@@ -21,6 +21,8 @@ public struct Scenario: Sendable {
     public var eventSample: Int
     /// Workflow workloads run by the devices' engines; nil for a device-model-only run.
     public var workflows: WorkflowSettings?
+    /// The devices' engines sync with a simulated orch8 server; nil: no sync.
+    public var sync: SyncSettings?
     /// The scenario file's text, stored in the results so a run documents itself.
     public var text: String = ""
 
@@ -130,10 +132,28 @@ public enum Fault: Sendable, Hashable {
     case massAppKill(at: TimeSpan, fraction: Ratio, population: String?)
     /// A fraction of devices lose their radio for a while (an outage of a carrier).
     case radioOff(at: TimeSpan, duration: TimeSpan, fraction: Ratio, population: String?)
+    /// A fraction of devices cannot reach the sync server (a routing or CDN failure); they
+    /// stay online otherwise.
+    case partition(at: TimeSpan, duration: TimeSpan, fraction: Ratio, population: String?)
+    /// The sync server goes down: requests queued or in service are lost, new ones get no
+    /// answer; its state survives the restart.
+    case serverCrash(at: TimeSpan, duration: TimeSpan)
+    /// Silent pushes are not delivered (APNs or FCM down).
+    case pushOutage(at: TimeSpan, duration: TimeSpan)
 
     public var at: TimeSpan {
         switch self {
-        case .massAppKill(let at, _, _), .radioOff(let at, _, _, _): return at
+        case .massAppKill(let at, _, _), .radioOff(let at, _, _, _), .partition(let at, _, _, _), .serverCrash(let at, _),
+             .pushOutage(let at, _):
+            return at
+        }
+    }
+
+    /// How long it lasts; nil for an instant fault.
+    public var duration: TimeSpan? {
+        switch self {
+        case .massAppKill: return nil
+        case .radioOff(_, let d, _, _), .partition(_, let d, _, _), .serverCrash(_, let d), .pushOutage(_, let d): return d
         }
     }
 
@@ -141,13 +161,26 @@ public enum Fault: Sendable, Hashable {
         switch self {
         case .massAppKill: return "mass-app-kill"
         case .radioOff: return "radio-off"
+        case .partition: return "partition"
+        case .serverCrash: return "server-crash"
+        case .pushOutage: return "push-outage"
         }
     }
 
     /// The population the fault is limited to, or nil for every device.
     public var population: String? {
         switch self {
-        case .massAppKill(_, _, let population), .radioOff(_, _, _, let population): return population
+        case .massAppKill(_, _, let population), .radioOff(_, _, _, let population), .partition(_, _, _, let population):
+            return population
+        case .serverCrash, .pushOutage: return nil
+        }
+    }
+
+    /// Faults of the sync server and its pushes need a `sync:` section.
+    public var needsSync: Bool {
+        switch self {
+        case .partition, .serverCrash, .pushOutage: return true
+        case .massAppKill, .radioOff: return false
         }
     }
 }
@@ -173,9 +206,16 @@ extension Fault: Decodable {
             self = .massAppKill(at: at, fraction: fraction, population: population)
         case "radio-off":
             self = .radioOff(at: at, duration: try c.decode(TimeSpan.self, forKey: .duration), fraction: fraction, population: population)
+        case "partition":
+            self = .partition(at: at, duration: try c.decode(TimeSpan.self, forKey: .duration), fraction: fraction, population: population)
+        case "server-crash", "push-outage":
+            try reject(.fraction)
+            try reject(.devices)
+            let duration = try c.decode(TimeSpan.self, forKey: .duration)
+            self = kind == "server-crash" ? .serverCrash(at: at, duration: duration) : .pushOutage(at: at, duration: duration)
         default:
-            throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [CodingKeys.kind],
-                                                    debugDescription: "unknown fault kind '\(kind)'; expected one of: mass-app-kill, radio-off"))
+            throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [CodingKeys.kind], debugDescription:
+                "unknown fault kind '\(kind)'; expected one of: mass-app-kill, radio-off, partition, server-crash, push-outage"))
         }
     }
 }

@@ -1,0 +1,43 @@
+import DeviceWorkflows
+import LabKernel
+
+/// The simulated device as a sync driver: its engine and store run the same `SyncDriver`
+/// code as a real device. Storage effects of a command go to the store (with a status
+/// for each changed instance); the others are kept in `emitted` for the fleet to act on
+/// (invocations become handler events, prompts become people).
+extension DeviceEngine: SyncDriver {
+    typealias Store = InMemoryWorkflowStore
+
+    /// The live engine, in place (`_read`/`_modify`: a plain getter would copy it).
+    var engine: MobileEngine {
+        _read { yield live! }
+        _modify { yield &live! }
+    }
+
+    var syncClock: Instant { clock }
+    var syncWallClock: WallClockOrigin { wallClock }
+    var syncHandlers: [String: BuiltinHandler] { BuiltinHandlers.all }
+
+    func applyCommandEffects(_ effects: inout [EngineEffect]) throws {
+        for effect in effects {
+            switch effect {
+            case .persist(let instance):
+                try store.apply(effect)
+                if instance.parent == nil {
+                    var driver = self
+                    try driver.queueStatus(instance.id)
+                }
+            case .delete, .storeSequence, .removeSequence, .telemetry:
+                try store.apply(effect)
+            case .invoke, .instanceCompleted, .instanceFailed, .stepPending:
+                emitted.append(effect)
+            }
+        }
+        effects.removeAll()
+    }
+
+    func beginBatch() throws { try store.begin() }
+    func commitBatch() throws { try store.commit() }
+    func rollbackBatch() { store.rollback() }
+    func countDelegatedRun() { delegatedRuns += 1 }
+}

@@ -1,0 +1,98 @@
+import Foundation
+public import LabKernel
+
+/// The `sync:` section: devices that run workflows also sync with an orch8 mobile sync
+/// server (the real server core) over the virtual network. docs/scenarios.md documents
+/// every key.
+public struct SyncSettings: Sendable {
+    public var tenant = "fleet"
+    /// The server's worker pool: requests wait in a queue when every worker is busy.
+    public var workers = 8
+    /// Time a worker spends on one sync (seconds).
+    public var serviceTime: Distribution = .lognormal(median: 0.004, sigma: 0.5)
+    /// Requests waiting beyond this are refused with 503 and `Retry-After`.
+    public var queueLimit = 5_000
+    /// A device gives up on a request after this long and backs off.
+    public var requestTimeout: TimeSpan = .seconds(30)
+    /// Share of devices that registered a push token.
+    public var pushShare = Ratio(numerator: 80, denominator: 100)
+    public var pushDelay: Distribution = .lognormal(median: 1, sigma: 1)
+    public var pushLoss = Ratio(numerator: 1, denominator: 100)
+    public var pushDuplication = Ratio(numerator: 5, denominator: 1_000)
+    /// How long an operator takes to resolve an approval on the dashboard (seconds).
+    public var operatorThinkTime: Distribution = .lognormal(median: 120, sigma: 1)
+    /// How the operator decides, by step id; steps not listed get their first choice.
+    public var operatorAnswers: [String: AnswerModel] = [:]
+    public var campaigns: [Campaign] = []
+
+    public init() {}
+}
+
+/// A `start_workflow` the server sends to a share of the devices at one time (an
+/// operator's rollout), possibly more than once with the same dedup key.
+public struct Campaign: Sendable {
+    public var at: TimeSpan
+    public var sequence: String
+    public var fraction: Ratio
+    public var population: String?
+    public var dedupKey: String?
+    public var input: JSONValue
+    /// How many commands each chosen device gets (the same dedup key each time).
+    public var repeats: Int
+}
+
+extension SyncSettings: Decodable {
+    enum CodingKeys: String, CodingKey, CaseIterable { case tenant, server, requestTimeout, push, `operator`, campaigns }
+    enum ServerKeys: String, CodingKey, CaseIterable { case workers, serviceTime, queueLimit }
+    enum PushKeys: String, CodingKey, CaseIterable { case share, delay, loss, duplication }
+    enum OperatorKeys: String, CodingKey, CaseIterable { case thinkTime, answers }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        tenant = try c.decodeIfPresent(String.self, forKey: .tenant) ?? tenant
+        if c.contains(.server) {
+            let s = try c.nestedContainer(keyedBy: ServerKeys.self, forKey: .server)
+            workers = try s.decodeIfPresent(Int.self, forKey: .workers) ?? workers
+            serviceTime = try s.decodeIfPresent(Distribution.self, forKey: .serviceTime) ?? serviceTime
+            queueLimit = try s.decodeIfPresent(Int.self, forKey: .queueLimit) ?? queueLimit
+            guard (1...10_000).contains(workers) else { throw Self.problem(s.codingPath + [ServerKeys.workers], "expected 1...10000 workers") }
+            guard (0...10_000_000).contains(queueLimit) else { throw Self.problem(s.codingPath + [ServerKeys.queueLimit], "expected 0...10000000") }
+        }
+        requestTimeout = try c.decodeIfPresent(TimeSpan.self, forKey: .requestTimeout) ?? requestTimeout
+        guard requestTimeout >= .seconds(1) else { throw Self.problem(c.codingPath + [CodingKeys.requestTimeout], "at least 1s") }
+        if c.contains(.push) {
+            let p = try c.nestedContainer(keyedBy: PushKeys.self, forKey: .push)
+            pushShare = try p.decodeIfPresent(Ratio.self, forKey: .share) ?? pushShare
+            pushDelay = try p.decodeIfPresent(Distribution.self, forKey: .delay) ?? pushDelay
+            pushLoss = try p.decodeIfPresent(Ratio.self, forKey: .loss) ?? pushLoss
+            pushDuplication = try p.decodeIfPresent(Ratio.self, forKey: .duplication) ?? pushDuplication
+        }
+        if c.contains(.operator) {
+            let o = try c.nestedContainer(keyedBy: OperatorKeys.self, forKey: .operator)
+            operatorThinkTime = try o.decodeIfPresent(Distribution.self, forKey: .thinkTime) ?? operatorThinkTime
+            operatorAnswers = try o.decodeIfPresent([String: AnswerModel].self, forKey: .answers) ?? [:]
+        }
+        campaigns = try c.decodeIfPresent([Campaign].self, forKey: .campaigns) ?? []
+    }
+
+    static func problem(_ path: [any CodingKey], _ message: String) -> DecodingError {
+        DecodingError.dataCorrupted(.init(codingPath: path, debugDescription: message))
+    }
+}
+
+extension Campaign: Decodable {
+    enum CodingKeys: String, CodingKey, CaseIterable { case at, sequence, fraction, devices, dedupKey, input, `repeat` }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        at = try c.decode(TimeSpan.self, forKey: .at)
+        sequence = try c.decode(String.self, forKey: .sequence)
+        fraction = try c.decodeIfPresent(Ratio.self, forKey: .fraction) ?? .one
+        population = try c.decodeIfPresent(String.self, forKey: .devices)
+        dedupKey = try c.decodeIfPresent(String.self, forKey: .dedupKey)
+        input = try c.decodeIfPresent(JSONValue.self, forKey: .input) ?? [:]
+        repeats = try c.decodeIfPresent(Int.self, forKey: .repeat) ?? 1
+        guard input.objectValue != nil else { throw SyncSettings.problem(c.codingPath + [CodingKeys.input], "the input is a mapping") }
+        guard (1...10).contains(repeats) else { throw SyncSettings.problem(c.codingPath + [CodingKeys.repeat], "expected 1...10") }
+    }
+}

@@ -1,0 +1,141 @@
+import Foundation
+import Testing
+import LabKernel
+import LabStore
+import LabTestSupport
+@testable import Simulator
+
+/// Devices syncing with the real server core over the virtual network.
+@Suite("Sync simulation")
+struct SyncSimulationTests {
+    static let workflows = TestPaths.packageRoot.appendingPathComponent("simulations/workflows").path
+
+    static func fleet(devices: Int = 80, hours: Int = 3, seed: UInt64 = 3, faults: String = "",
+                      server: String = "{workers: 2, serviceTime: 5ms}", campaign: String = "payment-verification") throws -> Scenario {
+        try ScenarioLoader.parse(text: """
+            name: sync
+            seed: \(seed)
+            duration: \(hours)h
+            startAt: "10:00"
+            bucket: 15m
+            devices:
+              - {name: busy, count: \(devices), power: heavy, lifecycle: {preset: heavy, sessionsPerDay: 90, appShare: 40%}, network: typical}
+            workflows:
+              run:
+                - sequence: \(workflows)/payment-verification.json
+                  start: {poisson: 20m}
+              handlers:
+                default: {duration: {constant: 0.05}}
+            sync:
+              server: \(server)
+              operator:
+                thinkTime: {lognormal: {median: 30, sigma: 0.5}}
+                answers: {payment_approval: {choices: {approved: 80%, declined: 20%}}}
+              campaigns:
+                - {at: 30m, sequence: \(campaign), fraction: 50%, dedupKey: rollout, repeat: 3}
+            faults: [\(faults)]
+            """, file: "sync.yaml")
+    }
+
+    static func run(_ scenario: Scenario, mode: TickMode? = nil) -> FleetWorld { WorkflowSimulationTests.run(scenario, mode: mode) }
+
+    static func total(_ world: FleetWorld, _ name: String, _ labels: String? = nil) -> Double {
+        WorkflowSimulationTests.total(world, name, labels)
+    }
+
+    @Test("operators resolve what devices report: approvals reach the server and decisions come back, with every invariant held")
+    func roundTrips() throws {
+        let world = Self.run(try Self.fleet())
+        #expect(world.invariants.allHold, "\(world.invariants.rows.filter { !$0.passed })")
+        let created = Self.total(world, "sync.approvals_created"), resolved = Self.total(world, "sync.approvals_resolved")
+        #expect(created > 100 && resolved > created * 0.9, "\(created) created, \(resolved) resolved")
+        #expect(Self.total(world, "sync.commands", "outcome=applied") > resolved * 0.8)
+        let roundTrip = try #require(world.recorder.descriptors.first { $0.name == "sync.approval_round_trip" })
+        #expect((world.recorder.runHistograms[roundTrip.id]?.totalCount ?? 0) > 50)
+        // The rollout was sent three times with one dedup key; each phone ran it once.
+        #expect(world.invariants.rows.first { $0.name == "workflow.no_duplicate_dedup_instances" }.map { $0.checks > 0 } == true)
+        // Devices sync on their own cadence: 30 s at rest, 5 s with commands pending.
+        let interval = try #require(world.recorder.descriptors.first { $0.name == "sync.interval" && $0.labels == "power_state=Unplugged" })
+        let p50 = world.recorder.runHistograms[interval.id]?.value(atPercentile: 50) ?? 0
+        #expect(p50 >= 4_000_000_000 && p50 <= 40_000_000_000, "median interval \(Double(p50) / 1e9) s")
+    }
+
+    @Test("fast-forwarding idle ticks changes no sync result: every counter and histogram equals executing every tick")
+    func fastForwardIsExact() throws {
+        let scenario = try Self.fleet(devices: 30, hours: 2)
+        let fast = Self.run(scenario, mode: .fastForward)
+        let every = Self.run(scenario, mode: .everyTick)
+        var compared = 0
+        for descriptor in fast.recorder.descriptors where descriptor.name.hasPrefix("sync.") || descriptor.name.hasPrefix("workflow.") {
+            let a = fast.recorder.totals[descriptor.id], b = every.recorder.totals[descriptor.id]
+            #expect(a == b, "\(descriptor.name){\(descriptor.labels)}: \(a) vs \(b)")
+            let h = fast.recorder.runHistograms[descriptor.id], k = every.recorder.runHistograms[descriptor.id]
+            let same = h == k
+            #expect(same, "\(descriptor.name){\(descriptor.labels)} distribution: \(h?.totalCount ?? 0) vs \(k?.totalCount ?? 0) samples")
+            compared += 1
+        }
+        #expect(compared > 40 && Self.total(fast, "sync.requests", "outcome=ok") > 500)
+    }
+
+    @Test("a partition, a server crash and a push outage show as failures, and everything is delivered once they end")
+    func outages() throws {
+        let scenario = try Self.fleet(devices: 60, hours: 3, faults: """
+            {kind: partition, at: 1h, duration: 15m, fraction: 50%},
+            {kind: server-crash, at: 1h30m, duration: 10m},
+            {kind: push-outage, at: 2h, duration: 20m},
+            {kind: mass-app-kill, at: 2h10m, fraction: 30%}
+            """)
+        let world = Self.run(scenario)
+        #expect(world.invariants.allHold, "\(world.invariants.rows.filter { !$0.passed })")
+        #expect(Self.total(world, "sync.requests", "outcome=timeout") > 20, "the crash and the partition leave requests unanswered")
+        #expect(Self.total(world, "sync.pushes", "outcome=outage") > 0)
+        let outbox = try #require(world.recorder.descriptors.first { $0.name == "sync.outbox_depth" })
+        let series = world.recorder.gaugeSeries[outbox.id]
+        let peak = series.max() ?? 0
+        #expect(peak > (series.last ?? 0), "the outbox grows in the outage and drains after it: \(series)")
+    }
+
+    @Test("a slow server queues requests: utilisation and waits rise with load")
+    func queueing() throws {
+        let light = Self.run(try Self.fleet(devices: 40, hours: 1, server: "{workers: 4, serviceTime: 2ms}"))
+        let heavy = Self.run(try Self.fleet(devices: 40, hours: 1, server: "{workers: 1, serviceTime: 900ms}"))
+        func utilisation(_ world: FleetWorld) -> Double {
+            let metric = world.recorder.descriptors.first { $0.name == "sync.server_utilisation" }!
+            let values = world.recorder.gaugeSeries[metric.id]
+            return values.reduce(0, +) / Double(max(1, values.count))
+        }
+        func wait(_ world: FleetWorld) -> UInt64 {
+            let metric = world.recorder.descriptors.first { $0.name == "sync.server_wait" }!
+            return world.recorder.runHistograms[metric.id]?.value(atPercentile: 90) ?? 0
+        }
+        #expect(utilisation(heavy) > 5 * utilisation(light), "\(utilisation(heavy)) vs \(utilisation(light))")
+        #expect(wait(heavy) > 100 * max(1, wait(light)))
+    }
+
+    @Test("sync runs repeat for a seed")
+    func deterministic() throws {
+        let dir = TestPaths.scratchDirectory()
+        func digest(_ scenario: Scenario, _ name: String) throws -> String {
+            try DeterminismTests.digest(of: scenario, in: dir, name: name)
+        }
+        let scenario = try Self.fleet(devices: 30, hours: 1, faults: "{kind: server-crash, at: 20m, duration: 5m}")
+        #expect(try digest(scenario, "a.sqlite") == digest(scenario, "b.sqlite"))
+    }
+
+    @Test("sync settings are checked: faults that need sync, campaigns of unknown sequences")
+    func settingsErrors() throws {
+        let noSync = """
+            name: x
+            seed: 1
+            duration: 1h
+            devices: [{name: a, count: 1}]
+            faults: [{kind: server-crash, at: 10m, duration: 1m}]
+            """
+        let error = try #require(throws: ScenarioError.self) { try ScenarioLoader.parse(text: noSync, file: "x.yaml") }
+        #expect(error.description.contains("a server-crash fault needs a sync section"))
+        let badCampaign = try #require(throws: ScenarioError.self) {
+            try Self.fleet(campaign: "onboarding-flow")
+        }
+        #expect(badCampaign.description.contains("campaign sequence 'onboarding-flow' is not run by any workload"), "\(badCampaign)")
+    }
+}
