@@ -87,6 +87,24 @@ struct DashboardTests {
         #expect(TimeLabeler(startTimeOfDay: 21 * 3_600_000_000_000).label(4 * 3_600_000_000_000) == "01:00")
     }
 
+    @Test("a count axis that tops out at 1 labels 0 and 1 only; fault labels that would overlap go on rows below")
+    func chartLabels() {
+        let hour: Int64 = 3_600_000_000_000
+        var chart = TimeChart(duration: 6 * hour, labeler: TimeLabeler(startTimeOfDay: 0), format: { MetricUnit.decimal($0, digits: 0) })
+        chart.windows = [TimeChart.Window(name: "mass-app-kill", from: 4 * hour + hour / 2, to: 4 * hour + hour / 2),
+                         TimeChart.Window(name: "push-outage", from: 4 * hour, to: 5 * hour),
+                         TimeChart.Window(name: "partition", from: hour, to: 2 * hour)]
+        let svg = chart.lines([TimeChart.Line(name: "queue", color: "#d64545", points: [(0, 0), (hour, 0)])])
+        let yLabels = svg.matches(of: /class="ylabel">([^<]*)</).map { String($0.1) }
+        #expect(yLabels == ["0", "1"])
+        func row(_ name: String) -> String? {
+            svg.firstMatch(of: try! Regex("y=\"([0-9.]+)\" class=\"xlabel\" text-anchor=\"start\" fill=\"#a33\">\(name)<"))
+                .map { String($0.output[1].substring ?? "") }
+        }
+        #expect(row("partition") == row("push-outage"))
+        #expect(row("mass-app-kill") != row("push-outage"))
+    }
+
     @Test("headless Chromium renders the dashboard without a single network request")
     func chromium() throws {
         let (results, dir) = try Self.sampleRun()

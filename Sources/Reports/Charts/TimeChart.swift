@@ -99,7 +99,10 @@ struct TimeChart {
         let x = LinearScale(domain: (0, Double(max(duration, 1))), range: (left, width - right))
         let y = LinearScale(domain: (0, yMax), range: (height - bottom, top))
         var frame = ""
-        for tick in Ticks.nice(0, yMax) {
+        var ticks = Ticks.nice(0, yMax)
+        // A count axis up to 1 would read "0 0 0 1 1 1": keep the whole numbers then.
+        if Set(ticks.map(format)).count < ticks.count { ticks = ticks.filter { $0 == $0.rounded() } }
+        for tick in ticks {
             let yy = fmt(y(tick))
             frame += "<line x1=\"\(fmt(left))\" x2=\"\(fmt(width - right))\" y1=\"\(yy)\" y2=\"\(yy)\" class=\"grid\"/>"
             frame += "<text x=\"\(fmt(left - 6))\" y=\"\(yy)\" class=\"ylabel\">\(HTML.escape(format(tick)))</text>"
@@ -110,11 +113,17 @@ struct TimeChart {
             frame += "<text x=\"\(xx)\" y=\"\(fmt(height - 8))\" class=\"xlabel\">\(labeler.label(t))</text>"
         }
         frame += "<line x1=\"\(fmt(left))\" x2=\"\(fmt(width - right))\" y1=\"\(fmt(height - bottom))\" y2=\"\(fmt(height - bottom))\" class=\"axis\"/>"
-        for window in windows {
+        // Labels of windows that start close together go on rows below each other.
+        var rowEnds: [Double] = []
+        for window in windows.sorted(by: { ($0.from, $0.name) < ($1.from, $1.name) }) {
             let x0 = x(Double(window.from)), x1 = max(x(Double(window.to)), x0 + 2)
+            let labelWidth = Double(window.name.count) * 5.6 + 6
+            let row = rowEnds.firstIndex { x0 >= $0 } ?? rowEnds.count
+            if row == rowEnds.count { rowEnds.append(0) }
+            rowEnds[row] = x0 + labelWidth
             frame += "<rect x=\"\(fmt(x0))\" y=\"\(fmt(top))\" width=\"\(fmt(x1 - x0))\" height=\"\(fmt(height - bottom - top))\" "
                 + "fill=\"#d64545\" fill-opacity=\"0.10\"><title>\(HTML.escape(window.name)) \(labeler.label(window.from))–\(labeler.label(window.to))</title></rect>"
-            frame += "<text x=\"\(fmt(x0 + 3))\" y=\"\(fmt(top + 10))\" class=\"xlabel\" text-anchor=\"start\" fill=\"#a33\">\(HTML.escape(window.name))</text>"
+            frame += "<text x=\"\(fmt(x0 + 3))\" y=\"\(fmt(top + 10 + 11 * Double(row)))\" class=\"xlabel\" text-anchor=\"start\" fill=\"#a33\">\(HTML.escape(window.name))</text>"
         }
         return (x, y, frame)
     }
