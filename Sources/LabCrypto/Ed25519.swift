@@ -53,12 +53,14 @@ public enum CryptoError: Error, Equatable, Sendable, CustomStringConvertible {
     case badLength(what: String, expected: Int, found: Int)
     case badSignature(String)
     case badEncoding(String)
+    case badKey(String)
 
     public var description: String {
         switch self {
         case .badLength(let what, let expected, let found): return "\(what) must be \(expected) bytes, found \(found)"
         case .badSignature(let what): return "bad signature: \(what)"
         case .badEncoding(let what): return "bad encoding: \(what)"
+        case .badKey(let what): return "bad key: \(what)"
         }
     }
 }
