@@ -49,6 +49,9 @@ let package = Package(
         .target(name: "MobileSyncServer", dependencies: ["LabKernel", "LabStore", "LabCrypto", "DeviceWorkflows"],
                 swiftSettings: strictSettings),
 
+        // The chat encryption profile (docs/chat.md): X3DH, the Double Ratchet, sender keys.
+        .target(name: "ChatCrypto", dependencies: ["LabKernel", "LabCrypto"], swiftSettings: strictSettings),
+
         // Discrete-event kernel, virtual network, device model, scenarios, recorder.
         .target(
             name: "Simulator",
@@ -86,6 +89,8 @@ let package = Package(
         .target(name: "LabTestSupport", dependencies: ["LabKernel"], path: "Tests/LabTestSupport", swiftSettings: strictSettings),
         .testTarget(name: "LabKernelTests", dependencies: ["LabKernel", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "LabCryptoTests", dependencies: ["LabCrypto", "LabKernel", "LabTestSupport"], swiftSettings: strictSettings),
+        .testTarget(name: "ChatCryptoTests", dependencies: ["ChatCrypto", "LabCrypto", "LabKernel", "LabTestSupport"],
+                    swiftSettings: strictSettings),
         .testTarget(name: "LabStoreTests", dependencies: ["LabStore", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "DeviceWorkflowsTests", dependencies: ["DeviceWorkflows", "LabStore", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "MobileSyncServerTests", dependencies: ["MobileSyncServer", "DeviceWorkflows", "LabCrypto", "LabStore", "LabKernel", "LabTestSupport"],
