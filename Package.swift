@@ -80,7 +80,7 @@ let package = Package(
         .executableTarget(
             name: "fleetlab",
             dependencies: [
-                "LabKernel", "LabStore", "DeviceWorkflows", "Simulator", "Reports", "Live",
+                "LabKernel", "LabStore", "DeviceWorkflows", "ChatCrypto", "Simulator", "Reports", "Live",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strictSettings

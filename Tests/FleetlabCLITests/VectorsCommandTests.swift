@@ -1,0 +1,25 @@
+import Foundation
+import Testing
+import LabTestSupport
+
+@Suite("fleetlab vectors")
+struct VectorsCommandTests {
+    @Test("e2e-crypto writes the published file byte for byte; --check passes it and fails an altered copy with status 3")
+    func e2eCrypto() throws {
+        let dir = TestPaths.scratchDirectory()
+        let out = dir.appendingPathComponent("v.json").path
+        let written = try CommandRunner.fleetlab(["vectors", "e2e-crypto", "--out", out])
+        #expect(written.status == 0, "\(written.stderr)")
+        let published = TestPaths.packageRoot.appendingPathComponent("docs/vectors/e2e-crypto-v1.json").path
+        #expect(FileManager.default.contents(atPath: out) == FileManager.default.contents(atPath: published))
+        #expect(try CommandRunner.fleetlab(["vectors", "e2e-crypto", "--check", published]).status == 0)
+        var text = try String(contentsOfFile: out, encoding: .utf8)
+        let sk = try #require(text.range(of: #""sk": ""#))
+        text.replaceSubrange(sk.upperBound..<text.index(sk.upperBound, offsetBy: 4), with: "abcd")
+        try text.write(toFile: out, atomically: true, encoding: .utf8)
+        let failed = try CommandRunner.fleetlab(["vectors", "e2e-crypto", "--check", out])
+        #expect(failed.status == 3 && failed.stderr.contains("x3dh[0]: sk, ad or the signature differ"), "\(failed.stderr)")
+        let missing = try CommandRunner.fleetlab(["vectors", "e2e-crypto", "--check", dir.appendingPathComponent("none.json").path])
+        #expect(missing.status == 2 && missing.stderr.contains("cannot read"))
+    }
+}
