@@ -50,7 +50,7 @@ let package = Package(
                 swiftSettings: strictSettings),
 
         // The chat encryption profile (docs/chat.md): X3DH, the Double Ratchet, sender keys.
-        .target(name: "ChatCrypto", dependencies: ["LabKernel", "LabCrypto"], swiftSettings: strictSettings),
+        .target(name: "ChatCrypto", dependencies: ["LabKernel", "LabCrypto", "CSodium"], swiftSettings: strictSettings),
 
         // Discrete-event kernel, virtual network, device model, scenarios, recorder.
         .target(

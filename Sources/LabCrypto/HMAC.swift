@@ -15,11 +15,12 @@ public enum HMACSHA256 {
 
     /// The MAC of `message` under `key`, written to the first 32 bytes of `out`.
     public static func mac(key: UnsafeRawBufferPointer, message: UnsafeRawBufferPointer, into out: UnsafeMutableRawBufferPointer) {
-        mac(key: key, parts: [message], into: out)
+        mac(key: key, message, .empty, .empty, into: out)
     }
 
-    /// The MAC of the concatenation of `parts`, without building it.
-    public static func mac(key: UnsafeRawBufferPointer, parts: [UnsafeRawBufferPointer], into out: UnsafeMutableRawBufferPointer) {
+    /// The MAC of `a || b || c`, without building the concatenation (no allocation).
+    public static func mac(key: UnsafeRawBufferPointer, _ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer, _ c: UnsafeRawBufferPointer,
+                           into out: UnsafeMutableRawBufferPointer) {
         Sodium.ensureReady()
         precondition(out.count >= byteCount)
         var state = crypto_auth_hmacsha256_state()
@@ -29,17 +30,21 @@ public enum HMACSHA256 {
         } else {
             _ = crypto_auth_hmacsha256_init(&state, &none, 0)
         }
-        for part in parts where part.count > 0 {
-            _ = crypto_auth_hmacsha256_update(&state, part.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(part.count))
-        }
+        if a.count > 0 { _ = crypto_auth_hmacsha256_update(&state, a.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt64(a.count)) }
+        if b.count > 0 { _ = crypto_auth_hmacsha256_update(&state, b.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt64(b.count)) }
+        if c.count > 0 { _ = crypto_auth_hmacsha256_update(&state, c.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt64(c.count)) }
         _ = crypto_auth_hmacsha256_final(&state, out.baseAddress!.assumingMemoryBound(to: UInt8.self))
         withUnsafeMutableBytes(of: &state) { sodium_memzero($0.baseAddress, $0.count) }
     }
 
     /// `HMAC(key, [byte])`: the chain steps of the ratchet and of sender keys.
     public static func mac(key: UnsafeRawBufferPointer, byte: UInt8, into out: UnsafeMutableRawBufferPointer) {
-        withUnsafeBytes(of: byte) { mac(key: key, parts: [$0], into: out) }
+        withUnsafeBytes(of: byte) { mac(key: key, $0, .empty, .empty, into: out) }
     }
+}
+
+extension UnsafeRawBufferPointer {
+    static var empty: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: nil, count: 0) }
 }
 
 public enum HKDF {
@@ -71,7 +76,7 @@ public enum HKDF {
             while written < out.count {
                 let previous = UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(block)[0..<(counter == 1 ? 0 : 32)])
                 withUnsafeBytes(of: counter) { c in
-                    HMACSHA256.mac(key: UnsafeRawBufferPointer(prk), parts: [previous, info, c], into: block)
+                    HMACSHA256.mac(key: UnsafeRawBufferPointer(prk), previous, info, c, into: block)
                 }
                 let take = min(32, out.count - written)
                 UnsafeMutableRawBufferPointer(rebasing: out[written..<(written + take)]).copyMemory(from: UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(block)[0..<take]))

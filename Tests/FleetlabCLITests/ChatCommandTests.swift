@@ -2,8 +2,8 @@ import Foundation
 import Testing
 import LabTestSupport
 
-@Suite("fleetlab vectors")
-struct VectorsCommandTests {
+@Suite("fleetlab vectors and bench crypto")
+struct ChatCommandTests {
     @Test("e2e-crypto writes the published file byte for byte; --check passes it and fails an altered copy with status 3")
     func e2eCrypto() throws {
         let dir = TestPaths.scratchDirectory()
@@ -21,5 +21,15 @@ struct VectorsCommandTests {
         #expect(failed.status == 3 && failed.stderr.contains("x3dh[0]: sk, ad or the signature differ"), "\(failed.stderr)")
         let missing = try CommandRunner.fleetlab(["vectors", "e2e-crypto", "--check", dir.appendingPathComponent("none.json").path])
         #expect(missing.status == 2 && missing.stderr.contains("cannot read"))
+    }
+
+    @Test("bench crypto measures each operation and its bare calls in one run; bad options are exit 2")
+    func benchCrypto() throws {
+        let result = try CommandRunner.fleetlab(["bench", "crypto", "--operations", "200", "--rounds", "1"])
+        #expect(result.status == 0, "\(result.stderr)")
+        for row in ["X3DH handshake", "ratchet encrypt + decrypt", "group encrypt + sign", "group verify + decrypt"] {
+            #expect(result.stdout.contains(row))
+        }
+        #expect(try CommandRunner.fleetlab(["bench", "crypto", "--bytes", "5000"]).status == 2)
     }
 }
