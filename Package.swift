@@ -52,6 +52,10 @@ let package = Package(
         // The chat encryption profile (docs/chat.md): X3DH, the Double Ratchet, sender keys.
         .target(name: "ChatCrypto", dependencies: ["LabKernel", "LabCrypto", "CSodium"], swiftSettings: strictSettings),
 
+        // The d3chat reference server: accounts, devices, key bundles, channels, messages,
+        // sockets and moderation, as a sans-I/O core.
+        .target(name: "SecureChatServer", dependencies: ["LabKernel", "LabCrypto", "ChatCrypto"], swiftSettings: strictSettings),
+
         // Discrete-event kernel, virtual network, device model, scenarios, recorder.
         .target(
             name: "Simulator",
@@ -90,6 +94,8 @@ let package = Package(
         .testTarget(name: "LabKernelTests", dependencies: ["LabKernel", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "LabCryptoTests", dependencies: ["LabCrypto", "LabKernel", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "ChatCryptoTests", dependencies: ["ChatCrypto", "LabCrypto", "LabKernel", "LabTestSupport"],
+                    swiftSettings: strictSettings),
+        .testTarget(name: "SecureChatServerTests", dependencies: ["SecureChatServer", "ChatCrypto", "LabCrypto", "LabKernel", "LabTestSupport"],
                     swiftSettings: strictSettings),
         .testTarget(name: "LabStoreTests", dependencies: ["LabStore", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "DeviceWorkflowsTests", dependencies: ["DeviceWorkflows", "LabStore", "LabTestSupport"], swiftSettings: strictSettings),

@@ -101,3 +101,16 @@ extension UInt64 {
     @inlinable
     func rotatedLeft(by amount: UInt64) -> UInt64 { (self << amount) | (self >> (64 - amount)) }
 }
+
+extension SeededGenerator {
+    /// `count` bytes from the stream (ids, tokens, salts and key seeds of server cores).
+    public mutating func bytes(_ count: Int) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(count + 8)
+        while out.count < count { withUnsafeBytes(of: next()) { out.append(contentsOf: $0) } }
+        return Array(out.prefix(count))
+    }
+
+    /// A lowercase hex token of `count` random bytes.
+    public mutating func token(_ count: Int) -> String { bytes(count).hexString }
+}

@@ -202,13 +202,9 @@ public struct SyncServer: Sendable {
 
     mutating func newID() -> String { UUIDText.random(using: &generator) }
 
-    mutating func randomBytes(_ count: Int) -> [UInt8] {
-        var out: [UInt8] = []
-        while out.count < count { withUnsafeBytes(of: generator.next()) { out.append(contentsOf: $0) } }
-        return Array(out.prefix(count))
-    }
+    mutating func randomBytes(_ count: Int) -> [UInt8] { generator.bytes(count) }
 
-    mutating func randomToken(_ bytes: Int) -> String { randomBytes(bytes).hexString }
+    mutating func randomToken(_ bytes: Int) -> String { generator.token(bytes) }
 
     func limit(_ request: HTTPRequestMessage, default value: Int = 100, max: Int = 500) throws -> Int {
         guard let text = request.query["limit"] else { return value }

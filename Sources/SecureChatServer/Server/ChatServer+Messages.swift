@@ -1,0 +1,162 @@
+import ChatCrypto
+import LabCrypto
+import LabKernel
+
+extension ChatServer {
+    func messageJSON(_ m: ChatMessage) -> JSONValue {
+        let reply = m.replyToID.flatMap { state.messages[$0] }.map { r -> JSONValue in
+            ["id": .string(r.id), "sender_id": .string(r.senderID), "content": .string(r.content), "content_type": .string(r.contentType),
+             "protocol_version": .number(Double(r.protocolVersion))]
+        }
+        return ["id": .string(m.id), "channel_id": .string(m.channelID), "sender_id": .string(m.senderID),
+                "sender_device_id": m.senderDeviceID.map { .string($0) } ?? .null, "content": .string(m.content),
+                "content_type": .string(m.contentType), "protocol_version": .number(Double(m.protocolVersion)),
+                "reply_to_id": m.replyToID.map { .string($0) } ?? .null, "reply_to": reply ?? .null, "attachments": [],
+                "client_message_id": m.clientMessageID.map { .string($0) } ?? .null,
+                "edited_at": m.editedAt.map { .string(timestamp($0)) } ?? .null, "created_at": .string(timestamp(m.createdAt))]
+    }
+
+    mutating func messages(_ method: String, channelID: String, _ request: HTTPRequestMessage, caller: Caller, now: Instant,
+                           outputs: inout [ChatOutput]) throws -> HTTPResponseMessage {
+        let channel = try memberChannel(channelID, caller)
+        switch method {
+        case "GET": return try page(channel, request)
+        case "POST": return try send(channel, request, caller: caller, now: now, outputs: &outputs)
+        default: throw ChatAPIError(405, "Method Not Allowed")
+        }
+    }
+
+    /// `?before=<created_at>&limit=` → the newest `limit` messages older than `before`,
+    /// oldest first. `created_at` strictly increases within a channel (to the millisecond
+    /// it is written with), so a page boundary never skips or repeats a message however
+    /// many arrive meanwhile.
+    func page(_ channel: ChatChannel, _ request: HTTPRequestMessage) throws -> HTTPResponseMessage {
+        var limit = 50
+        if let text = request.query["limit"] {
+            guard let n = Int(text), (1...100).contains(n) else {
+                throw ChatAPIError.validation(["query", "limit"], "Input should be an integer from 1 to 100", type: "int_parsing")
+            }
+            limit = n
+        }
+        var end = channel.messageIDs.endIndex
+        if let before = request.query["before"] {
+            guard let ms = RFC3339.parse(before) else {
+                throw ChatAPIError.validation(["query", "before"], "Input should be a valid datetime", type: "datetime_parsing")
+            }
+            let cutoff = Instant(nanoseconds: (ms - wallClock.unixMilliseconds) * 1_000_000)
+            // Binary search: messageIDs are in created_at order.
+            var low = 0, high = channel.messageIDs.count
+            while low < high {
+                let mid = (low + high) / 2
+                if state.messages[channel.messageIDs[mid]]!.createdAt < cutoff { low = mid + 1 } else { high = mid }
+            }
+            end = low
+        }
+        var picked: [ChatMessage] = []
+        var index = end
+        while index > 0 && picked.count <= limit {
+            index -= 1
+            if let m = state.messages[channel.messageIDs[index]], !m.deleted { picked.append(m) }
+        }
+        let hasMore = picked.count > limit
+        return .json(200, ["messages": .array(picked.prefix(limit).reversed().map(messageJSON)), "has_more": .bool(hasMore)])
+    }
+
+    mutating func send(_ channel: ChatChannel, _ request: HTTPRequestMessage, caller: Caller, now: Instant,
+                       outputs: inout [ChatOutput]) throws -> HTTPResponseMessage {
+        let f = try fields(request)
+        let content: String, contentType: String, version: Int, device: String?, replyTo: String?, clientID: String?
+        do {
+            content = try f.string("content")
+            contentType = try f.optionalString("content_type") ?? "text"
+            version = try f.optionalInt("protocol_version") ?? 1
+            device = try f.optionalString("sender_device_id")
+            replyTo = try f.optionalString("reply_to_id")
+            clientID = try f.optionalString("client_message_id")
+        } catch { throw ChatAPIError.field(error) }
+        if let clientID, let existing = state.messageByClientID["\(caller.userID)|\(clientID)"], let message = state.messages[existing] {
+            return .json(200, messageJSON(message))  // a retried send: the first one's message, no new event
+        }
+        try validate(content: content, contentType: contentType, version: version, in: channel)
+        if let device { try requireUUID(device, ["body", "sender_device_id"]) }
+        let senderDevice = device ?? caller.deviceID
+        guard state.devices[senderDevice]?.userID == caller.userID else {
+            throw ChatAPIError.validation(["body", "sender_device_id"], "sender_device_id is not one of your devices")
+        }
+        if let replyTo {
+            try requireUUID(replyTo, ["body", "reply_to_id"])
+            guard state.messages[replyTo]?.channelID == channel.id else { throw ChatAPIError(404, "Reply target not found in this channel") }
+        }
+        if let clientID, clientID.isEmpty || clientID.utf8.count > 128 {
+            throw ChatAPIError.validation(["body", "client_message_id"], "String should have 1 to 128 characters")
+        }
+        let last = channel.messageIDs.last.flatMap { state.messages[$0]?.createdAt }
+        let created = last.map { max(now, $0 + .milliseconds(1)) } ?? now
+        let message = ChatMessage(id: newID(), channelID: channel.id, senderID: caller.userID, senderDeviceID: senderDevice, content: content,
+                                  contentType: contentType, protocolVersion: version, replyToID: replyTo, clientMessageID: clientID,
+                                  editedAt: nil, createdAt: Instant(nanoseconds: created.nanoseconds / 1_000_000 * 1_000_000))
+        state.messages[message.id] = message
+        state.channels[channel.id]?.messageIDs.append(message.id)
+        if let clientID { state.messageByClientID["\(caller.userID)|\(clientID)"] = message.id }
+        outputs += deliver(["type": "message.new", "message": messageJSON(message)]) { $0.channels.contains(channel.id) }
+        return .json(201, messageJSON(message))
+    }
+
+    /// Protocol version 2 is ciphertext only: a group message is base64 of a sender-key
+    /// wire (`0x03…`), a DM or a key distribution an envelope of per-device ratchet wires
+    /// (docs/chat.md). Anything else is refused, so a client bug cannot store plaintext.
+    func validate(content: String, contentType: String, version: Int, in channel: ChatChannel) throws {
+        guard !content.isEmpty else { throw ChatAPIError.validation(["body", "content"], "String should have at least 1 character", type: "string_too_short") }
+        guard content.utf8.count <= config.maxContentBytes else {
+            throw ChatAPIError.validation(["body", "content"], "String should have at most \(config.maxContentBytes) bytes", type: "string_too_long")
+        }
+        guard (1...128).contains(contentType.count) else { throw ChatAPIError.validation(["body", "content_type"], "String should have 1 to 128 characters") }
+        switch version {
+        case 1: return
+        case 2:
+            let pairwise = channel.encryption == .x3dh || contentType == ChatEnvelope.distributionContentType
+            let ok = pairwise ? ChatEnvelope.isPairwiseCiphertext(content) : ChatEnvelope.isGroupCiphertext(content)
+            guard ok else {
+                throw ChatAPIError.validation(["body", "content"], pairwise ? "protocol_version 2 content must be a pairwise envelope of ratchet messages"
+                                                                            : "protocol_version 2 content must be base64 of a sender-key message")
+            }
+        default:
+            throw ChatAPIError.validation(["body", "protocol_version"], "Input should be 1 or 2", type: "literal_error")
+        }
+    }
+
+    mutating func editOrDelete(_ method: String, messageID: String, _ request: HTTPRequestMessage, caller: Caller, now: Instant,
+                               outputs: inout [ChatOutput]) throws -> HTTPResponseMessage {
+        try requireUUID(messageID, ["path", "message_id"])
+        guard var message = state.messages[messageID], !message.deleted, let channel = state.channels[message.channelID] else {
+            throw ChatAPIError(404, "Message not found")
+        }
+        guard state.isMember(caller.userID, of: channel.id) else { throw ChatAPIError(403, "Not a member of this channel") }
+        guard message.senderID == caller.userID else { throw ChatAPIError(403, "You can only change your own messages") }
+        switch method {
+        case "PATCH":
+            let f = try fields(request)
+            let content: String
+            do { content = try f.string("content") } catch { throw ChatAPIError.field(error) }
+            try validate(content: content, contentType: message.contentType, version: message.protocolVersion, in: channel)
+            message.content = content
+            message.editedAt = now
+            state.messages[messageID] = message
+            outputs += deliver(["type": "message.edit", "message": ["id": .string(message.id), "channel_id": .string(channel.id),
+                                                                   "content": .string(content), "edited_at": .string(timestamp(now))]]) {
+                $0.channels.contains(channel.id)
+            }
+            return .json(200, messageJSON(message))
+        case "DELETE":
+            message.deleted = true
+            message.content = ""
+            state.messages[messageID] = message
+            outputs += deliver(["type": "message.delete", "message_id": .string(message.id), "channel_id": .string(channel.id)]) {
+                $0.channels.contains(channel.id)
+            }
+            return .empty(204)
+        default:
+            throw ChatAPIError(405, "Method Not Allowed")
+        }
+    }
+}

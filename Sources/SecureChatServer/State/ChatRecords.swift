@@ -1,0 +1,115 @@
+public import LabKernel
+
+/// The rows of the d3chat reference server (wire-notes §d), as values.
+public struct ChatUser: Sendable, Equatable {
+    public enum Role: String, Sendable { case member, admin }
+    public enum Standing: Sendable, Equatable {
+        case active
+        case suspended(until: Instant)
+        case banned
+    }
+
+    public var id: String
+    public var username: String
+    public var email: String?
+    public var displayName: String?
+    public var passwordHash: String
+    public var role: Role
+    public var standing: Standing
+    public var createdAt: Instant
+}
+
+public struct ChatDevice: Sendable, Equatable {
+    public var id: String
+    public var userID: String
+    public var name: String
+    public var deviceKeyPublic: String?
+    public var lastSeenAt: Instant
+    public var createdAt: Instant
+}
+
+/// A refresh token, stored by its SHA-256. Tokens of one login form a family; using a
+/// rotated token again revokes the whole family (reuse detection).
+public struct RefreshRecord: Sendable, Equatable {
+    public enum State: Sendable, Equatable { case active, rotated, revoked }
+    public var tokenHash: String
+    public var familyID: String
+    public var userID: String
+    public var deviceID: String
+    public var expiresAt: Instant
+    public var state: State
+}
+
+public struct AccessRecord: Sendable, Equatable {
+    public var userID: String
+    public var deviceID: String
+    public var familyID: String
+    public var expiresAt: Instant
+}
+
+public struct TicketRecord: Sendable, Equatable {
+    public var userID: String
+    public var deviceID: String
+    public var expiresAt: Instant
+}
+
+/// A device's published keys. One-time pre-keys are handed out oldest first, each once.
+public struct KeyBundleRecord: Sendable, Equatable {
+    public var deviceID: String
+    public var userID: String
+    public var identityKey: String
+    public var signedPreKey: String
+    public var signedPreKeySignature: String
+    public var oneTimeKeys: [String]
+}
+
+public struct ChatChannel: Sendable, Equatable {
+    public enum Encryption: String, Sendable { case x3dh, senderKeys = "sender_keys" }
+    public var id: String
+    public var name: String?
+    public var isDM: Bool
+    public var encryption: Encryption
+    public var createdBy: String
+    public var createdAt: Instant
+    /// Messages in order; `created` strictly increases within a channel.
+    public var messageIDs: [String] = []
+}
+
+public struct Membership: Sendable, Equatable {
+    public enum Role: String, Sendable { case owner, admin, member }
+    public var userID: String
+    public var role: Role
+    public var joinedAt: Instant
+}
+
+public struct ChatMessage: Sendable, Equatable {
+    public var id: String
+    public var channelID: String
+    public var senderID: String
+    public var senderDeviceID: String?
+    public var content: String
+    public var contentType: String
+    public var protocolVersion: Int
+    public var replyToID: String?
+    public var clientMessageID: String?
+    public var editedAt: Instant?
+    public var createdAt: Instant
+    public var deleted: Bool = false
+}
+
+/// A sender key announcement (public parts only: the profile sends chain keys inside
+/// pairwise sessions, never through the server).
+public struct SenderKeyRecord: Sendable, Equatable {
+    public var channelID: String
+    public var deviceID: String
+    public var senderKeyPublic: String
+    public var messageNumber: Int
+}
+
+public struct AuditEntry: Sendable, Equatable {
+    public var at: Instant
+    public var actorID: String
+    public var action: String
+    public var target: String
+    public var detail: String
+}

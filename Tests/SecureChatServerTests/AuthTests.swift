@@ -1,0 +1,98 @@
+import Testing
+import LabCrypto
+import LabKernel
+@testable import SecureChatServer
+
+@Suite("Chat server: accounts, tokens, tickets, moderation")
+struct AuthTests {
+    @Test("register answers d3chat's TokenResponse; a name is taken once; login makes a new device; bad passwords are 401")
+    func register() {
+        var h = ChatHarness()
+        let r = h.send("POST", "/auth/register", ["username": "alice", "password": "correct horse", "device_name": "phone"])
+        #expect(r.status == 201)
+        #expect(Set(r.jsonBody?.objectValue?.keys ?? [:].keys) == ["access_token", "refresh_token", "token_type", "user_id", "device_id", "expires_in"])
+        #expect(r.jsonBody?["token_type"] == "bearer")
+        #expect(h.send("POST", "/auth/register", ["username": "Alice", "password": "another one"]).detail == "Username already taken")
+        let (login, second) = h.login("alice")
+        #expect(login.status == 200 && second?.deviceID != r.jsonBody?["device_id"]?.stringValue)
+        #expect(h.send("GET", "/devices", token: second?.access).jsonBody?.arrayValue?.count == 2)
+        #expect(h.login("alice", password: "wrong horse").0.status == 401)
+        #expect(h.login("nobody").0.detail == "Invalid credentials")
+        let hash = h.server.state.users.values.first!.passwordHash
+        #expect(hash.hasPrefix("argon2id$") && !hash.contains("correct"))
+        #expect(h.send("GET", "/users/me", token: second?.access).jsonBody?["username"] == "alice")
+    }
+
+    @Test("refresh rotates; presenting a rotated token again revokes the whole family; logout revokes", arguments: [false, true])
+    func refreshRotation(logout: Bool) {
+        var h = ChatHarness()
+        let a = h.register("alice")
+        let first = h.send("POST", "/auth/refresh", ["refresh_token": .string(a.refresh)])
+        #expect(first.status == 200)
+        let next = h.account(first, "alice")
+        #expect(next.refresh != a.refresh && next.deviceID == a.deviceID)
+        #expect(h.send("GET", "/users/me", token: a.access).status == 401, "the old access token went with the rotation")
+        #expect(h.send("GET", "/users/me", token: next.access).status == 200)
+        if logout {
+            #expect(h.send("POST", "/auth/logout", ["refresh_token": .string(next.refresh)]).status == 204)
+        } else {
+            let reuse = h.send("POST", "/auth/refresh", ["refresh_token": .string(a.refresh)])
+            #expect(reuse.status == 401 && reuse.detail.contains("reuse detected"))
+            #expect(h.server.state.audit.last?.action == "refresh_token_reuse")
+        }
+        #expect(h.send("GET", "/users/me", token: next.access).status == 401)
+        #expect(h.send("POST", "/auth/refresh", ["refresh_token": .string(next.refresh)]).status == 401)
+    }
+
+    @Test("access tokens expire after 15 minutes; tickets work once within 30 s; a bad ticket is 4001")
+    func lifetimes() {
+        var h = ChatHarness()
+        let a = h.register("alice")
+        let ticket = h.send("POST", "/auth/ws-ticket", token: a.access).jsonBody?["ticket"]?.stringValue ?? ""
+        #expect(h.server.connect(ticket: "nope", now: h.now) == .refused(code: 4001, reason: "Invalid or expired ticket"))
+        guard case .accepted = h.server.connect(ticket: ticket, now: h.now) else { Issue.record("ticket refused"); return }
+        #expect(h.server.connect(ticket: ticket, now: h.now) == .refused(code: 4001, reason: "Invalid or expired ticket"), "single use")
+        let late = h.send("POST", "/auth/ws-ticket", token: a.access).jsonBody?["ticket"]?.stringValue ?? ""
+        #expect(h.server.connect(ticket: late, now: h.now + .seconds(31)) == .refused(code: 4001, reason: "Invalid or expired ticket"))
+        h.now = h.now + .minutes(15)
+        let expired = h.send("GET", "/users/me", token: a.access)
+        #expect(expired.status == 401 && expired.detail == "Token expired" && expired.header("WWW-Authenticate") == "Bearer")
+        #expect(h.send("GET", "/users/me").detail == "Not authenticated")
+    }
+
+    @Test("a ban revokes tokens and closes sockets at once and refuses the next login; a suspension ends; admins only")
+    func moderation() {
+        var h = ChatHarness()
+        let admin = h.register("root")
+        let bob = h.register("bob")
+        let socket = h.socket(bob)!
+        #expect(h.send("POST", "/admin/users/\(admin.userID)/ban", token: bob.access).status == 403)
+        #expect(h.send("POST", "/admin/users/\(bob.userID)/ban", token: admin.access).status == 200)
+        #expect(h.closed[socket] == 4003)
+        #expect(h.send("GET", "/users/me", token: bob.access).status == 401)
+        #expect(h.login("bob").0.detail == "Account banned")
+        #expect(h.send("POST", "/admin/users/\(bob.userID)/unban", token: admin.access).status == 200)
+        #expect(h.login("bob").0.status == 200)
+        #expect(h.send("POST", "/admin/users/\(bob.userID)/suspend", ["minutes": 10], token: admin.access).status == 200)
+        #expect(h.login("bob").0.detail.hasPrefix("Account suspended until"))
+        h.now = h.now + .minutes(11)
+        #expect(h.login("bob").0.status == 200)
+        let stats = h.send("GET", "/admin/stats", token: admin.access).jsonBody
+        #expect(stats?["users"] == 2 && stats?["devices"] == 4, "refused logins make no device")
+        let log = h.send("GET", "/admin/audit-log", token: admin.access).jsonBody?.arrayValue?.compactMap { $0["action"]?.stringValue }
+        #expect(log == ["user.suspend", "user.unban", "user.ban"])
+        #expect(h.send("PATCH", "/admin/settings", ["registration_open": false], token: admin.access).status == 200)
+        #expect(h.send("POST", "/auth/register", ["username": "carol", "password": "long enough"]).detail == "Registration is closed")
+    }
+
+    @Test("too many requests are 429 with Retry-After, and pass again once the bucket refills")
+    func rateLimit() {
+        var h = ChatHarness { $0.requestsPerMinute = 5 }
+        let a = h.register("alice")
+        for _ in 0..<5 { #expect(h.send("GET", "/users/me", token: a.access).status == 200) }
+        let limited = h.send("GET", "/users/me", token: a.access)
+        #expect(limited.status == 429 && limited.detail == "Rate limit exceeded" && limited.header("Retry-After") == "12")
+        h.now = h.now + .seconds(12)
+        #expect(h.send("GET", "/users/me", token: a.access).status == 200)
+    }
+}
