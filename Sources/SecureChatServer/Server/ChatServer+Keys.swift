@@ -57,10 +57,7 @@ extension ChatServer {
             identity = try f.string("identity_key")
             signedPreKey = try f.string("signed_pre_key")
             signature = try f.string("signed_pre_key_signature")
-            oneTime = try f.array("one_time_pre_keys", limit: 200) { (v: JSONValue, path: String) throws(JSONFieldError) in
-                guard let s = v.stringValue else { throw JSONFieldError(path: path, message: "must be a string") }
-                return s
-            }
+            oneTime = try Self.oneTimeKeys(f)
         } catch { throw ChatAPIError.field(error) }
         try requireUUID(deviceID, ["body", "device_id"])
         guard state.devices[deviceID]?.userID == caller.userID else { throw ChatAPIError(404, "Device not found") }
@@ -83,16 +80,21 @@ extension ChatServer {
         let deviceID: String, keys: [String]
         do {
             deviceID = try f.string("device_id")
-            keys = try f.array("one_time_pre_keys", limit: 200) { (v: JSONValue, path: String) throws(JSONFieldError) in
-                guard let s = v.stringValue else { throw JSONFieldError(path: path, message: "must be a string") }
-                return s
-            }
+            keys = try Self.oneTimeKeys(f)
         } catch { throw ChatAPIError.field(error) }
         try requireUUID(deviceID, ["body", "device_id"])
         for (index, key) in keys.enumerated() { try requireKey(key, ["body", "one_time_pre_keys", String(index)]) }
         guard state.devices[deviceID]?.userID == caller.userID, state.bundles[deviceID] != nil else { throw ChatAPIError(404, "Key bundle not found") }
         state.bundles[deviceID]!.oneTimeKeys += keys
         return .json(201, ["status": "ok", "count": .number(Double(state.bundles[deviceID]!.oneTimeKeys.count))])
+    }
+
+    /// `one_time_pre_keys`: at most 200 strings per request.
+    static func oneTimeKeys(_ f: JSONFields) throws(JSONFieldError) -> [String] {
+        try f.array("one_time_pre_keys", limit: 200) { (v: JSONValue, path: String) throws(JSONFieldError) in
+            guard let s = v.stringValue else { throw JSONFieldError(path: path, message: "must be a string") }
+            return s
+        }
     }
 
     /// Hands out a bundle, popping its oldest one-time key; warns the owner below the threshold.
