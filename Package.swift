@@ -56,6 +56,9 @@ let package = Package(
         // sockets and moderation, as a sans-I/O core.
         .target(name: "SecureChatServer", dependencies: ["LabKernel", "LabCrypto", "ChatCrypto"], swiftSettings: strictSettings),
 
+        // The d3chat client core: keys, sessions, encryption, startup, sends and timelines.
+        .target(name: "SecureChatClient", dependencies: ["LabKernel", "LabCrypto", "ChatCrypto"], swiftSettings: strictSettings),
+
         // Discrete-event kernel, virtual network, device model, scenarios, recorder.
         .target(
             name: "Simulator",
@@ -96,6 +99,8 @@ let package = Package(
         .testTarget(name: "ChatCryptoTests", dependencies: ["ChatCrypto", "LabCrypto", "LabKernel", "LabTestSupport"],
                     swiftSettings: strictSettings),
         .testTarget(name: "SecureChatServerTests", dependencies: ["SecureChatServer", "ChatCrypto", "LabCrypto", "LabKernel", "LabTestSupport"],
+                    swiftSettings: strictSettings),
+        .testTarget(name: "SecureChatClientTests", dependencies: ["SecureChatClient", "SecureChatServer", "ChatCrypto", "LabCrypto", "LabKernel"],
                     swiftSettings: strictSettings),
         .testTarget(name: "LabStoreTests", dependencies: ["LabStore", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "DeviceWorkflowsTests", dependencies: ["DeviceWorkflows", "LabStore", "LabTestSupport"], swiftSettings: strictSettings),

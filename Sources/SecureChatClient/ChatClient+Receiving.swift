@@ -1,0 +1,135 @@
+import ChatCrypto
+import LabCrypto
+import LabKernel
+
+extension ChatClient {
+    /// A message from a page or the socket: once per id, decrypted, placed in its
+    /// channel's timeline by `created_at` (then id), and handed to the app.
+    mutating func ingest(_ json: JSONValue, _ out: inout [ClientEffect]) {
+        guard let id = json["id"]?.stringValue, let channel = json["channel_id"]?.stringValue, snapshot.messages[id] == nil,
+              !seenOnly.contains(id) else { return }
+        let version = json["protocol_version"]?.numberValue ?? 1
+        let content = json["content"]?.stringValue ?? ""
+        let senderDevice = json["sender_device_id"]?.stringValue
+        let contentType = json["content_type"]?.stringValue ?? "text"
+        var text: String
+        if version != 2 {
+            text = content
+        } else if let own = snapshot.ownPlaintexts[id] {
+            text = own
+        } else if senderDevice == snapshot.deviceID {
+            if contentType == ChatEnvelope.distributionContentType { markSeen(id); return }
+            // Our own message, echoed before the POST's answer: the pending send has its text.
+            let clientID = json["client_message_id"]?.stringValue
+            text = snapshot.pending.first { $0.clientID == clientID }?.text ?? ""
+            snapshot.ownPlaintexts[id] = text
+        } else if contentType == ChatEnvelope.distributionContentType {
+            markSeen(id)
+            return receiveDistribution(content, channel: channel, from: senderDevice ?? "", id: id, &out)
+        } else if snapshot.channels[channel]?.isDM ?? (ChatEnvelope.decode(content) != nil) {
+            guard let plaintext = openPairwise(content, id: id, &out) else { return }
+            text = plaintext
+        } else {
+            let key = "\(channel)|\(senderDevice ?? "")"
+            guard snapshot.keys?.receivers[key] != nil else {
+                heldGroup[key, default: []].append(json)  // its distribution has not arrived yet
+                return
+            }
+            guard let plaintext = openGroup(content, key: key, id: id, &out) else { return }
+            text = plaintext
+        }
+        deliver(json, text: text, &out)
+    }
+
+    mutating func deliver(_ json: JSONValue, text: String, _ out: inout [ClientEffect]) {
+        guard let id = json["id"]?.stringValue, let channel = json["channel_id"]?.stringValue else { return }
+        let message = ChatClientMessage(id: id, channelID: channel, senderID: json["sender_id"]?.stringValue ?? "",
+                                        senderDeviceID: json["sender_device_id"]?.stringValue, text: text,
+                                        createdAt: json["created_at"]?.stringValue ?? "", edited: json["edited_at"]?.stringValue != nil, deleted: false)
+        snapshot.messages[id] = message
+        var line = snapshot.timelines[channel] ?? []
+        let position = line.firstIndex { other in
+            guard let o = snapshot.messages[other] else { return false }
+            return (o.createdAt, o.id) > (message.createdAt, message.id)
+        } ?? line.endIndex
+        line.insert(id, at: position)
+        snapshot.timelines[channel] = line
+        out.append(.delivered(message))
+    }
+
+    mutating func markSeen(_ id: String) { seenOnly.insert(id) }
+
+    mutating func openPairwise(_ content: String, id: String, _ out: inout [ClientEffect]) -> String? {
+        guard let bytes = openEnvelope(content, id: id, &out) else { return nil }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Our item of a pairwise envelope, decrypted; nil (and counted) when it fails.
+    mutating func openEnvelope(_ content: String, id: String, _ out: inout [ClientEffect]) -> [UInt8]? {
+        guard let envelope = ChatEnvelope.decode(content), let device = snapshot.deviceID else {
+            fail(id, "not an envelope", &out)
+            return nil
+        }
+        guard let item = envelope.to[device] else {
+            stats.notAddressed += 1  // sent before this device existed
+            return nil
+        }
+        guard var keys = snapshot.keys else { return nil }
+        do {
+            let plaintext = try keys.decrypt(item, from: envelope.from)
+            snapshot.keys = keys
+            stats.decrypted += 1
+            return plaintext
+        } catch {
+            fail(id, "\(error)", &out)
+            return nil
+        }
+    }
+
+    mutating func fail(_ id: String, _ reason: String, _ out: inout [ClientEffect]) {
+        stats.decryptionFailures += 1
+        out.append(.surfaced(.decryptionFailed(messageID: id, reason: reason)))
+    }
+
+    mutating func receiveDistribution(_ content: String, channel: String, from device: String, id: String, _ out: inout [ClientEffect]) {
+        guard let bytes = openEnvelope(content, id: id, &out) else { return }
+        do {
+            let distribution = try SenderKeyDistribution(bytes: bytes)
+            let key = "\(channel)|\(device)"
+            snapshot.keys?.receivers[key] = SenderKeyReceiver(channelID: channel, distribution: distribution)
+            // Messages that came before their key, in the order they came.
+            for held in heldGroup.removeValue(forKey: key) ?? [] { ingest(held, &out) }
+        } catch {
+            fail(id, "\(error)", &out)
+        }
+    }
+
+    mutating func openGroup(_ content: String, key: String, id: String, _ out: inout [ClientEffect]) -> String? {
+        guard let wire = Base64.decode(content) else { fail(id, "not base64", &out); return nil }
+        do {
+            let plaintext = try snapshot.keys!.receivers[key]!.decrypt(wire)
+            stats.decrypted += 1
+            return String(decoding: plaintext, as: UTF8.self)
+        } catch {
+            fail(id, "\(error)", &out)
+            return nil
+        }
+    }
+
+    /// `message.edit`: the new content decrypted like a new message.
+    mutating func edit(_ json: JSONValue, _ out: inout [ClientEffect]) {
+        guard let id = json["id"]?.stringValue, var message = snapshot.messages[id], let content = json["content"]?.stringValue else { return }
+        if message.senderDeviceID == snapshot.deviceID { return }  // our own edit: we know the text
+        if snapshot.channels[message.channelID]?.isDM ?? false {
+            guard let text = openPairwise(content, id: id, &out) else { return }
+            message.text = text
+        } else if let text = openGroup(content, key: "\(message.channelID)|\(message.senderDeviceID ?? "")", id: id, &out) {
+            message.text = text
+        } else if Base64.decode(content) == nil {
+            message.text = content
+        }
+        message.edited = true
+        snapshot.messages[id] = message
+        out.append(.delivered(message))
+    }
+}

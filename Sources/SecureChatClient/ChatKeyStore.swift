@@ -1,0 +1,109 @@
+public import ChatCrypto
+public import LabCrypto
+public import LabKernel
+
+/// A device's keys and pairwise sessions: what must survive a restart for the device
+/// to keep reading. One-time pre-key private keys are used once and then dropped.
+public struct ChatKeyStore: Sendable {
+    public var identity: IdentityKey
+    public var signedPreKey: PreKey
+    /// One-time pre-keys by their base64 public key.
+    public var oneTimeKeys: [String: PreKey] = [:]
+    var nextPreKeyID: UInt32 = 2
+    /// Sessions per peer device, newest first (at most three: simultaneous first messages
+    /// leave two, and the one that decrypts is promoted).
+    public var sessions: [String: [PairwiseSession]] = [:]
+    /// Our sender chain per group channel, and the devices it was distributed to.
+    public var senderChains: [String: SenderKeyChain] = [:]
+    public var distributedTo: [String: Set<String>] = [:]
+    /// Receivers per `channel|sender device`.
+    public var receivers: [String: SenderKeyReceiver] = [:]
+
+    public struct PairwiseSession: Sendable {
+        public var ratchet: RatchetSession
+        /// Sent with every message until the peer answers, so it can set the session up.
+        public var prekey: ChatEnvelope.Prekey?
+    }
+
+    public init(generator: inout SeededGenerator) throws(ChatCryptoError) {
+        identity = try IdentityKey(seed: generator.bytes(32))
+        signedPreKey = try PreKey(id: 1, seed: generator.bytes(32))
+    }
+
+    /// `count` new one-time keys; returns their public keys (base64) for upload.
+    public mutating func makeOneTimeKeys(_ count: Int, generator: inout SeededGenerator) throws(ChatCryptoError) -> [String] {
+        var out: [String] = []
+        for _ in 0..<count {
+            let key = try PreKey(id: nextPreKeyID, seed: generator.bytes(32))
+            nextPreKeyID += 1
+            let name = Base64.encode(key.publicKey)
+            oneTimeKeys[name] = key
+            out.append(name)
+        }
+        return out
+    }
+
+    /// The `/keys/upload` body for this device.
+    public func uploadBody(deviceID: String, oneTime: [String]) -> JSONValue {
+        let bundle = PreKeyBundle(identity: identity, signedPreKey: signedPreKey, oneTimePreKey: nil)
+        return ["device_id": .string(deviceID), "identity_key": .string(Base64.encode(identity.publicKey)),
+                "signed_pre_key": .string(Base64.encode(signedPreKey.publicKey)),
+                "signed_pre_key_signature": .string(Base64.encode(bundle.signedPreKeySignature)),
+                "one_time_pre_keys": .array(oneTime.map { .string($0) })]
+    }
+
+    // MARK: Pairwise
+
+    /// Encrypts for one peer device, starting a session from its bundle when there is none.
+    public mutating func encrypt(_ plaintext: [UInt8], for device: String, bundle: PreKeyBundle?,
+                                 generator: inout SeededGenerator) throws(ChatCryptoError) -> ChatEnvelope.Item {
+        if sessions[device]?.first(where: { $0.ratchet.canSend }) == nil {
+            guard let bundle else { throw .malformed("no session with device \(device) and no key bundle for it") }
+            let ephemeral: X25519.KeyPair, first: X25519.KeyPair
+            do {
+                ephemeral = try X25519.KeyPair(seed: generator.bytes(32))
+                first = try X25519.KeyPair(seed: generator.bytes(32))
+            } catch { throw .key(error) }
+            let agreement = try X3DH.initiate(identity: identity, ephemeral: ephemeral, bundle: bundle)
+            let ratchet = try RatchetSession(initiator: agreement, remoteSignedPreKey: bundle.signedPreKey, firstRatchet: first)
+            let prekey = ChatEnvelope.Prekey(identityKey: identity.publicKey, ephemeralKey: ephemeral.publicKey,
+                                             signedPreKey: bundle.signedPreKey, oneTimeKey: bundle.oneTimePreKey?.key)
+            sessions[device, default: []].insert(PairwiseSession(ratchet: ratchet, prekey: prekey), at: 0)
+            sessions[device] = Array(sessions[device]!.prefix(3))
+        }
+        let index = sessions[device]!.firstIndex { $0.ratchet.canSend }!
+        let wire = try sessions[device]![index].ratchet.encrypt(plaintext) { generator.bytes(32) }
+        return ChatEnvelope.Item(wire: wire, prekey: sessions[device]![index].prekey)
+    }
+
+    /// Decrypts an envelope item from a peer device: existing sessions first (newest
+    /// first), then a new responder session from the item's X3DH data.
+    public mutating func decrypt(_ item: ChatEnvelope.Item, from device: String) throws(ChatCryptoError) -> [UInt8] {
+        var lastError = ChatCryptoError.malformed("no session with device \(device) and no X3DH data in the message")
+        for index in (sessions[device] ?? []).indices {
+            do {
+                var session = sessions[device]![index]
+                let plaintext = try session.ratchet.decrypt(item.wire)
+                session.prekey = nil  // the peer has answered: no more X3DH data needed
+                sessions[device]!.remove(at: index)
+                sessions[device]!.insert(session, at: 0)
+                return plaintext
+            } catch { lastError = error }
+        }
+        guard let prekey = item.prekey else { throw lastError }
+        guard prekey.signedPreKey == signedPreKey.publicKey else { throw .malformed("the message was sent to a signed pre-key this device no longer has") }
+        var oneTime: PreKey?
+        if let key = prekey.oneTimeKey {
+            guard let stored = oneTimeKeys[Base64.encode(key)] else { throw .replay(iteration: 0) }
+            oneTime = stored
+        }
+        let agreement = try X3DH.respond(identity: identity, signedPreKey: signedPreKey, oneTimePreKey: oneTime,
+                                         initiatorIdentity: prekey.identityKey, initiatorEphemeral: prekey.ephemeralKey)
+        var ratchet = RatchetSession(responder: agreement, signedPreKey: signedPreKey)
+        let plaintext = try ratchet.decrypt(item.wire)
+        if let key = prekey.oneTimeKey { oneTimeKeys[Base64.encode(key)] = nil }  // used once, then gone
+        sessions[device, default: []].insert(PairwiseSession(ratchet: ratchet, prekey: nil), at: 0)
+        sessions[device] = Array(sessions[device]!.prefix(3))
+        return plaintext
+    }
+}

@@ -1,0 +1,147 @@
+import Testing
+import ChatCrypto
+import LabCrypto
+import LabKernel
+@testable import SecureChatClient
+@testable import SecureChatServer
+
+/// The seed's readiness checklist, each item with real client cores against the server core.
+@Suite("Chat client against the server core")
+struct ClientTests {
+    func userID(_ net: ChatNetwork, _ name: String) -> String { net.clients[name]!.userID! }
+
+    /// alice and bob, each signed in and connected, and a DM between them.
+    func pair() -> (ChatNetwork, String) {
+        var net = ChatNetwork()
+        net.register("alice", username: "alice")
+        net.register("bob", username: "bob")
+        net.run("alice", .openDM(userID: userID(net, "bob")))
+        return (net, net.channelsAdded["alice"]!.last!)
+    }
+
+    @Test("fresh install, register, restart: the saved snapshot restores the session without a login, and old sessions still decrypt")
+    func restart() {
+        var (net, dm) = pair()
+        #expect(net.clients["alice"]!.isConnected && net.clients["bob"]!.isConnected)
+        net.run("alice", .send(channelID: dm, text: "before the restart"))
+        let saved = net.clients["bob"]!.snapshot
+        net.goOffline("bob")
+        net.clients["bob"] = ChatClient(snapshot: saved)  // a new process over the stored state
+        net.offline.remove("bob")
+        net.run("bob", .start)
+        #expect(net.clients["bob"]!.isConnected && net.loggedOut["bob"] == nil)
+        net.run("alice", .send(channelID: dm, text: "after the restart"))
+        net.run("bob", .send(channelID: dm, text: "and back"))
+        #expect(net.texts("bob", dm) == ["before the restart", "after the restart", "and back"])
+        #expect(net.texts("alice", dm) == ["before the restart", "after the restart", "and back"])
+    }
+
+    @Test("two devices of one user both receive channel.new, and both read the DM; first messages decrypt both ways")
+    func dmBothWaysOnEveryDevice() {
+        var net = ChatNetwork()
+        net.register("alice", username: "alice")
+        net.register("bob", username: "bob")
+        net.login("bob-tablet", username: "bob")
+        net.login("alice-laptop", username: "alice")
+        net.run("alice", .openDM(userID: userID(net, "bob")))
+        let dm = net.channelsAdded["alice"]!.last!
+        #expect(net.channelsAdded["bob"]?.contains(dm) == true && net.channelsAdded["bob-tablet"]?.contains(dm) == true)
+        net.run("alice", .send(channelID: dm, text: "hi bob, from alice"))
+        net.run("bob-tablet", .send(channelID: dm, text: "hi alice, from bob's tablet"))
+        net.run("bob", .send(channelID: dm, text: "and from bob's phone"))
+        let expected = ["hi bob, from alice", "hi alice, from bob's tablet", "and from bob's phone"]
+        for device in ["alice", "alice-laptop", "bob", "bob-tablet"] { #expect(net.texts(device, dm) == expected, "\(device)") }
+        for device in ["alice", "alice-laptop", "bob", "bob-tablet"] { #expect(net.clients[device]!.stats.decryptionFailures == 0) }
+        // The server holds ciphertext only.
+        let stored = net.server.state.messages.values.map(\.content).joined()
+        for text in expected { #expect(!stored.contains(text)) }
+    }
+
+    @Test("a group keeps each sender's order across a member's disconnect and reconnect")
+    func groupOrderAcrossReconnect() {
+        var net = ChatNetwork()
+        for name in ["alice", "bob", "carol"] { net.register(name, username: name) }
+        net.run("alice", .createGroup(name: "team"))
+        let group = net.channelsAdded["alice"]!.last!
+        for name in ["bob", "carol"] { net.run("alice", .addMember(channelID: group, userID: userID(net, name))) }
+        net.run("alice", .send(channelID: group, text: "welcome"))
+        net.run("bob", .send(channelID: group, text: "thanks"))
+        net.goOffline("carol")
+        for n in 1...5 { net.run("alice", .send(channelID: group, text: "alice \(n)")) }
+        net.run("bob", .send(channelID: group, text: "bob while carol is away"))
+        net.goOnline("carol")
+        let expected = ["welcome", "thanks", "alice 1", "alice 2", "alice 3", "alice 4", "alice 5", "bob while carol is away"]
+        for name in ["alice", "bob", "carol"] { #expect(net.texts(name, group) == expected, "\(name)") }
+        #expect(net.clients["carol"]!.stats.reconnects >= 1 && net.clients["carol"]!.stats.decryptionFailures == 0)
+        #expect(!net.server.state.messages.values.contains { $0.content.contains("alice 1") })
+    }
+
+    @Test("keys.low_otp: when others drain a device's one-time keys, the device uploads 20 more")
+    func lowOneTimeKeys() {
+        var (net, _) = pair()
+        let bob = net.clients["bob"]!.deviceID!
+        for n in 0..<12 {
+            net.register("stranger\(n)", username: "stranger\(n)")
+            net.run("stranger\(n)", .openDM(userID: userID(net, "bob")))
+            net.run("stranger\(n)", .send(channelID: net.channelsAdded["stranger\(n)"]!.last!, text: "hello \(n)"))
+        }
+        #expect(net.clients["bob"]!.stats.replenished >= 1)
+        #expect((net.server.state.bundles[bob]?.oneTimeKeys.count ?? 0) >= 10)
+        #expect(net.clients["bob"]!.stats.decryptionFailures == 0)
+    }
+
+    @Test("moderation: a ban closes the socket and logs the device out; the next login is refused")
+    func moderation() {
+        var (net, _) = pair()
+        let adminToken = net.clients["alice"]!.snapshot.accessToken!
+        let ban = net.server.handle(HTTPRequestMessage(method: "POST", target: "/api/v1/admin/users/\(userID(net, "bob"))/ban",
+                                                       headers: ["authorization": "Bearer \(adminToken)"]), now: net.now)
+        #expect(ban.response.status == 200)
+        for input in net.route(ban.outputs) { net.run(input.0, input.1) }
+        #expect(net.loggedOut["bob"] != nil && !net.clients["bob"]!.isConnected)
+        net.login("bob-again", username: "bob")
+        #expect(net.surfaced["bob-again"] == [.requestFailed(status: 403, detail: "Account banned")])
+    }
+
+    @Test("a 401 triggers exactly one refresh and the request is retried; when the refresh fails too, a clean logout")
+    func refreshThenLogout() {
+        var (net, dm) = pair()
+        net.now = net.now + .minutes(16)  // every access token has expired
+        net.run("alice", .send(channelID: dm, text: "after a coffee"))
+        #expect(net.clients["alice"]!.stats.refreshes == 1)
+        #expect(net.texts("bob", dm) == ["after a coffee"])
+        net.server.revokeFamily(net.server.state.refreshTokens.values.first { $0.userID == userID(net, "alice") && $0.state == .active }!.familyID)
+        net.run("alice", .send(channelID: dm, text: "never sent"))
+        #expect(net.clients["alice"]!.stats.refreshes == 2)
+        #expect(net.loggedOut["alice"] != nil && !net.clients["alice"]!.isSignedIn)
+    }
+
+    @Test("encryption failure never sends plaintext: the message stays queued and the error is surfaced")
+    func noPlaintextFallback() {
+        var (net, dm) = pair()
+        let bob = net.clients["bob"]!.deviceID!
+        var forged = net.server.state.bundles[bob]!
+        forged.signedPreKey = Base64.encode([UInt8](repeating: 9, count: 32))  // signature no longer matches
+        net.server.state.bundles[bob] = forged
+        let before = net.server.state.messages.count
+        net.run("alice", .send(channelID: dm, text: "secret plans"))
+        #expect(net.server.state.messages.count == before)
+        guard case .encryptionFailed? = net.surfaced["alice"]?.last else { Issue.record("no error surfaced"); return }
+        #expect(net.clients["alice"]!.snapshot.pending.map(\.text) == ["secret plans"])
+    }
+
+    @Test("sends made offline wait with their idempotency key; a lost answer is retried without a duplicate")
+    func pendingAcrossDisconnects() {
+        var (net, dm) = pair()
+        net.goOffline("alice")
+        net.run("alice", .send(channelID: dm, text: "queued while offline"))
+        #expect(net.clients["alice"]!.snapshot.pending.count == 1)
+        net.goOnline("alice")
+        net.loseNextPostAnswer = "alice"
+        net.run("alice", .send(channelID: dm, text: "answer lost"))
+        net.advance(.seconds(3))
+        #expect(net.texts("bob", dm) == ["queued while offline", "answer lost"])
+        #expect(net.server.state.messages.count == 2, "the retried send found its first message")
+        #expect(net.clients["alice"]!.snapshot.pending.isEmpty)
+    }
+}
