@@ -14,6 +14,11 @@ struct ServeCommandTests {
         let devices = try await HTTPProbe.request("GET", served.syncURL + "/api/v1/mobile/devices", headers: ["x-api-key": served.rootKey])
         #expect(devices.status == 200 && devices.text == #"{"items":[],"total":0}"#)
         #expect(try await HTTPProbe.request("GET", served.syncURL + "/api/v1/mobile/devices").status == 401)
+        let chat = try #require(served.output.split(separator: "\n").first { $0.contains("  chat") }?
+            .split(separator: " ").first { $0.hasPrefix("http://") }.map(String.init))
+        let wellKnown = try await HTTPProbe.get(chat + "/.well-known/d3chat-server")
+        #expect(wellKnown.status == 200 && wellKnown.text.contains(#""protocol_version":2"#))
+        #expect(try await HTTPProbe.request("GET", chat + "/api/v1/users/me").status == 401)
         served.stop()
         #expect(served.process.terminationStatus == 0)
     }
@@ -22,10 +27,10 @@ struct ServeCommandTests {
     func portTaken() throws {
         let blocker = try TCPListener()
         let data = TestPaths.scratchDirectory("serve-taken").path
-        let result = try CommandRunner.fleetlab(["serve", "--port", "host=\(blocker.port)", "--port", "mobile-sync=0", "--data", data])
+        let result = try CommandRunner.fleetlab(["serve", "--port", "host=\(blocker.port)", "--port", "mobile-sync=0", "--port", "chat=0", "--data", data])
         #expect(result.status == 2)
         #expect(result.stderr.contains("port \(blocker.port) on 127.0.0.1 is already in use"))
-        let bad = try CommandRunner.fleetlab(["serve", "--port", "chat=9", "--data", data])
-        #expect(bad.status == 2 && bad.stderr.contains("no server named 'chat'"))
+        let bad = try CommandRunner.fleetlab(["serve", "--port", "agents=9", "--data", data])
+        #expect(bad.status == 2 && bad.stderr.contains("no server named 'agents'"))
     }
 }

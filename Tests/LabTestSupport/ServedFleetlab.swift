@@ -20,7 +20,7 @@ public final class ServedFleetlab {
     }
 
     public init(syncPort: Int = 0, data: String, extra: [String] = []) throws {
-        process = try CommandRunner.start(["serve", "--port", "host=0", "--port", "mobile-sync=\(syncPort)", "--data", data] + extra)
+        process = try CommandRunner.start(["serve", "--port", "host=0", "--port", "mobile-sync=\(syncPort)", "--port", "chat=0", "--data", data] + extra)
         let out = (process.standardOutput as! Pipe).fileHandleForReading
         var text = ""
         let deadline = Date().addingTimeInterval(30)

@@ -1,0 +1,119 @@
+import Foundation
+public import Hummingbird
+import HummingbirdWebSocket
+public import LabCrypto
+public import LabKernel
+import HummingbirdCore
+import NIOWebSocket
+public import NIOCore
+public import SecureChatServer
+public import ServiceLifecycle
+
+/// The d3chat reference server on a real port: the `ChatServer` core behind Hummingbird,
+/// with `/ws?ticket=` upgraded to a WebSocket.
+///
+/// Requests and socket frames run through the core one at a time (under a lock); the
+/// frames it answers with are handed to each connection's writer, which sends them in
+/// order. A bad ticket is accepted as a WebSocket and closed with 4001, as d3chat does.
+public final class SecureChatLiveServer: ReferenceServer, @unchecked Sendable {
+    public let name = "chat"
+    public let defaultPort: Int
+    public let summary = "d3chat: /api/v1/auth, /keys, /channels, /admin … and /ws?ticket="
+    let lock = NSLock()
+    var server: ChatServer
+    let start = ContinuousClock.now
+    var writers: [Int: AsyncStream<SocketCommand>.Continuation] = [:]
+
+    enum SocketCommand: Sendable {
+        case text(String)
+        case close(UInt16, String)
+    }
+
+    public init(defaultPort: Int = 7720, passwordCost: PasswordHash.Cost = .interactive, seed: UInt64? = nil) {
+        self.defaultPort = defaultPort
+        var config = ChatServerConfig()
+        config.passwordCost = passwordCost
+        let origin = WallClockOrigin(unixMilliseconds: Int64(Date().timeIntervalSince1970 * 1000))
+        server = ChatServer(config: config, seed: StreamSeed(seed ?? UInt64.random(in: 1...UInt64.max)), wallClock: origin)
+    }
+
+    public var details: [String] { ["the first account registered is the admin; WebSocket: /ws?ticket=<POST /api/v1/auth/ws-ticket>"] }
+
+    var now: Instant {
+        let elapsed = ContinuousClock.now - start
+        return Instant(nanoseconds: elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000)
+    }
+
+    public func handle(_ request: HTTPRequestMessage) -> HTTPResponseMessage {
+        lock.withLock {
+            let reply = server.handle(request, now: now)
+            dispatch(reply.outputs)
+            return reply.response
+        }
+    }
+
+    /// Hands frames to their connections' writers (called under the lock).
+    func dispatch(_ outputs: [ChatOutput]) {
+        for output in outputs {
+            switch output {
+            case .send(let connection, let payload): writers[connection]?.yield(.text(payload.canonicalText))
+            case .close(let connection, let code, let reason):
+                writers[connection]?.yield(.close(code, reason))
+                writers[connection]?.finish()
+                writers[connection] = nil
+            }
+        }
+    }
+
+    /// One WebSocket: connect with the ticket, then a writer draining the core's frames
+    /// and a reader feeding the client's frames to the core.
+    func session(ticket: String, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter) async {
+        let result = lock.withLock { server.connect(ticket: ticket, now: now) }
+        guard case .accepted(let id) = result else {
+            if case .refused(let code, let reason) = result { try? await outbound.close(.unknown(code), reason: reason) }
+            return
+        }
+        let (stream, continuation) = AsyncStream<SocketCommand>.makeStream()
+        lock.withLock { writers[id] = continuation }
+        let writer = Task {
+            for await command in stream {
+                switch command {
+                case .text(let text): try? await outbound.write(.text(text))
+                case .close(let code, let reason):
+                    try? await outbound.close(.unknown(code), reason: reason)
+                    return
+                }
+            }
+        }
+        do {
+            for try await message in inbound.messages(maxSize: 1 << 16) {
+                guard case .text(let text) = message else { continue }
+                lock.withLock { dispatch(server.receive(id, text: text, now: now)) }
+            }
+        } catch {}
+        lock.withLock {
+            server.disconnect(id)
+            writers[id]?.finish()
+            writers[id] = nil
+        }
+        _ = await writer.value
+    }
+
+    public func makeService(configuration: ApplicationConfiguration,
+                            onRunning: @escaping @Sendable (any Channel) async -> Void) throws -> any Service {
+        let responder = CoreResponder<BasicRequestContext> { [self] request in self.handle(request) }
+        let upgrade = HTTPServerBuilder.http1WebSocketUpgrade { [self] request, _, _ in
+            let target = request.path ?? ""
+            guard target == "/ws" || target.hasPrefix("/ws?") else { return .dontUpgrade }
+            let query = HTTPRequestMessage(method: "GET", target: target).query
+            let ticket = query["ticket"] ?? ""
+            return .upgrade([:]) { inbound, outbound, _ in await self.session(ticket: ticket, inbound: inbound, outbound: outbound) }
+        }
+        return Application(responder: responder, server: upgrade, configuration: configuration) { [self] channel in
+            if let port = channel.localAddress?.port {
+                lock.withLock { server.config.baseURL = "http://127.0.0.1:\(port)" }
+            }
+            await onRunning(channel)
+        }
+    }
+}
