@@ -56,7 +56,7 @@ let package = Package(
 
         // The d3chat reference server: accounts, devices, key bundles, channels, messages,
         // sockets and moderation, as a sans-I/O core.
-        .target(name: "SecureChatServer", dependencies: ["LabKernel", "LabCrypto", "ChatCrypto"], swiftSettings: strictSettings),
+        .target(name: "SecureChatServer", dependencies: ["LabKernel", "LabStore", "LabCrypto", "ChatCrypto"], swiftSettings: strictSettings),
 
         // The d3chat client core: keys, sessions, encryption, startup, sends and timelines.
         .target(name: "SecureChatClient", dependencies: ["LabKernel", "LabCrypto", "ChatCrypto"], swiftSettings: strictSettings),

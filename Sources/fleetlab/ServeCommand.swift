@@ -63,7 +63,7 @@ struct ServeCommand: AsyncParsableCommand {
     /// Every server `fleetlab serve` runs. Later reference servers are added here.
     static func servers(data: String, authRequired: Bool) throws -> [any ReferenceServer] {
         let sync = try MobileSyncLiveServer(dataDirectory: data, authRequired: authRequired)
-        let chat = SecureChatLiveServer()
+        let chat = try SecureChatLiveServer(dataDirectory: data)
         let catalog = [HostServer.ServerListing(name: sync.name, summary: sync.summary, port: sync.defaultPort),
                        HostServer.ServerListing(name: chat.name, summary: chat.summary, port: chat.defaultPort)]
         return [HostServer(version: FleetlabVersion.string, catalog: catalog), sync, chat]

@@ -86,7 +86,8 @@ final class LoopbackChatDevice {
 struct ChatLoopbackTests {
     @Test("two client cores exchange encrypted DMs and group messages through the live server; a replayed ticket is closed with 4001")
     func loopback() async throws {
-        let server = SecureChatLiveServer(passwordCost: .minimum, seed: 9)
+        let data = TestPaths.scratchDirectory("chat-live").path
+        let server = try SecureChatLiveServer(dataDirectory: data, passwordCost: .minimum, seed: 9)
         let host = LiveHost(configuration: .init(ports: [server.name: 0]), servers: [server])
         let (ready, continuation) = AsyncStream<[LiveEndpoint]>.makeStream()
         let running = Task { try await host.run { continuation.yield($0) } }
@@ -147,5 +148,17 @@ struct ChatLoopbackTests {
         bob.socket = nil
         await host.shutdown()
         try await running.value
+
+        // Nothing of the conversation's plaintext is in the database files.
+        for file in ["chat.sqlite", "chat.sqlite-wal"] {
+            let bytes = FileManager.default.contents(atPath: data + "/" + file) ?? Data()
+            for text in ["hello bob", "hello alice", "group 1", "a long password"] { #expect(bytes.range(of: Data(text.utf8)) == nil, "\(file): \(text)") }
+        }
+        // A restart over the same data keeps accounts, channels and messages.
+        let restarted = try SecureChatLiveServer(dataDirectory: data, passwordCost: .minimum, seed: 10)
+        let state = restarted.server.state
+        #expect(state.users.count == 2 && state.channels.count == 2 && state.messages.count >= 5)
+        let dmID = try #require(state.channels.values.first { $0.isDM }?.id)
+        #expect(state.channels[dmID]?.messageIDs.count == 2 && state.isMember(state.userIDByName["alice"]!, of: dmID))
     }
 }

@@ -36,3 +36,14 @@ public struct Instant: Hashable, Comparable, Sendable, CustomStringConvertible {
     /// The time since the origin, printed as a span ("1h30m").
     public var description: String { "t+" + TimeSpan(nanoseconds: nanoseconds).description }
 }
+
+extension Instant: Codable {
+    public init(from decoder: any Decoder) throws {
+        self.init(nanoseconds: try decoder.singleValueContainer().decode(Int64.self))
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(nanoseconds)
+    }
+}

@@ -23,18 +23,36 @@ public final class SecureChatLiveServer: ReferenceServer, @unchecked Sendable {
     var server: ChatServer
     let start = ContinuousClock.now
     var writers: [Int: AsyncStream<SocketCommand>.Continuation] = [:]
+    let store: SQLiteChatServerStore
 
     enum SocketCommand: Sendable {
         case text(String)
         case close(UInt16, String)
     }
 
-    public init(defaultPort: Int = 7720, passwordCost: PasswordHash.Cost = .interactive, seed: UInt64? = nil) {
+    /// Opens (or creates) `<dataDirectory>/chat.sqlite` and loads what it holds.
+    public init(dataDirectory: String, defaultPort: Int = 7720, passwordCost: PasswordHash.Cost = .interactive, seed: UInt64? = nil) throws {
         self.defaultPort = defaultPort
+        try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
+        store = try SQLiteChatServerStore(path: (dataDirectory as NSString).appendingPathComponent("chat.sqlite"))
         var config = ChatServerConfig()
         config.passwordCost = passwordCost
         let origin = WallClockOrigin(unixMilliseconds: Int64(Date().timeIntervalSince1970 * 1000))
-        server = ChatServer(config: config, seed: StreamSeed(seed ?? UInt64.random(in: 1...UInt64.max)), wallClock: origin)
+        // A fresh seed per start: ids and tokens never repeat those of an earlier run.
+        server = ChatServer(state: try store.load(), config: config, seed: StreamSeed(seed ?? UInt64.random(in: 1...UInt64.max)), wallClock: origin)
+        if let max = server.state.settings["max_message_bytes"]?.numberValue { server.config.maxContentBytes = Int(max) }
+    }
+
+    /// Writes what the last request changed; on failure the state goes back to the disk's
+    /// and the request fails.
+    func commit() -> Bool {
+        do {
+            try store.commit(&server.state)
+            return true
+        } catch {
+            server.state = (try? store.load()) ?? server.state
+            return false
+        }
     }
 
     public var details: [String] { ["the first account registered is the admin; WebSocket: /ws?ticket=<POST /api/v1/auth/ws-ticket>"] }
@@ -47,6 +65,7 @@ public final class SecureChatLiveServer: ReferenceServer, @unchecked Sendable {
     public func handle(_ request: HTTPRequestMessage) -> HTTPResponseMessage {
         lock.withLock {
             let reply = server.handle(request, now: now)
+            guard commit() else { return .json(500, ["detail": "Internal server error"]) }
             dispatch(reply.outputs)
             return reply.response
         }

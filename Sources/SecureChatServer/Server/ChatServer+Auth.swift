@@ -110,13 +110,13 @@ extension ChatServer {
         try checkStanding(user, now: now)
         record.state = .rotated
         state.refreshTokens[hash] = record
-        state.accessTokens = state.accessTokens.filter { $0.value.familyID != record.familyID }
+        state.accessTokens.removeAll { $0.familyID == record.familyID }
         return .json(200, issueTokens(user: user, device: record.deviceID, family: record.familyID, now: now))
     }
 
     mutating func revokeFamily(_ familyID: String) {
         for (key, record) in state.refreshTokens where record.familyID == familyID { state.refreshTokens[key]?.state = .revoked }
-        state.accessTokens = state.accessTokens.filter { $0.value.familyID != familyID }
+        state.accessTokens.removeAll { $0.familyID == familyID }
     }
 
     mutating func logout(_ request: HTTPRequestMessage, now: Instant, outputs: inout [ChatOutput]) throws -> HTTPResponseMessage {
@@ -138,7 +138,7 @@ extension ChatServer {
     /// Revokes every token of a user and closes their sockets.
     mutating func revokeAll(of userID: String, outputs: inout [ChatOutput], reason: String) {
         for (key, record) in state.refreshTokens where record.userID == userID { state.refreshTokens[key]?.state = .revoked }
-        state.accessTokens = state.accessTokens.filter { $0.value.userID != userID }
+        state.accessTokens.removeAll { $0.userID == userID }
         state.tickets = state.tickets.filter { $0.value.userID != userID }
         outputs += closeConnections(code: 4003, reason: reason) { $0.userID == userID }
     }

@@ -29,7 +29,7 @@ extension ChatServer {
         state.devices[id] = nil
         state.bundles[id] = nil
         for (key, record) in state.refreshTokens where record.deviceID == id { state.refreshTokens[key]?.state = .revoked }
-        state.accessTokens = state.accessTokens.filter { $0.value.deviceID != id }
+        state.accessTokens.removeAll { $0.deviceID == id }
         return .empty(204)
     }
 

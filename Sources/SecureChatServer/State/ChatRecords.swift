@@ -1,9 +1,9 @@
 public import LabKernel
 
 /// The rows of the d3chat reference server (wire-notes §d), as values.
-public struct ChatUser: Sendable, Equatable {
-    public enum Role: String, Sendable { case member, admin }
-    public enum Standing: Sendable, Equatable {
+public struct ChatUser: Sendable, Equatable, Codable {
+    public enum Role: String, Sendable, Codable { case member, admin }
+    public enum Standing: Sendable, Equatable, Codable {
         case active
         case suspended(until: Instant)
         case banned
@@ -19,7 +19,7 @@ public struct ChatUser: Sendable, Equatable {
     public var createdAt: Instant
 }
 
-public struct ChatDevice: Sendable, Equatable {
+public struct ChatDevice: Sendable, Equatable, Codable {
     public var id: String
     public var userID: String
     public var name: String
@@ -30,8 +30,8 @@ public struct ChatDevice: Sendable, Equatable {
 
 /// A refresh token, stored by its SHA-256. Tokens of one login form a family; using a
 /// rotated token again revokes the whole family (reuse detection).
-public struct RefreshRecord: Sendable, Equatable {
-    public enum State: Sendable, Equatable { case active, rotated, revoked }
+public struct RefreshRecord: Sendable, Equatable, Codable {
+    public enum State: Sendable, Equatable, Codable { case active, rotated, revoked }
     public var tokenHash: String
     public var familyID: String
     public var userID: String
@@ -40,21 +40,21 @@ public struct RefreshRecord: Sendable, Equatable {
     public var state: State
 }
 
-public struct AccessRecord: Sendable, Equatable {
+public struct AccessRecord: Sendable, Equatable, Codable {
     public var userID: String
     public var deviceID: String
     public var familyID: String
     public var expiresAt: Instant
 }
 
-public struct TicketRecord: Sendable, Equatable {
+public struct TicketRecord: Sendable, Equatable, Codable {
     public var userID: String
     public var deviceID: String
     public var expiresAt: Instant
 }
 
 /// A device's published keys. One-time pre-keys are handed out oldest first, each once.
-public struct KeyBundleRecord: Sendable, Equatable {
+public struct KeyBundleRecord: Sendable, Equatable, Codable {
     public var deviceID: String
     public var userID: String
     public var identityKey: String
@@ -63,26 +63,29 @@ public struct KeyBundleRecord: Sendable, Equatable {
     public var oneTimeKeys: [String]
 }
 
-public struct ChatChannel: Sendable, Equatable {
-    public enum Encryption: String, Sendable { case x3dh, senderKeys = "sender_keys" }
+public struct ChatChannel: Sendable, Equatable, Codable {
+    public enum Encryption: String, Sendable, Codable { case x3dh, senderKeys = "sender_keys" }
     public var id: String
     public var name: String?
     public var isDM: Bool
     public var encryption: Encryption
     public var createdBy: String
     public var createdAt: Instant
-    /// Messages in order; `created` strictly increases within a channel.
+    /// Messages in order; `created` strictly increases within a channel. Not stored with
+    /// the row: a load rebuilds it from the messages.
     public var messageIDs: [String] = []
+
+    enum CodingKeys: String, CodingKey { case id, name, isDM, encryption, createdBy, createdAt }
 }
 
-public struct Membership: Sendable, Equatable {
-    public enum Role: String, Sendable { case owner, admin, member }
+public struct Membership: Sendable, Equatable, Codable {
+    public enum Role: String, Sendable, Codable { case owner, admin, member }
     public var userID: String
     public var role: Role
     public var joinedAt: Instant
 }
 
-public struct ChatMessage: Sendable, Equatable {
+public struct ChatMessage: Sendable, Equatable, Codable {
     public var id: String
     public var channelID: String
     public var senderID: String
@@ -99,14 +102,14 @@ public struct ChatMessage: Sendable, Equatable {
 
 /// A sender key announcement (public parts only: the profile sends chain keys inside
 /// pairwise sessions, never through the server).
-public struct SenderKeyRecord: Sendable, Equatable {
+public struct SenderKeyRecord: Sendable, Equatable, Codable {
     public var channelID: String
     public var deviceID: String
     public var senderKeyPublic: String
     public var messageNumber: Int
 }
 
-public struct AuditEntry: Sendable, Equatable {
+public struct AuditEntry: Sendable, Equatable, Codable {
     public var at: Instant
     public var actorID: String
     public var action: String

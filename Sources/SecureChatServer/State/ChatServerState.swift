@@ -3,28 +3,33 @@ public import LabKernel
 /// Everything the chat server keeps. Plain dictionaries with the indexes the routes need;
 /// the live driver persists it, the simulator keeps it in memory.
 public struct ChatServerState: Sendable {
-    public var users: [String: ChatUser] = [:]
+    public var users = Table<ChatUser>()
     public var userIDByName: [String: String] = [:]
-    public var devices: [String: ChatDevice] = [:]
-    public var refreshTokens: [String: RefreshRecord] = [:]
-    public var accessTokens: [String: AccessRecord] = [:]
+    public var devices = Table<ChatDevice>()
+    public var refreshTokens = Table<RefreshRecord>()
+    public var accessTokens = Table<AccessRecord>()
     public var tickets: [String: TicketRecord] = [:]
-    public var bundles: [String: KeyBundleRecord] = [:]
-    public var channels: [String: ChatChannel] = [:]
+    public var bundles = Table<KeyBundleRecord>()
+    public var channels = Table<ChatChannel>()
     /// Channel id → user id → membership.
-    public var members: [String: [String: Membership]] = [:]
+    public var members = Table<[String: Membership]>()
     /// User id → the channels they belong to.
     public var channelsOfUser: [String: Set<String>] = [:]
     /// The DM channel of a pair of users, keyed `smaller id|larger id`.
     public var dmByPair: [String: String] = [:]
-    public var messages: [String: ChatMessage] = [:]
+    public var messages = Table<ChatMessage>()
     /// `user id|client_message_id` → message id: retried sends return the first message.
-    public var messageByClientID: [String: String] = [:]
-    public var x3dhSetups: [String: JSONValue] = [:]
+    public var messageByClientID = Table<String>()
+    public var x3dhSetups = Table<JSONValue>()
     /// Channel id → device id → announcement.
-    public var senderKeys: [String: [String: SenderKeyRecord]] = [:]
-    public var settings: [String: JSONValue] = ["registration_open": true, "max_message_bytes": 65_536]
+    public var senderKeys = Table<[String: SenderKeyRecord]>()
+    public var settings: [String: JSONValue] = ["registration_open": true, "max_message_bytes": 65_536] {
+        didSet { settingsChanged = true }
+    }
+    var settingsChanged = false
     public var audit: [AuditEntry] = []
+    /// Audit entries already in the database.
+    var auditStored = 0
     public var connections: [Int: Connection] = [:]
     public var nextConnection = 1
     public var presence: [String: String] = [:]
@@ -45,9 +50,32 @@ public struct ChatServerState: Sendable {
         public var updated: Instant
     }
 
+    /// The derived indexes, after a load: names, memberships, DM pairs, channel timelines.
+    mutating func rebuildIndexes() {
+        userIDByName = Dictionary(users.values.map { ($0.username.lowercased(), $0.id) }, uniquingKeysWith: { first, _ in first })
+        channelsOfUser = [:]
+        for (channel, members) in members {
+            for user in members.keys { channelsOfUser[user, default: []].insert(channel) }
+        }
+        dmByPair = [:]
+        for channel in channels.values where channel.isDM {
+            let pair = (members[channel.id] ?? [:]).keys.sorted()
+            if pair.count == 2 { dmByPair[Self.pairKey(pair[0], pair[1])] = channel.id }
+        }
+        var timelines: [String: [ChatMessage]] = [:]
+        for message in messages.values { timelines[message.channelID, default: []].append(message) }
+        for (channel, list) in timelines {
+            let ordered = list.sorted { ($0.createdAt, $0.id) < ($1.createdAt, $1.id) }.map(\.id)
+            if var record = channels[channel] {
+                record.messageIDs = ordered
+                channels.load(channel, record)
+            }
+        }
+    }
+
     static func pairKey(_ a: String, _ b: String) -> String { a < b ? "\(a)|\(b)" : "\(b)|\(a)" }
 
-    func isMember(_ userID: String, of channelID: String) -> Bool { members[channelID]?[userID] != nil }
+    public func isMember(_ userID: String, of channelID: String) -> Bool { members[channelID]?[userID] != nil }
 
     mutating func addMember(_ userID: String, to channelID: String, role: Membership.Role, at now: Instant) {
         members[channelID, default: [:]][userID] = Membership(userID: userID, role: role, joinedAt: now)
