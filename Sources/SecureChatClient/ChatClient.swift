@@ -45,7 +45,7 @@ public struct ChatClient: Sendable {
     }
 
     /// What a device keeps across restarts.
-    public struct Snapshot: Sendable {
+    public struct Snapshot: Sendable, Codable {
         public var baseURL = ""
         public var username: String?
         public var userID: String?
@@ -67,7 +67,7 @@ public struct ChatClient: Sendable {
         public init(seed: StreamSeed) { generator = seed.generator() }
     }
 
-    public struct ChannelInfo: Sendable, Equatable {
+    public struct ChannelInfo: Sendable, Equatable, Codable {
         public var id: String
         public var isDM: Bool
         public var name: String?
@@ -77,7 +77,7 @@ public struct ChatClient: Sendable {
         public var membersFetchedAt: Instant?
     }
 
-    public struct PendingSend: Sendable, Equatable {
+    public struct PendingSend: Sendable, Equatable, Codable {
         public var clientID: String
         public var channelID: String
         public var text: String
@@ -118,7 +118,7 @@ public struct ChatClient: Sendable {
 }
 
 /// A message as the app shows it.
-public struct ChatClientMessage: Sendable, Equatable {
+public struct ChatClientMessage: Sendable, Equatable, Codable {
     public var id: String
     public var channelID: String
     public var senderID: String

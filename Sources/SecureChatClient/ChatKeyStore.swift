@@ -4,7 +4,7 @@ public import LabKernel
 
 /// A device's keys and pairwise sessions: what must survive a restart for the device
 /// to keep reading. One-time pre-key private keys are used once and then dropped.
-public struct ChatKeyStore: Sendable {
+public struct ChatKeyStore: Sendable, Codable {
     public var identity: IdentityKey
     public var signedPreKey: PreKey
     /// One-time pre-keys by their base64 public key.
@@ -19,7 +19,7 @@ public struct ChatKeyStore: Sendable {
     /// Receivers per `channel|sender device`.
     public var receivers: [String: SenderKeyReceiver] = [:]
 
-    public struct PairwiseSession: Sendable {
+    public struct PairwiseSession: Sendable, Codable {
         public var ratchet: RatchetSession
         /// Sent with every message until the peer answers, so it can set the session up.
         public var prekey: ChatEnvelope.Prekey?

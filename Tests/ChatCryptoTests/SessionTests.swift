@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 import LabCrypto
 import LabKernel
@@ -122,5 +123,26 @@ struct SessionTests {
         #expect(try bob.decrypt(messages[17]) == [17])
         #expect(throws: ChatCryptoError.replay(iteration: 17)) { try bob.decrypt(messages[17]) }
         #expect(bob.skipped.count == 999)
+    }
+
+    @Test("a session stored mid-conversation (with skipped keys) and read back carries on exactly")
+    func storedSession() throws {
+        var pair = try Pair()
+        var (alice, bob) = try pair.sessions()
+        let late = try alice.encrypt([1], nextRatchetSeed: { pair.nextSeed() })
+        _ = try bob.decrypt(try alice.encrypt([2], nextRatchetSeed: { pair.nextSeed() }))
+        let bytes = try JSONEncoder().encode(bob)
+        #expect(!String(decoding: bytes, as: UTF8.self).isEmpty)
+        var restored = try JSONDecoder().decode(RatchetSession.self, from: bytes)
+        #expect(try restored.decrypt(late) == [1], "the skipped key survived")
+        let reply = try restored.encrypt([3], nextRatchetSeed: { pair.nextSeed() })
+        #expect(try alice.decrypt(reply) == [3])
+        var chain = try SenderKeyChain(channelID: "c", chainKey: SHA256.hash("k"), signingSeed: SHA256.hash("s"))
+        var receiver = SenderKeyReceiver(channelID: "c", distribution: chain.distribution)
+        let m = chain.encrypt([9])
+        var storedReceiver = try JSONDecoder().decode(SenderKeyReceiver.self, from: JSONEncoder().encode(receiver))
+        var storedChain = try JSONDecoder().decode(SenderKeyChain.self, from: JSONEncoder().encode(chain))
+        #expect(try storedReceiver.decrypt(m) == [9] && receiver.decrypt(m) == [9])
+        #expect(try storedReceiver.decrypt(storedChain.encrypt([10])) == [10])
     }
 }

@@ -19,14 +19,15 @@ struct ClientTests {
         return (net, net.channelsAdded["alice"]!.last!)
     }
 
-    @Test("fresh install, register, restart: the saved snapshot restores the session without a login, and old sessions still decrypt")
+    @Test("fresh install, register, restart: the stored snapshot restores the session without a login, and old sessions still decrypt")
     func restart() {
         var (net, dm) = pair()
         #expect(net.clients["alice"]!.isConnected && net.clients["bob"]!.isConnected)
         net.run("alice", .send(channelID: dm, text: "before the restart"))
-        let saved = net.clients["bob"]!.snapshot
+        let saved = try! net.clients["bob"]!.snapshot.encoded()
         net.goOffline("bob")
-        net.clients["bob"] = ChatClient(snapshot: saved)  // a new process over the stored state
+        net.clients["bob"] = ChatClient(snapshot: try! ChatClient.Snapshot(encoded: saved))  // a new process over the stored bytes
+        #expect(throws: (any Error).self) { try ChatClient.Snapshot(encoded: Array(saved.prefix(100))) }
         net.offline.remove("bob")
         net.run("bob", .start)
         #expect(net.clients["bob"]!.isConnected && net.loggedOut["bob"] == nil)

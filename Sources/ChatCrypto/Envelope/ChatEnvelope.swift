@@ -11,7 +11,7 @@ public import LabKernel
 public enum ChatEnvelope {
     public static let distributionContentType = "sender_key_distribution"
 
-    public struct Prekey: Sendable, Equatable {
+    public struct Prekey: Sendable, Equatable, Codable {
         public var identityKey: [UInt8]
         public var ephemeralKey: [UInt8]
         public var signedPreKey: [UInt8]

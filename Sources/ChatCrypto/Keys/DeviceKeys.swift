@@ -2,7 +2,7 @@ public import LabCrypto
 
 /// A device's long-term identity: an Ed25519 key that also does X25519 in its converted
 /// form (docs/chat.md, "Device keys").
-public struct IdentityKey: Sendable {
+public struct IdentityKey: Sendable, Codable {
     public let signing: Ed25519.SigningKey
     public let agreement: X25519.KeyPair
 
@@ -12,10 +12,20 @@ public struct IdentityKey: Sendable {
     }
 
     public var publicKey: [UInt8] { signing.publicKey }
+
+    public init(from decoder: any Decoder) throws {
+        signing = try decoder.singleValueContainer().decode(Ed25519.SigningKey.self)
+        agreement = X25519.KeyPair(identity: signing)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(signing)
+    }
 }
 
 /// An X25519 pre-key: the signed one, or a one-time one with its id.
-public struct PreKey: Sendable {
+public struct PreKey: Sendable, Codable {
     public let id: UInt32
     public let pair: X25519.KeyPair
 

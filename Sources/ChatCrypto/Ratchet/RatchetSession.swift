@@ -13,12 +13,12 @@ public import LabCrypto
 /// kept, at most `maxSkippedKeys`, and used once. Decryption works on a copy of the state
 /// and keeps it only when the message authenticates, so a forged or replayed message
 /// changes nothing.
-public struct RatchetSession: Sendable {
+public struct RatchetSession: Sendable, Codable {
     public static let version: UInt8 = 0x02
     public static let headerCount = 40
     public static let maxSkippedKeys = 1_000
 
-    struct SkippedKey: Hashable, Sendable {
+    struct SkippedKey: Hashable, Sendable, Codable {
         var ratchet: [UInt8]
         var number: UInt32
     }

@@ -3,7 +3,7 @@ public import LabCrypto
 /// Sender keys for group channels (docs/chat.md): each (channel, sender device) has a
 /// chain key, an iteration and an Ed25519 signing key. The sender's side encrypts; a
 /// `SenderKeyReceiver` per sender device decrypts.
-public struct SenderKeyChain: Sendable {
+public struct SenderKeyChain: Sendable, Codable {
     public static let version: UInt8 = 0x03
     public let channelID: String
     var chainKey: SecretKey32
@@ -56,7 +56,7 @@ public struct SenderKeyChain: Sendable {
 }
 
 /// The distribution message: `0x04 || iteration (u32) || chain key (32) || signing public key (32)`.
-public struct SenderKeyDistribution: Sendable, Equatable {
+public struct SenderKeyDistribution: Sendable, Equatable, Codable {
     public static let kind: UInt8 = 0x04
     public static let byteCount = 69
     public var iteration: UInt32

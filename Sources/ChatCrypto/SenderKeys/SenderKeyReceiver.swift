@@ -8,7 +8,7 @@ import LabCrypto
 /// position ahead (the keys in between are stored, at most `maxSkippedKeys`, the oldest
 /// dropped; a jump over `maxForwardJump` is refused). Each key decrypts once. State changes
 /// only when a message authenticates.
-public struct SenderKeyReceiver: Sendable {
+public struct SenderKeyReceiver: Sendable, Codable {
     public static let maxSkippedKeys = 2_000
     public static let maxForwardJump = 25_000
 

@@ -114,3 +114,18 @@ extension SeededGenerator {
     /// A lowercase hex token of `count` random bytes.
     public mutating func token(_ count: Int) -> String { bytes(count).hexString }
 }
+
+extension SeededGenerator: Codable {
+    public init(from decoder: any Decoder) throws {
+        let words = try decoder.singleValueContainer().decode([UInt64].self)
+        guard let generator = SeededGenerator(state: words) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "a generator state is four words, not all zero"))
+        }
+        self = generator
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(state)
+    }
+}
