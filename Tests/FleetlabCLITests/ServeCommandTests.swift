@@ -19,8 +19,22 @@ struct ServeCommandTests {
         let wellKnown = try await HTTPProbe.get(chat + "/.well-known/d3chat-server")
         #expect(wellKnown.status == 200 && wellKnown.text.contains(#""protocol_version":2"#))
         #expect(try await HTTPProbe.request("GET", chat + "/api/v1/users/me").status == 401)
+        // A conversation's secrets never reach the logs.
+        let json = ["content-type": "application/json"]
+        let registered = try await HTTPProbe.request("POST", chat + "/api/v1/auth/register",
+                                                     body: Data(#"{"username":"logcheck","password":"hunter2-secret-pass"}"#.utf8), headers: json)
+        let access = try #require((registered.json as? [String: Any])?["access_token"] as? String)
+        let channel = try await HTTPProbe.request("POST", chat + "/api/v1/channels", body: Data(#"{"name":"ops"}"#.utf8),
+                                                  headers: json.merging(["authorization": "Bearer \(access)"]) { $1 })
+        let channelID = try #require((channel.json as? [String: Any])?["id"] as? String)
+        let sent = try await HTTPProbe.request("POST", chat + "/api/v1/channels/\(channelID)/messages",
+                                               body: Data(#"{"content":"the launch code is 0000"}"#.utf8),
+                                               headers: json.merging(["authorization": "Bearer \(access)"]) { $1 })
+        #expect(sent.status == 201)
         served.stop()
         #expect(served.process.terminationStatus == 0)
+        let logs = served.output + served.remainingOutput()
+        for secret in [access, "hunter2-secret-pass", "the launch code"] { #expect(!logs.contains(secret)) }
     }
 
     @Test("a taken port is exit status 2 with a message, not a crash")

@@ -24,7 +24,8 @@ public final class ServedFleetlab {
         let out = (process.standardOutput as! Pipe).fileHandleForReading
         var text = ""
         let deadline = Date().addingTimeInterval(30)
-        while !(text.contains("dashboard:") || text.contains("no auth")), Date() < deadline {
+        // Every server has printed its lines once the chat server's (the last) are out.
+        while !((text.contains("dashboard:") || text.contains("no auth")) && text.contains("WebSocket:")), Date() < deadline {
             let chunk = out.availableData
             if chunk.isEmpty { break }
             text += String(decoding: chunk, as: UTF8.self)
@@ -45,6 +46,15 @@ public final class ServedFleetlab {
         guard process.isRunning else { return }
         kill(process.processIdentifier, SIGTERM)
         process.waitUntilExit()
+    }
+
+    /// Everything it printed after starting, on stdout and stderr (call after `stop`).
+    public func remainingOutput() -> String {
+        var all = ""
+        for pipe in [process.standardOutput, process.standardError] {
+            if let pipe = pipe as? Pipe { all += String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) }
+        }
+        return all
     }
 
     deinit { stop() }
