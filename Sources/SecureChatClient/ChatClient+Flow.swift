@@ -138,8 +138,14 @@ extension ChatClient {
             for channel in list { addChannel(channel, fetch: true, &out) }
             advanceSend(now: now, &out)
         case .messages(let channel):
-            for message in body?["messages"]?.arrayValue ?? [] { ingest(message, &out) }
-            _ = channel
+            let page = body?["messages"]?.arrayValue ?? []
+            // Catching up after time away: keep paging back until a page reaches messages we
+            // already have (or the start), so a long absence loses nothing.
+            let reachedKnown = page.contains { $0["id"]?.stringValue.map { snapshot.messages[$0] != nil || seenOnly.contains($0) } ?? false }
+            if body?["has_more"] == true, !reachedKnown, let oldest = page.first?["created_at"]?.stringValue {
+                request(.messages(channel: channel), "GET", "/channels/\(channel)/messages?limit=100&before=\(PercentEncoding.encode(oldest))", nil, &out)
+            }
+            for message in page { ingest(message, &out) }
         case .replenish:
             break
         case .openDM, .createGroup:

@@ -77,6 +77,21 @@ struct ClientTests {
         #expect(!net.server.state.messages.values.contains { $0.content.contains("alice 1") })
     }
 
+    @Test("after a long absence the client pages back until it meets what it has: 180 missed group messages, all in order")
+    func longAbsence() {
+        var net = ChatNetwork()
+        for name in ["alice", "carol"] { net.register(name, username: name) }
+        net.run("alice", .createGroup(name: "busy"))
+        let group = net.channelsAdded["alice"]!.last!
+        net.run("alice", .addMember(channelID: group, userID: userID(net, "carol")))
+        net.run("alice", .send(channelID: group, text: "before"))
+        net.goOffline("carol")
+        for n in 0..<180 { net.run("alice", .send(channelID: group, text: "m\(n)")) }
+        net.goOnline("carol")
+        #expect(net.texts("carol", group) == ["before"] + (0..<180).map { "m\($0)" })
+        #expect(net.clients["carol"]!.stats.decryptionFailures == 0)
+    }
+
     @Test("keys.low_otp: when others drain a device's one-time keys, the device uploads 20 more")
     func lowOneTimeKeys() {
         var (net, _) = pair()
