@@ -32,6 +32,12 @@ extension ChatClient {
             post(head, content: content, contentType: "text", distribution: false, &out)
             return
         }
+        // A member left (or a device went): a new chain, so what we send next is not
+        // readable with the key they hold.
+        if let reached = snapshot.keys?.distributedTo[channel.id], !reached.isSubset(of: Set(recipients)) {
+            snapshot.keys?.senderChains[channel.id] = nil
+            snapshot.keys?.distributedTo[channel.id] = []
+        }
         if snapshot.keys?.senderChains[channel.id] == nil {
             do {
                 snapshot.keys?.senderChains[channel.id] = try SenderKeyChain(channelID: channel.id, chainKey: snapshot.generator.bytes(32),

@@ -92,6 +92,27 @@ struct ClientTests {
         #expect(net.clients["carol"]!.stats.decryptionFailures == 0)
     }
 
+    @Test("when a member leaves a group, the next sender key is new: the leaver's key does not open later messages")
+    func rotationOnLeave() throws {
+        var net = ChatNetwork()
+        for name in ["alice", "bob", "carol"] { net.register(name, username: name) }
+        net.run("alice", .createGroup(name: "team"))
+        let group = net.channelsAdded["alice"]!.last!
+        for name in ["bob", "carol"] { net.run("alice", .addMember(channelID: group, userID: userID(net, name))) }
+        net.run("alice", .send(channelID: group, text: "all three of us"))
+        let carolKeys = net.clients["carol"]!.snapshot.keys!
+        let carolToken = net.clients["carol"]!.snapshot.accessToken!
+        let leave = net.server.handle(HTTPRequestMessage(method: "POST", target: "/api/v1/channels/\(group)/leave",
+                                                         headers: ["authorization": "Bearer \(carolToken)"]), now: net.now)
+        #expect(leave.response.status == 204)
+        net.advance(.seconds(61))  // alice refreshes the member list before her next group send
+        net.run("alice", .send(channelID: group, text: "just us two"))
+        #expect(net.texts("bob", group) == ["all three of us", "just us two"])
+        let wire = try #require(net.server.state.messages.values.first { $0.senderID == userID(net, "alice") && $0.createdAt > net.now - .seconds(1) }?.content)
+        var receiver = try #require(carolKeys.receivers["\(group)|\(net.clients["alice"]!.deviceID!)"])
+        #expect(throws: (any Error).self) { try receiver.decrypt(Base64.decode(wire) ?? []) }
+    }
+
     @Test("keys.low_otp: when others drain a device's one-time keys, the device uploads 20 more")
     func lowOneTimeKeys() {
         var (net, _) = pair()
