@@ -17,6 +17,8 @@ struct ChatNetwork {
     var surfaced: [String: [ClientError]] = [:]
     var loggedOut: [String: String] = [:]
     var channelsAdded: [String: [String]] = [:]
+    /// What each device did, in order: `GET /api/v1/users/me`, `socket`, …
+    var log: [String: [String]] = [:]
     var seed: UInt64 = 1
     /// When set, the next POST of a message from this device reaches the server but its answer is lost.
     var loseNextPostAnswer: String?
@@ -53,6 +55,7 @@ struct ChatNetwork {
             for effect in effects {
                 switch effect {
                 case .request(let id, let request):
+                    log[who, default: []].append("\(request.method) \(request.path)")
                     if offline.contains(who) { queue.append((who, .transportFailed(id: id))); continue }
                     let reply = server.handle(request, now: now)
                     queue += route(reply.outputs)
@@ -63,6 +66,7 @@ struct ChatNetwork {
                         queue.append((who, .response(id: id, reply.response)))
                     }
                 case .openSocket(let ticket):
+                    log[who, default: []].append("socket")
                     if offline.contains(who) { queue.append((who, .socketClosed(code: 1006))); continue }
                     switch server.connect(ticket: ticket, now: now) {
                     case .accepted(let connection):

@@ -29,8 +29,12 @@ struct ClientTests {
         net.clients["bob"] = ChatClient(snapshot: try! ChatClient.Snapshot(encoded: saved))  // a new process over the stored bytes
         #expect(throws: (any Error).self) { try ChatClient.Snapshot(encoded: Array(saved.prefix(100))) }
         net.offline.remove("bob")
+        net.log["bob"] = []
         net.run("bob", .start)
         #expect(net.clients["bob"]!.isConnected && net.loggedOut["bob"] == nil)
+        // The seed's startup order: restore, /users/me, ticket, socket, channels, the channel's messages.
+        #expect(Array(net.log["bob"]!.prefix(5)) == ["GET /api/v1/users/me", "POST /api/v1/auth/ws-ticket", "socket", "GET /api/v1/channels",
+                                                     "GET /api/v1/channels/\(dm)/messages"])
         net.run("alice", .send(channelID: dm, text: "after the restart"))
         net.run("bob", .send(channelID: dm, text: "and back"))
         #expect(net.texts("bob", dm) == ["before the restart", "after the restart", "and back"])
