@@ -8,7 +8,7 @@ extension ChatServer {
 
     /// `channel.new` to every connection of `users`.
     func announce(_ channel: ChatChannel, to users: Set<String>) -> [ChatOutput] {
-        deliver(["type": "channel.new", "channel": channelJSON(channel)]) { users.contains($0.userID) }
+        deliver(["type": "channel.new", "channel": channelJSON(channel)], users: users) { users.contains($0.userID) }
     }
 
     mutating func createChannel(_ request: HTTPRequestMessage, caller: Caller, now: Instant, outputs: inout [ChatOutput]) throws -> HTTPResponseMessage {

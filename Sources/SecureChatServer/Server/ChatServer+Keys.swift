@@ -104,7 +104,8 @@ extension ChatServer {
         let oneTime = bundle.oneTimeKeys.isEmpty ? nil : bundle.oneTimeKeys.removeFirst()
         state.bundles[deviceID] = bundle
         if bundle.oneTimeKeys.count < config.lowOneTimeKeyThreshold {
-            outputs += deliver(["type": "keys.low_otp", "device_id": .string(deviceID), "remaining": .number(Double(bundle.oneTimeKeys.count))]) {
+            outputs += deliver(["type": "keys.low_otp", "device_id": .string(deviceID), "remaining": .number(Double(bundle.oneTimeKeys.count))],
+                               users: [bundle.userID]) {
                 $0.deviceID == deviceID
             }
         }
@@ -180,7 +181,9 @@ extension ChatServer {
             let record = SenderKeyRecord(channelID: channelID, deviceID: deviceID, senderKeyPublic: key, messageNumber: 0)
             state.senderKeys[channelID, default: [:]][deviceID] = record
             outputs += deliver(["type": "sender_key.new", "channel_id": .string(channelID), "device_id": .string(deviceID),
-                                "sender_username": .string(state.users[caller.userID]?.username ?? "")]) { $0.channels.contains(channelID) }
+                                "sender_username": .string(state.users[caller.userID]?.username ?? "")], users: memberIDs(channelID)) {
+                $0.channels.contains(channelID)
+            }
             return .json(201, json(record))
         default: throw ChatAPIError(405, "Method Not Allowed")
         }

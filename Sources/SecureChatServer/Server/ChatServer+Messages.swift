@@ -98,7 +98,7 @@ extension ChatServer {
         state.messages[message.id] = message
         state.channels[channel.id]?.messageIDs.append(message.id)
         if let clientID { state.messageByClientID["\(caller.userID)|\(clientID)"] = message.id }
-        outputs += deliver(["type": "message.new", "message": messageJSON(message)]) { $0.channels.contains(channel.id) }
+        outputs += deliver(["type": "message.new", "message": messageJSON(message)], users: memberIDs(channel.id)) { $0.channels.contains(channel.id) }
         return .json(201, messageJSON(message))
     }
 
@@ -143,7 +143,8 @@ extension ChatServer {
             message.editedAt = now
             state.messages[messageID] = message
             outputs += deliver(["type": "message.edit", "message": ["id": .string(message.id), "channel_id": .string(channel.id),
-                                                                   "content": .string(content), "edited_at": .string(timestamp(now))]]) {
+                                                                   "content": .string(content), "edited_at": .string(timestamp(now))]],
+                               users: memberIDs(channel.id)) {
                 $0.channels.contains(channel.id)
             }
             return .json(200, messageJSON(message))
@@ -151,7 +152,8 @@ extension ChatServer {
             message.deleted = true
             message.content = ""
             state.messages[messageID] = message
-            outputs += deliver(["type": "message.delete", "message_id": .string(message.id), "channel_id": .string(channel.id)]) {
+            outputs += deliver(["type": "message.delete", "message_id": .string(message.id), "channel_id": .string(channel.id)],
+                               users: memberIDs(channel.id)) {
                 $0.channels.contains(channel.id)
             }
             return .empty(204)

@@ -21,12 +21,14 @@ extension ChatServer {
         state.nextConnection += 1
         state.connections[id] = ChatServerState.Connection(userID: record.userID, deviceID: record.deviceID,
                                                            channels: state.channelsOfUser[record.userID] ?? [])
+        state.connectionsOfUser[record.userID, default: []].insert(id)
         state.presence[record.userID] = "online"
         return .accepted(connection: id)
     }
 
     public mutating func disconnect(_ connection: Int) {
         guard let gone = state.connections.removeValue(forKey: connection) else { return }
+        state.connectionsOfUser[gone.userID]?.remove(connection)
         if !state.connections.values.contains(where: { $0.userID == gone.userID }) { state.presence[gone.userID] = "offline" }
     }
 
@@ -42,7 +44,7 @@ extension ChatServer {
             guard let channel = frame["channel_id"]?.stringValue, state.isMember(conn.userID, of: channel) else {
                 return error("Not a member of this channel")
             }
-            return deliver(["type": .string(type), "user_id": .string(conn.userID), "channel_id": .string(channel)]) {
+            return deliver(["type": .string(type), "user_id": .string(conn.userID), "channel_id": .string(channel)], users: memberIDs(channel)) {
                 $0.channels.contains(channel) && $0.deviceID != conn.deviceID
             }
         case "presence.update":
@@ -65,10 +67,15 @@ extension ChatServer {
         }
     }
 
-    /// `payload` to every connection matching `filter`, in connection order.
-    func deliver(_ payload: JSONValue, where filter: (ChatServerState.Connection) -> Bool) -> [ChatOutput] {
-        state.connections.keys.sorted().compactMap { id in filter(state.connections[id]!) ? .send(connection: id, payload) : nil }
+    /// `payload` to every connection matching `filter`, in connection order; with `users`,
+    /// only their connections are looked at.
+    func deliver(_ payload: JSONValue, users: Set<String>? = nil, where filter: (ChatServerState.Connection) -> Bool) -> [ChatOutput] {
+        let candidates = users.map { $0.flatMap { state.connectionsOfUser[$0] ?? [] } } ?? Array(state.connections.keys)
+        return candidates.sorted().compactMap { id in filter(state.connections[id]!) ? .send(connection: id, payload) : nil }
     }
+
+    /// The members of a channel, for `deliver(users:)`.
+    func memberIDs(_ channel: String) -> Set<String> { Set((state.members[channel] ?? [:]).keys) }
 
     /// Closes the matching connections (4003 unless said otherwise).
     mutating func closeConnections(code: UInt16 = 4003, reason: String = "Logged out",

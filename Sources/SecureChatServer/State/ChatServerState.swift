@@ -31,6 +31,8 @@ public struct ChatServerState: Sendable {
     /// Audit entries already in the database.
     var auditStored = 0
     public var connections: [Int: Connection] = [:]
+    /// User id → their open connections, so fan-out looks only at the people concerned.
+    public var connectionsOfUser: [String: Set<Int>] = [:]
     public var nextConnection = 1
     public var presence: [String: String] = [:]
     public var rateBuckets: [String: RateBucket] = [:]
