@@ -64,7 +64,8 @@ let package = Package(
         // Discrete-event kernel, virtual network, device model, scenarios, recorder.
         .target(
             name: "Simulator",
-            dependencies: ["LabKernel", "LabStore", "DeviceWorkflows", "MobileSyncServer", .product(name: "Yams", package: "Yams")],
+            dependencies: ["LabKernel", "LabStore", "LabCrypto", "DeviceWorkflows", "MobileSyncServer", "SecureChatServer", "SecureChatClient",
+                           .product(name: "Yams", package: "Yams")],
             swiftSettings: strictSettings
         ),
 
@@ -111,7 +112,7 @@ let package = Package(
         .testTarget(name: "DeviceWorkflowsTests", dependencies: ["DeviceWorkflows", "LabStore", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "MobileSyncServerTests", dependencies: ["MobileSyncServer", "DeviceWorkflows", "LabCrypto", "LabStore", "LabKernel", "LabTestSupport"],
                     swiftSettings: strictSettings),
-        .testTarget(name: "SimulatorTests", dependencies: ["Simulator", "LabStore", "LabTestSupport"], swiftSettings: strictSettings),
+        .testTarget(name: "SimulatorTests", dependencies: ["Simulator", "LabStore", "LabTestSupport", "SecureChatServer"], swiftSettings: strictSettings),
         .testTarget(name: "ReportsTests", dependencies: ["Reports", "Simulator", "LabStore", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "LiveTests", dependencies: [
             "Live", "LabTestSupport", "LabKernel", "LabCrypto", "MobileSyncServer", "DeviceWorkflows", "SecureChatServer", "SecureChatClient", .product(name: "Hummingbird", package: "hummingbird"), .product(name: "NIOCore", package: "swift-nio"),

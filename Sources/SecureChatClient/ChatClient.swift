@@ -42,6 +42,8 @@ public struct ChatClient: Sendable {
         public var refreshes = 0
         public var reconnects = 0
         public var replenished = 0
+
+        public init() {}
     }
 
     /// What a device keeps across restarts.

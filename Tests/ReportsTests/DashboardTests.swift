@@ -28,6 +28,11 @@ struct DashboardTests {
                 - {sequence: \(workflows)/payment-verification.json, start: {poisson: 10m}}
             sync:
               operator: {thinkTime: 20}
+            chat:
+              devices: phones
+              groups: 3
+              groupSize: [3, 5]
+              messagesPerUserHour: 10
             faults:
               - {kind: server-crash, at: 1h, duration: 15m}
             """, file: "dash.yaml")

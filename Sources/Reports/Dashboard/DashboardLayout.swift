@@ -15,7 +15,7 @@ public struct DashboardLayout: Codable, Equatable, Sendable {
     public static let simulation = DashboardLayout(
         title: "fleetlab simulation",
         panels: ["summary", "thresholds", "workflows", "workflow-activity", "workflow-latency", "workflow-steps", "workflow-ticks",
-                 "sync-latency", "sync-commands", "sync-outbox", "sync-server", "sync-cadence", "battery", "power-states", "ticks", "app-states", "lifecycle", "network",
+                 "sync-latency", "sync-commands", "sync-outbox", "sync-server", "sync-cadence", "chat-latency", "chat-activity", "battery", "power-states", "ticks", "app-states", "lifecycle", "network",
                  "throughput", "sessions", "invariants", "populations", "events", "scenario"])
 
     /// Reads a layout file and checks that every panel exists.

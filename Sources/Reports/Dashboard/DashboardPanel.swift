@@ -73,6 +73,8 @@ public enum DashboardPanels {
         EventSamplePanel(), ScenarioTextPanel(), WorkflowsPanel(), WorkflowStepsPanel(), WorkflowActivityPanel(),
         WorkflowLatencyPanel(), WorkflowTicksPanel(), SyncLatencyPanel(), SyncCadencePanel(), SyncOutboxPanel(), SyncServerPanel(),
         SyncCommandsPanel(),
+        ChatLatencyPanel(),
+        ChatActivityPanel(),
     ]
 
     public static func panel(id: String) -> (any DashboardPanel)? { all.first { $0.id == id } }

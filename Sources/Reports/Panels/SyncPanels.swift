@@ -6,7 +6,7 @@ private func percentiles(_ h: LogLinearHistogram, _ qs: [Double] = [50, 90, 99])
 }
 
 /// Points at bucket ends.
-private func atEnds(_ context: DashboardContext, _ values: [Double]) -> [(t: Int64, value: Double)] {
+func atEnds(_ context: DashboardContext, _ values: [Double]) -> [(t: Int64, value: Double)] {
     zip(context.bucketStarts, values).map { (t: min($0 + context.bucket, context.duration), value: $1) }
 }
 

@@ -27,6 +27,7 @@ extension FleetWorld {
             case .network(let from, let to):
                 recorder.add(metrics.networkChanges[Int(to.rawValue)])
                 deviceNetworkChanged(device, to: to)
+                if chatSim != nil { chatNetworkChanged(device, to: to, now: now, queue: &queue) }
                 sampler.offer(at: now, device: device, kind: "network") { "\(from) -> \(to)" }
             case .session(let length, let ours):
                 recorder.add(metrics.sessions[ours ? 0 : 1])
@@ -51,6 +52,7 @@ extension FleetWorld {
 
     /// Brings every device's accounting up to `now`, samples the fleet and closes the bucket.
     mutating func closeBucket(startingAt start: Int64, at now: Instant) {
+        recordChatBucket()
         var sample = FleetSample()
         for index in devices.indices {
             devices[index].closeBucket(at: now, env: environment, tally: &tally, sample: &sample, index: index)
@@ -114,6 +116,7 @@ extension FleetWorld {
                              "\(Int(started)) instances started, \(Int(finished)) finished, \(Int(active)) still active at the end")
         }
         checkApprovalsReachedServer()
+        checkChatInvariants(at: now)
         recorder.closeRun()
         let thresholds = ThresholdEvaluator.evaluate(scenario.thresholds, recorder: recorder)
         var batch = recorder.takeBatch()

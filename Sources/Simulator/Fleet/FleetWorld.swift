@@ -29,6 +29,11 @@ public struct FleetWorld: SimulationWorld {
         /// The operator resolves an approval on the dashboard.
         case operatorResolve(task: UInt32)
         case campaign(index: UInt16)
+        /// Chat: a request, socket or frame arriving; a client's timer; a user talking; a setup phase.
+        case chat(slot: UInt32)
+        case chatTimer(device: UInt32, generation: UInt32)
+        case chatTalk(user: UInt32)
+        case chatSetup(phase: UInt8)
     }
 
     public internal(set) var devices: [VirtualDevice] = []
@@ -64,6 +69,7 @@ public struct FleetWorld: SimulationWorld {
     var faultsInForce: Set<Int> = []
     var faultKindsInBucket: Set<String> = []
     var syncSim: SyncSimulation?
+    var chatSim: ChatSimulation?
     var syncMetrics: SyncMetrics?
     var syncInvariants: SyncInvariants?
 
@@ -125,6 +131,7 @@ public struct FleetWorld: SimulationWorld {
             }
         }
         if let sync = scenario.sync { setUpSync(sync) }
+        if let chat = scenario.chat { setUpChat(chat) }
     }
 
     /// The events a run starts with: bucket ends, faults, then each device's first wake-up.
@@ -147,6 +154,9 @@ public struct FleetWorld: SimulationWorld {
         scheduleFirstStarts(into: &queue)
         for (index, campaign) in (scenario.sync?.campaigns ?? []).enumerated() {
             queue.schedule(.campaign(index: UInt16(index)), at: .zero + campaign.at)
+        }
+        if scenario.chat != nil {
+            for phase in 0..<4 { queue.schedule(.chatSetup(phase: UInt8(phase)), at: .zero + .seconds(1 + 60 * Int64(phase))) }
         }
         for index in devices.indices {
             let next = devices[index].nextWake(environment)
@@ -193,6 +203,14 @@ public struct FleetWorld: SimulationWorld {
             operatorResolves(task, now: now, queue: &queue)
         case .campaign(let index):
             runCampaign(Int(index), now: now, queue: &queue)
+        case .chat(let slot):
+            chatArrived(slot, now: now, queue: &queue)
+        case .chatTimer(let device, let generation):
+            chatTimerFired(Int(device), generation: generation, now: now, queue: &queue)
+        case .chatTalk(let user):
+            chatTalk(Int(user), now: now, queue: &queue)
+        case .chatSetup(let phase):
+            chatSetup(phase, now: now, queue: &queue)
         }
     }
 

@@ -2,7 +2,7 @@ public import LabKernel
 
 extension Scenario: Decodable {
     enum CodingKeys: String, CodingKey, CaseIterable {
-        case name, description, seed, duration, startAt, bucket, ticks, links, devices, faults, thresholds, eventSample, workflows, sync
+        case name, description, seed, duration, startAt, bucket, ticks, links, devices, faults, thresholds, eventSample, workflows, sync, chat
     }
 
     public init(from decoder: any Decoder) throws {
@@ -65,6 +65,10 @@ extension Scenario: Decodable {
                     codingPath: c.codingPath + [CodingKeys.workflows, WorkflowSettings.CodingKeys.run, IndexKey(index)],
                     debugDescription: "no device population named '\(unknown)'"))
             }
+        }
+        chat = try c.decodeIfPresent(ChatSettings.self, forKey: .chat)
+        if let unknown = chat?.populations.first(where: { !seen.contains($0) }) {
+            throw fail(.chat, "no device population named '\(unknown)'")
         }
         sync = try c.decodeIfPresent(SyncSettings.self, forKey: .sync)
         if let sync {

@@ -23,6 +23,7 @@ public struct Scenario: Sendable {
     public var workflows: WorkflowSettings?
     /// The devices' engines sync with a simulated orch8 server; nil: no sync.
     public var sync: SyncSettings?
+    public var chat: ChatSettings?
     /// The scenario file's text, stored in the results so a run documents itself.
     public var text: String = ""
 

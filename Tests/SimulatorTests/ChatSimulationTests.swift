@@ -1,0 +1,70 @@
+import Foundation
+import Testing
+import LabKernel
+import LabStore
+import LabTestSupport
+import SecureChatServer
+@testable import Simulator
+
+@Suite("Chat simulation")
+struct ChatSimulationTests {
+    static func scenario(devices: Int = 60, hours: Int = 1, network: String = "typical") throws -> Scenario {
+        try ScenarioLoader.parse(text: """
+            name: chat
+            seed: 4
+            duration: \(hours)h
+            devices:
+              - {name: phones, count: \(devices), network: \(network)}
+            chat:
+              groups: 6
+              groupSize: [3, 6]
+              dmsPerUser: 1
+              messagesPerUserHour: 20
+            """, file: "chat.yaml")
+    }
+
+    static func total(_ world: FleetWorld, _ name: String, _ labels: String = "") -> Double {
+        world.recorder.descriptors.filter { $0.name == name && (labels.isEmpty || $0.labels == labels) }.reduce(0) { $0 + world.recorder.totals[$1.id] }
+    }
+
+    @Test("users on several devices talk in groups and DMs with real crypto: every invariant holds and nothing fails to decrypt")
+    func talk() throws {
+        let world = WorkflowSimulationTests.run(try Self.scenario(network: "flaky"))
+        #expect(Self.total(world, "chat.messages", "kind=group") > 50 && Self.total(world, "chat.messages", "kind=dm") > 50)
+        #expect(Self.total(world, "chat.decrypted") > 500)
+        #expect(Self.total(world, "chat.decryption_failures") == 0)
+        #expect(Self.total(world, "chat.reconnects") > 0, "flaky networks make devices reconnect")
+        let chat = world.invariants.rows.filter { $0.name.hasPrefix("chat.") }
+        #expect(chat.count == 5)
+        for row in chat { #expect(row.checks > 0 && row.violations == 0, "\(row.name): \(row.firstViolation ?? "")") }
+        let sim = try #require(world.chatSim)
+        #expect(sim.devicesOfUser.contains { $0.count > 1 }, "some users have several devices")
+        #expect(!sim.server.state.messages.values.contains { $0.content.contains(".d") }, "the server holds no plaintext")
+    }
+
+    @Test("chat runs repeat for a seed")
+    func deterministic() throws {
+        let dir = TestPaths.scratchDirectory()
+        let scenario = try Self.scenario(devices: 30)
+        #expect(try DeterminismTests.digest(of: scenario, in: dir, name: "a.sqlite") == DeterminismTests.digest(of: scenario, in: dir, name: "b.sqlite"))
+    }
+
+    @Test("chat settings are checked", arguments: [
+        ("devicesPerUser: {1: 50%, 2: 20%}", "add up to 70%"),
+        ("devicesPerUser: {4: 100%}", "keys are 1, 2 and 3"),
+        ("groupSize: [1, 5]", "2 <= min <= max"),
+        ("devices: tablets", "no device population named 'tablets'"),
+    ])
+    func settings(line: String, message: String) {
+        let text = """
+            name: chat
+            seed: 4
+            duration: 1h
+            devices:
+              - {name: phones, count: 10}
+            chat:
+              \(line)
+            """
+        #expect { try ScenarioLoader.parse(text: text, file: "chat.yaml") } throws: { "\($0)".contains(message) }
+    }
+}
