@@ -42,6 +42,20 @@ struct ChatSimulationTests {
         #expect(!sim.server.state.messages.values.contains { $0.content.contains(".d") }, "the server holds no plaintext")
     }
 
+    @Test("byHour shapes the rate: users are silent in hours weighted zero and talk in the others")
+    func byHour() throws {
+        func messages(busyHour: Int) throws -> Double {
+            var scenario = try Self.scenario(devices: 40, hours: 2)
+            scenario.startAt = .hours(8)
+            scenario.chat!.byHour = (0..<24).map { $0 == busyHour ? 1 : 0 }
+            scenario.chat!.messagesPerUserHour = 0.5  // a day's average: 12 an hour in the busy hour
+            let world = WorkflowSimulationTests.run(scenario)
+            return Self.total(world, "chat.messages")
+        }
+        #expect(try messages(busyHour: 20) == 0, "08:00-10:00 is silent when only 20:00 is busy")
+        #expect(try messages(busyHour: 9) > 20)
+    }
+
     @Test("chat runs repeat for a seed")
     func deterministic() throws {
         let dir = TestPaths.scratchDirectory()
@@ -54,6 +68,7 @@ struct ChatSimulationTests {
         ("devicesPerUser: {4: 100%}", "keys are 1, 2 and 3"),
         ("groupSize: [1, 5]", "2 <= min <= max"),
         ("devices: tablets", "no device population named 'tablets'"),
+        ("byHour: [1, 2]", "24 weights"),
     ])
     func settings(line: String, message: String) {
         let text = """

@@ -98,7 +98,7 @@ extension FleetWorld {
                     chatInput(devicesOfUser[user][0], .openDM(userID: userID), now: now, queue: &queue)
                 }
             }
-            let rate = scenario.chat!.messagesPerUserHour
+            let rate = scenario.chat!.peakRate
             guard rate > 0 else { return }
             for user in devicesOfUser.indices {
                 let gap = Distribution.exponential(mean: 3_600 / rate).sample(using: &chatSim!.generator)
@@ -112,8 +112,11 @@ extension FleetWorld {
     /// A user sends one message from a connected device, to a group or a DM.
     mutating func chatTalk(_ user: Int, now: Instant, queue: inout EventQueue<Event>) {
         guard chatSim != nil, let settings = scenario.chat else { return }
-        let gap = Distribution.exponential(mean: 3_600 / settings.messagesPerUserHour).sample(using: &chatSim!.generator)
+        // Poisson at the peak rate, thinned to the hour's rate.
+        let gap = Distribution.exponential(mean: 3_600 / settings.peakRate).sample(using: &chatSim!.generator)
         queue.schedule(.chatTalk(user: UInt32(user)), at: now + .milliseconds(max(1, Int64(gap * 1_000))))
+        let hour = Int(((scenario.startAt.nanoseconds + now.nanoseconds) / 3_600_000_000_000) % 24)
+        guard chatSim!.generator.nextUnit() < settings.keep(hour: hour) else { return }
         let online = chatSim!.devicesOfUser[user].filter { chatSim!.clients[$0]?.isConnected ?? false }
         guard !online.isEmpty else { return }
         let device = online[Int(chatSim!.generator.next() % UInt64(online.count))]

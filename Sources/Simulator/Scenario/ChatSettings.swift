@@ -16,8 +16,11 @@ public struct ChatSettings: Sendable, Decodable {
     public var messagesPerUserHour = 6.0
     /// Share of messages that go to a group rather than a DM.
     public var groupShare = Ratio(numerator: 70, denominator: 100)
+    /// Relative message rate for each hour of the day (24 weights; the average rate stays
+    /// `messagesPerUserHour`). Empty: the same all day.
+    public var byHour: [Double] = []
 
-    enum CodingKeys: String, CodingKey, CaseIterable { case devices, devicesPerUser, groups, groupSize, dmsPerUser, messagesPerUserHour, groupShare }
+    enum CodingKeys: String, CodingKey, CaseIterable { case devices, devicesPerUser, groups, groupSize, dmsPerUser, messagesPerUserHour, groupShare, byHour }
 
     public init() {}
 
@@ -46,5 +49,17 @@ public struct ChatSettings: Sendable, Decodable {
         messagesPerUserHour = try c.decodeIfPresent(Double.self, forKey: .messagesPerUserHour) ?? messagesPerUserHour
         guard (0...3_600).contains(messagesPerUserHour) else { throw fail(.messagesPerUserHour, "expected 0...3600") }
         groupShare = try c.decodeIfPresent(Ratio.self, forKey: .groupShare) ?? groupShare
+        byHour = try c.decodeIfPresent([Double].self, forKey: .byHour) ?? []
+        guard byHour.isEmpty || (byHour.count == 24 && byHour.allSatisfy { $0 >= 0 } && byHour.contains { $0 > 0 }) else {
+            throw fail(.byHour, "24 weights, one per hour from 00:00, none negative and not all zero")
+        }
     }
+
+    /// The rate at the busiest hour, and the chance of keeping a draw at `hour` (thinning).
+    var peakRate: Double {
+        guard !byHour.isEmpty else { return messagesPerUserHour }
+        return messagesPerUserHour * byHour.max()! / (byHour.reduce(0, +) / 24)
+    }
+
+    func keep(hour: Int) -> Double { byHour.isEmpty ? 1 : byHour[hour] / byHour.max()! }
 }
