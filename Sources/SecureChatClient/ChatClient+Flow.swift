@@ -57,6 +57,10 @@ extension ChatClient {
             request(.openDM, "POST", "/channels/dm", ["user_id": .string(user)], &out)
         case .createGroup(let name):
             request(.createGroup, "POST", "/channels", ["name": .string(name)], &out)
+        case .typing(let channel, let started):
+            if socket == .open {
+                out.append(.socketSend(JSONValue.object(["type": .string(started ? "typing.start" : "typing.stop"), "channel_id": .string(channel)]).canonicalText))
+            }
         case .addMember(let channel, let user):
             snapshot.channels[channel]?.membersFetched = false
             request(.addMember, "POST", "/channels/\(channel)/members", ["user_id": .string(user)], &out)

@@ -147,6 +147,8 @@ public enum ClientInput: Sendable {
     case openDM(userID: String)
     case createGroup(name: String)
     case addMember(channelID: String, userID: String)
+    /// The user started or stopped typing in a channel (a socket frame; nothing when offline).
+    case typing(channelID: String, started: Bool)
 }
 
 public enum ClientEffect: Sendable, Equatable {

@@ -182,6 +182,12 @@ struct ClientTests {
         net.run("alice", .send(channelID: dm, text: "answer lost"))
         net.advance(.seconds(3))
         #expect(net.texts("bob", dm) == ["queued while offline", "answer lost"])
+        // Typing goes out on the socket and reaches the peer's connection.
+        let frames = net.server.receive(net.connectionOf["alice"]!, text: #"{"type":"typing.start","channel_id":"\#(dm)"}"#, now: net.now)
+        #expect(frames.contains { if case .send(let c, let p) = $0 { return c == net.connectionOf["bob"] && p["type"] == "typing.start" }; return false })
+        var typist = net.clients["alice"]!
+        #expect(typist.handle(.typing(channelID: dm, started: true), now: net.now)
+                == [.socketSend(#"{"channel_id":"\#(dm)","type":"typing.start"}"#)])
         #expect(net.server.state.messages.count == 2, "the retried send found its first message")
         #expect(net.clients["alice"]!.snapshot.pending.isEmpty)
     }

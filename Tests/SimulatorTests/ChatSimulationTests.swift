@@ -34,6 +34,7 @@ struct ChatSimulationTests {
         #expect(Self.total(world, "chat.decrypted") > 500)
         #expect(Self.total(world, "chat.decryption_failures") == 0)
         #expect(Self.total(world, "chat.reconnects") > 0, "flaky networks make devices reconnect")
+        #expect(Self.total(world, "chat.typing") > 0, "typing.start reaches the other members' devices")
         let chat = world.invariants.rows.filter { $0.name.hasPrefix("chat.") }
         #expect(chat.count == 5)
         for row in chat { #expect(row.checks > 0 && row.violations == 0, "\(row.name): \(row.firstViolation ?? "")") }

@@ -33,6 +33,8 @@ struct ChatSimulation {
     var transits: [UInt32: Transit] = [:]
     var nextTransit: UInt32 = 0
     var timerGeneration: [Int: UInt32] = [:]
+    /// When the last frame on each device's socket arrives (frames keep their order).
+    var socketArrival: [Int: Instant] = [:]
     var generator: SeededGenerator
     /// Groups as user indices (the first creates it), their channels, each user's groups.
     var groups: [[Int]] = []
@@ -66,6 +68,7 @@ struct ChatMetrics {
     let replenished: MetricHandle
     let refreshes: MetricHandle
     let connected: MetricHandle
+    let typing: MetricHandle
 
     static let kinds = ["dm", "group"]
 
@@ -79,6 +82,7 @@ struct ChatMetrics {
         replenished = recorder.register("chat.otk_replenished")
         refreshes = recorder.register("chat.refreshes")
         connected = recorder.register("chat.connected")
+        typing = recorder.register("chat.typing")
     }
 }
 

@@ -140,6 +140,9 @@ extension FleetWorld {
         chatSim!.sequence[device, default: 0] += 1
         let text = "u\(user).d\(device).\(chatSim!.sequence[device]!)"
         chatSim!.sent[text] = ChatSimulation.Sent(at: now, group: toGroup, pending: readers)
+        if chatSim!.generator.chance(settings.typingShare) {
+            chatInput(device, .typing(channelID: channel, started: true), now: now, queue: &queue)
+        }
         chatInput(device, .send(channelID: channel, text: text), now: now, queue: &queue)
     }
 }

@@ -118,7 +118,11 @@ extension FleetWorld {
             switch output {
             case .send(let connection, let payload):
                 guard let device = chatSim!.deviceOfConnection[connection], let latency = chatLatency(device) else { continue }
-                chatSchedule(.input(device: device, .socketText(payload.canonicalText)), after: latency, now: now, queue: &queue)
+                if payload["type"] == "typing.start" { recorder.add(chatSim!.metrics.typing) }
+                // A socket is one ordered stream: a frame never overtakes the one before it.
+                let arrival = max(now + latency, chatSim!.socketArrival[device] ?? now)
+                chatSim!.socketArrival[device] = arrival
+                chatSchedule(.input(device: device, .socketText(payload.canonicalText)), after: arrival - now, now: now, queue: &queue)
             case .close(let connection, let code, _):
                 guard let device = chatSim!.deviceOfConnection.removeValue(forKey: connection) else { continue }
                 chatSim!.connectionOf[device] = nil

@@ -122,6 +122,7 @@ public enum MetricCatalog {
         Entry(name: "chat.otk_replenished", kind: .counter, unit: .count, labelKeys: [], description: "One-time key uploads after keys.low_otp"),
         Entry(name: "chat.refreshes", kind: .counter, unit: .count, labelKeys: [], description: "Access-token refreshes (rotations)"),
         Entry(name: "chat.connected", kind: .gauge, unit: .count, labelKeys: [], description: "Chat devices with an open socket at the bucket end"),
+        Entry(name: "chat.typing", kind: .counter, unit: .count, labelKeys: [], description: "typing.start frames the server fanned out to other devices"),
         Entry(name: "workflow.engine_ticks", kind: .counter, unit: .count, labelKeys: ["power_state"],
               description: "Engine ticks run (ticks with work), by the power state they ran in"),
     ]

@@ -19,8 +19,10 @@ public struct ChatSettings: Sendable, Decodable {
     /// Relative message rate for each hour of the day (24 weights; the average rate stays
     /// `messagesPerUserHour`). Empty: the same all day.
     public var byHour: [Double] = []
+    /// Chance a user's message is announced by `typing.start` (the server fans it out).
+    public var typingShare = Ratio(numerator: 50, denominator: 100)
 
-    enum CodingKeys: String, CodingKey, CaseIterable { case devices, devicesPerUser, groups, groupSize, dmsPerUser, messagesPerUserHour, groupShare, byHour }
+    enum CodingKeys: String, CodingKey, CaseIterable { case devices, devicesPerUser, groups, groupSize, dmsPerUser, messagesPerUserHour, groupShare, byHour, typingShare }
 
     public init() {}
 
@@ -50,6 +52,7 @@ public struct ChatSettings: Sendable, Decodable {
         guard (0...3_600).contains(messagesPerUserHour) else { throw fail(.messagesPerUserHour, "expected 0...3600") }
         groupShare = try c.decodeIfPresent(Ratio.self, forKey: .groupShare) ?? groupShare
         byHour = try c.decodeIfPresent([Double].self, forKey: .byHour) ?? []
+        typingShare = try c.decodeIfPresent(Ratio.self, forKey: .typingShare) ?? typingShare
         guard byHour.isEmpty || (byHour.count == 24 && byHour.allSatisfy { $0 >= 0 } && byHour.contains { $0 > 0 }) else {
             throw fail(.byHour, "24 weights, one per hour from 00:00, none negative and not all zero")
         }
