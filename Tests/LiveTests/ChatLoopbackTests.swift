@@ -17,7 +17,7 @@ final class LoopbackChatDevice {
     var delivered: [ChatClientMessage] = []
     var surfaced: [ClientError] = []
     var added: [String] = []
-    let started = ContinuousClock.now
+    let clock = LiveClock()
 
     init(base: String, seed: UInt64) {
         self.base = base
@@ -25,10 +25,7 @@ final class LoopbackChatDevice {
         client = ChatClient(snapshot: ChatClient.Snapshot(seed: StreamSeed(seed)))
     }
 
-    var now: Instant {
-        let d = ContinuousClock.now - started
-        return Instant(nanoseconds: d.components.seconds * 1_000_000_000 + d.components.attoseconds / 1_000_000_000)
-    }
+    var now: Instant { clock.now }
 
     func run(_ input: ClientInput) async throws {
         var queue = [input]

@@ -13,7 +13,7 @@ public final class LiveDevice<Store: WorkflowStore>: @unchecked Sendable {
     public let baseURL: String
     public let apiKey: String
     public let deviceID: String
-    let started = ContinuousClock.now
+    let clock = LiveClock()
     /// Ticks run so far (the reporter counts its interval in these).
     public private(set) var ticks: UInt64 = 0
 
@@ -25,10 +25,7 @@ public final class LiveDevice<Store: WorkflowStore>: @unchecked Sendable {
         self.host.enableSync(deviceID: deviceID, seed: StreamSeed(seed))
     }
 
-    var wallNow: Instant {
-        let elapsed = ContinuousClock.now - started
-        return Instant(nanoseconds: elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000)
-    }
+    var wallNow: Instant { clock.now }
 
     /// Advances the engine to the wall clock and runs what is due.
     public func step() throws {

@@ -20,8 +20,7 @@ public final class MobileSyncLiveServer: ReferenceServer, @unchecked Sendable {
     let lock = NSLock()
     var server: SyncServer
     let store: SQLiteSyncServerStore
-    let start = ContinuousClock.now
-    let origin: WallClockOrigin
+    let clock = LiveClock()
     public private(set) var pushLog: [PushWake] = []
 
     /// Opens (or creates) the database under `dataDirectory` and readies the server: a
@@ -30,10 +29,9 @@ public final class MobileSyncLiveServer: ReferenceServer, @unchecked Sendable {
         self.defaultPort = defaultPort
         try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
         store = try SQLiteSyncServerStore(path: (dataDirectory as NSString).appendingPathComponent("mobile-sync.sqlite"))
-        origin = WallClockOrigin(unixMilliseconds: Int64(Date().timeIntervalSince1970 * 1000))
         let ids = seed ?? UInt64.random(in: 1...UInt64.max)
         server = SyncServer(state: try store.load(), config: SyncServerConfig(authRequired: authRequired), seed: StreamSeed(ids),
-                            wallClock: origin)
+                            wallClock: clock.origin)
         server.bootstrap(now: .zero)
         try store.apply(server.state.takeChanges())
     }
@@ -48,8 +46,7 @@ public final class MobileSyncLiveServer: ReferenceServer, @unchecked Sendable {
     public var rootAPIKey: String { lock.withLock { server.rootAPIKey ?? "" } }
     public var authRequired: Bool { lock.withLock { server.config.authRequired } }
 
-    var now: Instant { Instant(nanoseconds: Int64((ContinuousClock.now - start).components.seconds) * 1_000_000_000
-                                + (ContinuousClock.now - start).components.attoseconds / 1_000_000_000) }
+    var now: Instant { clock.now }
 
     /// Runs one request through the core and commits its rows.
     public func handle(_ request: HTTPRequestMessage) throws -> HTTPResponseMessage {

@@ -21,7 +21,7 @@ public final class SecureChatLiveServer: ReferenceServer, @unchecked Sendable {
     public let summary = "d3chat: /api/v1/auth, /keys, /channels, /admin … and /ws?ticket="
     let lock = NSLock()
     var server: ChatServer
-    let start = ContinuousClock.now
+    let clock = LiveClock()
     var writers: [Int: AsyncStream<SocketCommand>.Continuation] = [:]
     let store: SQLiteChatServerStore
 
@@ -37,9 +37,8 @@ public final class SecureChatLiveServer: ReferenceServer, @unchecked Sendable {
         store = try SQLiteChatServerStore(path: (dataDirectory as NSString).appendingPathComponent("chat.sqlite"))
         var config = ChatServerConfig()
         config.passwordCost = passwordCost
-        let origin = WallClockOrigin(unixMilliseconds: Int64(Date().timeIntervalSince1970 * 1000))
         // A fresh seed per start: ids and tokens never repeat those of an earlier run.
-        server = ChatServer(state: try store.load(), config: config, seed: StreamSeed(seed ?? UInt64.random(in: 1...UInt64.max)), wallClock: origin)
+        server = ChatServer(state: try store.load(), config: config, seed: StreamSeed(seed ?? UInt64.random(in: 1...UInt64.max)), wallClock: clock.origin)
         if let max = server.state.settings["max_message_bytes"]?.numberValue { server.config.maxContentBytes = Int(max) }
     }
 
@@ -57,10 +56,7 @@ public final class SecureChatLiveServer: ReferenceServer, @unchecked Sendable {
 
     public var details: [String] { ["the first account registered is the admin; WebSocket: /ws?ticket=<POST /api/v1/auth/ws-ticket>"] }
 
-    var now: Instant {
-        let elapsed = ContinuousClock.now - start
-        return Instant(nanoseconds: elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000)
-    }
+    var now: Instant { clock.now }
 
     public func handle(_ request: HTTPRequestMessage) -> HTTPResponseMessage {
         lock.withLock {
