@@ -126,8 +126,9 @@ struct ChatLoopbackTests {
             let ticket = try #require((ticketReply.json as? [String: Any])?["ticket"] as? String)
             do {
                 let first = try WebSocketProbe(port: bob.port, target: "/ws?ticket=\(ticket)")
-                // The upgrade answers before the session takes the ticket: wait until it has.
-                for _ in 0..<200 where server.lock.withLock({ server.server.state.tickets[ticket] != nil }) {
+                // The upgrade answers before the session takes the ticket: wait until it has
+                // (up to 10 s: under a loaded machine the session can start late).
+                for _ in 0..<1_000 where server.lock.withLock({ server.server.state.tickets[ticket] != nil }) {
                     try await Task.sleep(for: .milliseconds(10))
                 }
                 let replay = try WebSocketProbe(port: bob.port, target: "/ws?ticket=\(ticket)")
