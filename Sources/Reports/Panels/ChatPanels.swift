@@ -16,18 +16,13 @@ struct ChatLatencyPanel: DashboardPanel {
                 guard let metric = results.metric(named: name, labels: "kind=\(kind)") else { continue }
                 let h = results.histogram(metric)
                 rows.append(["\(label), \(what)", MetricUnit.decimal(Double(h.totalCount), digits: 0)]
-                    + [50.0, 90, 99].map { h.isEmpty ? "–" : MetricUnit.formatDuration(Double(h.value(atPercentile: $0))) })
+                    + durationPercentiles(h))
             }
         }
         var lines: [TimeChart.Line] = []
         for (index, kind) in ["dm", "group"].enumerated() {
             guard let metric = results.metric(named: "chat.delivery_latency", labels: "kind=\(kind)") else { continue }
-            var points: [(t: Int64, value: Double)] = []
-            for start in context.bucketStarts {
-                let h = results.histogram(metric, window: start)
-                if !h.isEmpty { points.append((min(start + context.bucket, context.duration), Double(h.value(atPercentile: 50)))) }
-            }
-            lines.append(.init(name: "\(kind) delivery p50", color: Palette.series[index], points: points))
+            lines.append(.init(name: "\(kind) delivery p50", color: Palette.series[index], points: percentileOverTime(results, metric, 50, context)))
         }
         let chart = context.timeChart { MetricUnit.formatDuration($0) }.lines(lines) + HTML.legend(lines.map { ($0.name, $0.color) })
         return HTML.table(headers: ["", "count", "p50", "p90", "p99"], rows: rows, numericColumns: Set(1...4)) + chart

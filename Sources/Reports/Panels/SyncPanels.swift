@@ -1,14 +1,6 @@
 import LabKernel
 import LabStore
 
-private func percentiles(_ h: LogLinearHistogram, _ qs: [Double] = [50, 90, 99]) -> [String] {
-    qs.map { h.isEmpty ? "–" : MetricUnit.formatDuration(Double(h.value(atPercentile: $0))) }
-}
-
-/// Points at bucket ends.
-func atEnds(_ context: DashboardContext, _ values: [Double]) -> [(t: Int64, value: Double)] {
-    zip(context.bucketStarts, values).map { (t: min($0 + context.bucket, context.duration), value: $1) }
-}
 
 /// Sync request latency percentiles, bucket by bucket, and how requests ended.
 struct SyncLatencyPanel: DashboardPanel {
@@ -21,13 +13,7 @@ struct SyncLatencyPanel: DashboardPanel {
         guard let metric = results.metric(named: "sync.latency") else { return nil }
         var lines: [TimeChart.Line] = []
         for (index, q) in [50.0, 90, 99].enumerated() {
-            var points: [(t: Int64, value: Double)] = []
-            for start in context.bucketStarts {
-                let h = results.histogram(metric, window: start)
-                guard !h.isEmpty else { continue }
-                points.append((min(start + context.bucket, context.duration), Double(h.value(atPercentile: q))))
-            }
-            lines.append(.init(name: "p\(Int(q))", color: Palette.series[index], points: points, dashed: index > 0))
+            lines.append(.init(name: "p\(Int(q))", color: Palette.series[index], points: percentileOverTime(results, metric, q, context), dashed: index > 0))
         }
         let latency = context.timeChart { MetricUnit.formatDuration($0) }.lines(lines) + HTML.legend(lines.map { ($0.name, $0.color) })
         let outcomes = ["ok", "timeout", "unreachable", "refused"]
@@ -51,7 +37,7 @@ struct SyncCadencePanel: DashboardPanel {
             guard let metric = results.metric(named: "sync.interval", labels: "power_state=\(state.description)") else { return nil }
             let h = results.histogram(metric)
             guard !h.isEmpty else { return nil }
-            return [state.description, MetricUnit.decimal(Double(h.totalCount), digits: 0)] + percentiles(h, [10, 50, 90])
+            return [state.description, MetricUnit.decimal(Double(h.totalCount), digits: 0)] + durationPercentiles(h, [10, 50, 90])
         }
         guard !rows.isEmpty else { return nil }
         return HTML.table(headers: ["power state", "intervals", "p10", "p50", "p90"], rows: rows, numericColumns: Set(1...4))
@@ -85,7 +71,7 @@ struct SyncServerPanel: DashboardPanel {
         var wait = ""
         if let metric = results.metric(named: "sync.server_wait") {
             let h = results.histogram(metric)
-            wait = "<p class=\"caption\">Wait for a worker: p50 \(percentiles(h)[0]), p90 \(percentiles(h)[1]), p99 \(percentiles(h)[2]).</p>"
+            wait = "<p class=\"caption\">Wait for a worker: p50 \(durationPercentiles(h)[0]), p90 \(durationPercentiles(h)[1]), p99 \(durationPercentiles(h)[2]).</p>"
         }
         return context.timeChart { MetricUnit.decimal($0, digits: 1) }.lines([busy]) + HTML.legend([(busy.name, busy.color)])
             + context.timeChart { MetricUnit.decimal($0, digits: 0) }.lines([waiting]) + HTML.legend([(waiting.name, waiting.color)]) + wait
@@ -103,11 +89,11 @@ struct SyncCommandsPanel: DashboardPanel {
         guard let roundTrip = results.metric(named: "sync.approval_round_trip") else { return nil }
         var rows: [[String]] = []
         let h = results.histogram(roundTrip)
-        rows.append(["approval round trip", MetricUnit.decimal(Double(h.totalCount), digits: 0)] + percentiles(h))
+        rows.append(["approval round trip", MetricUnit.decimal(Double(h.totalCount), digits: 0)] + durationPercentiles(h))
         for (push, label) in [("yes", "command, announced by a push"), ("no", "command, picked up by polling")] {
             guard let metric = results.metric(named: "sync.command_latency", labels: "push=\(push)") else { continue }
             let h = results.histogram(metric)
-            rows.append([label, MetricUnit.decimal(Double(h.totalCount), digits: 0)] + percentiles(h))
+            rows.append([label, MetricUnit.decimal(Double(h.totalCount), digits: 0)] + durationPercentiles(h))
         }
         let table = HTML.table(headers: ["", "count", "p50", "p90", "p99"], rows: rows, numericColumns: Set(1...4))
         let total = { (name: String, labels: String) in MetricUnit.decimal(results.total(name, labels: labels) ?? 0, digits: 0) }

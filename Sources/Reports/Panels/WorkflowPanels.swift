@@ -7,9 +7,9 @@ private func sequences(_ results: RunResults) -> [String] {
     return results.metrics(named: "workflow.started").compactMap { $0.label("sequence") }.filter { seen.insert($0).inserted }
 }
 
+/// p50, p90, p99 and the maximum.
 private func percentiles(_ h: LogLinearHistogram) -> [String] {
-    [50, 90, 99].map { h.isEmpty ? "–" : MetricUnit.formatDuration(Double(h.value(atPercentile: $0))) }
-        + [h.isEmpty ? "–" : MetricUnit.formatDuration(Double(h.maximum))]
+    durationPercentiles(h) + [h.isEmpty ? "–" : MetricUnit.formatDuration(Double(h.maximum))]
 }
 
 /// Instances per sequence: how many started, how they ended, how long they took.
