@@ -114,9 +114,15 @@ extension ChatServer {
         return .json(200, issueTokens(user: user, device: record.deviceID, family: record.familyID, now: now))
     }
 
-    mutating func revokeFamily(_ familyID: String) {
-        for (key, record) in state.refreshTokens where record.familyID == familyID { state.refreshTokens[key]?.state = .revoked }
-        state.accessTokens.removeAll { $0.familyID == familyID }
+    mutating func revokeFamily(_ familyID: String) { revokeTokens { _, _, family in family == familyID } }
+
+    /// Revokes the refresh tokens and drops the access tokens that `pick` selects by
+    /// (user, device, family): a logout, a ban or a deleted device ends both kinds alike.
+    mutating func revokeTokens(where pick: (_ user: String, _ device: String, _ family: String) -> Bool) {
+        for (key, record) in state.refreshTokens where pick(record.userID, record.deviceID, record.familyID) {
+            state.refreshTokens[key]?.state = .revoked
+        }
+        state.accessTokens.removeAll { pick($0.userID, $0.deviceID, $0.familyID) }
     }
 
     mutating func logout(_ request: HTTPRequestMessage, now: Instant, outputs: inout [ChatOutput]) throws -> HTTPResponseMessage {
@@ -137,8 +143,7 @@ extension ChatServer {
 
     /// Revokes every token of a user and closes their sockets.
     mutating func revokeAll(of userID: String, outputs: inout [ChatOutput], reason: String) {
-        for (key, record) in state.refreshTokens where record.userID == userID { state.refreshTokens[key]?.state = .revoked }
-        state.accessTokens.removeAll { $0.userID == userID }
+        revokeTokens { user, _, _ in user == userID }
         state.tickets = state.tickets.filter { $0.value.userID != userID }
         outputs += closeConnections(code: 4003, reason: reason) { $0.userID == userID }
     }

@@ -28,8 +28,7 @@ extension ChatServer {
         guard state.devices[id]?.userID == caller.userID else { throw ChatAPIError(404, "Device not found") }
         state.devices[id] = nil
         state.bundles[id] = nil
-        for (key, record) in state.refreshTokens where record.deviceID == id { state.refreshTokens[key]?.state = .revoked }
-        state.accessTokens.removeAll { $0.deviceID == id }
+        revokeTokens { _, device, _ in device == id }
         return .empty(204)
     }
 
