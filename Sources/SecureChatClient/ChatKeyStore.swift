@@ -68,12 +68,17 @@ public struct ChatKeyStore: Sendable, Codable {
             let ratchet = try RatchetSession(initiator: agreement, remoteSignedPreKey: bundle.signedPreKey, firstRatchet: first)
             let prekey = ChatEnvelope.Prekey(identityKey: identity.publicKey, ephemeralKey: ephemeral.publicKey,
                                              signedPreKey: bundle.signedPreKey, oneTimeKey: bundle.oneTimePreKey?.key)
-            sessions[device, default: []].insert(PairwiseSession(ratchet: ratchet, prekey: prekey), at: 0)
-            sessions[device] = Array(sessions[device]!.prefix(3))
+            remember(PairwiseSession(ratchet: ratchet, prekey: prekey), for: device)
         }
         let index = sessions[device]!.firstIndex { $0.ratchet.canSend }!
         let wire = try sessions[device]![index].ratchet.encrypt(plaintext) { generator.bytes(32) }
         return ChatEnvelope.Item(wire: wire, prekey: sessions[device]![index].prekey)
+    }
+
+    /// A new session becomes the newest for its device; at most three are kept.
+    mutating func remember(_ session: PairwiseSession, for device: String) {
+        sessions[device, default: []].insert(session, at: 0)
+        sessions[device] = Array(sessions[device]!.prefix(3))
     }
 
     /// Decrypts an envelope item from a peer device: existing sessions first (newest
@@ -102,8 +107,7 @@ public struct ChatKeyStore: Sendable, Codable {
         var ratchet = RatchetSession(responder: agreement, signedPreKey: signedPreKey)
         let plaintext = try ratchet.decrypt(item.wire)
         if let key = prekey.oneTimeKey { oneTimeKeys[Base64.encode(key)] = nil }  // used once, then gone
-        sessions[device, default: []].insert(PairwiseSession(ratchet: ratchet, prekey: nil), at: 0)
-        sessions[device] = Array(sessions[device]!.prefix(3))
+        remember(PairwiseSession(ratchet: ratchet, prekey: nil), for: device)
         return plaintext
     }
 }
