@@ -47,14 +47,22 @@ extension ChatClient {
                                         senderDeviceID: json["sender_device_id"]?.stringValue, text: text,
                                         createdAt: json["created_at"]?.stringValue ?? "", edited: json["edited_at"]?.stringValue != nil, deleted: false)
         snapshot.messages[id] = message
-        var line = snapshot.timelines[channel] ?? []
-        let position = line.firstIndex { other in
-            guard let o = snapshot.messages[other] else { return false }
-            return (o.createdAt, o.id) > (message.createdAt, message.id)
-        } ?? line.endIndex
-        line.insert(id, at: position)
-        snapshot.timelines[channel] = line
+        let position = insertionIndex(of: message)
+        snapshot.timelines[channel, default: []].insert(id, at: position)  // in place: no copy of the timeline
         out.append(.delivered(message))
+    }
+
+    /// Where a message goes in its channel's timeline (ordered by `created_at`, then id):
+    /// after the last one that is not later. Messages mostly arrive in order, so the
+    /// search starts at the end.
+    func insertionIndex(of message: ChatClientMessage) -> Int {
+        guard let line = snapshot.timelines[message.channelID] else { return 0 }
+        var position = line.endIndex
+        while position > line.startIndex, let other = snapshot.messages[line[position - 1]],
+              (other.createdAt, other.id) > (message.createdAt, message.id) {
+            position -= 1
+        }
+        return position
     }
 
     mutating func markSeen(_ id: String) { seenOnly.insert(id) }
