@@ -26,13 +26,36 @@ public struct InvocationKey: Hashable, Sendable, Comparable, CustomStringConvert
 public struct HandlerInvocation: Sendable, Equatable {
     public var key: InvocationKey
     public var instanceID: String
-    public var sequenceName: String
-    public var blockID: String
-    public var handler: String
-    /// The step's params alone.
-    public var params: [String: JSONValue]
     /// The instance's context.data when the step was dispatched.
     public var data: [String: JSONValue]
+    /// The step's settings, shared with the loaded sequence: an invocation is moved
+    /// through several buffers, and one reference is cheaper than four.
+    let step: StepSpec
+
+    public var sequenceName: String { step.sequenceName }
+    public var blockID: String { step.id }
+    public var handler: String { step.handler }
+    /// The step's params alone.
+    public var params: [String: JSONValue] { step.params }
+
+    init(key: InvocationKey, instanceID: String, step: StepSpec, data: [String: JSONValue]) {
+        self.key = key
+        self.instanceID = instanceID
+        self.step = step
+        self.data = data
+    }
+
+    /// An invocation of a step outside a loaded sequence (a delegated step coming back).
+    public init(key: InvocationKey, instanceID: String, sequenceName: String, blockID: String, handler: String,
+                params: [String: JSONValue], data: [String: JSONValue]) {
+        self.init(key: key, instanceID: instanceID,
+                  step: StepSpec(id: blockID, handler: handler, params: params, sequenceName: sequenceName), data: data)
+    }
+
+    public static func == (a: HandlerInvocation, b: HandlerInvocation) -> Bool {
+        a.key == b.key && a.instanceID == b.instanceID && a.data == b.data && a.sequenceName == b.sequenceName
+            && a.blockID == b.blockID && a.handler == b.handler && a.params == b.params
+    }
 
     /// The step's params merged over context.data (params win), as the seed specifies;
     /// merged on demand, since most handlers never look.
@@ -72,8 +95,9 @@ public struct TelemetryEvent: Sendable, Equatable {
 public enum EngineEffect: Sendable, Equatable {
     /// Call a handler; answer with `handlerFinished`.
     case invoke(HandlerInvocation)
-    /// Store the instance as it is now (replacing any earlier snapshot).
-    case persist(WorkflowInstance)
+    /// Store the instance as it is now (replacing any earlier snapshot). Boxed: a snapshot
+    /// is five times the size of any other effect, and effects are moved several times.
+    indirect case persist(WorkflowInstance)
     /// Remove an instance (garbage collection).
     case delete(instanceID: String, number: UInt64)
     /// Store a loaded sequence definition (its JSON) so a restart has it.

@@ -77,6 +77,15 @@ extension MobileEngine {
     public mutating func completeStep(
         _ instanceID: String, stepName: String, output: JSONValue, now: Instant, into effects: inout [EngineEffect]
     ) throws(MobileEngineError) {
+        try acceptInput(instanceID, stepName: stepName, output: output, now: now, into: &effects)
+        flush(now: now, into: &effects)
+    }
+
+    /// `completeStep` without the flush: for a driver that ticks right after (the tick
+    /// persists the instance once, with everything else that changed).
+    mutating func acceptInput(
+        _ instanceID: String, stepName: String, output: JSONValue, now: Instant, into effects: inout [EngineEffect]
+    ) throws(MobileEngineError) {
         guard !isShutdown else { throw .shutdown }
         lastNow = now
         guard let index = indexByID[instanceID] else { throw .notFound("instance \(instanceID)") }
@@ -88,7 +97,7 @@ extension MobileEngine {
             throw .invalidInput("step '\(stepName)' of instance \(instanceID) is not waiting for input"
                 + (waiting.isEmpty ? "" : "; waiting: \(waiting.joined(separator: ", "))"))
         }
-        let allowed = wait.effectiveChoices.map(\.value)
+        let allowed = step.choiceValues
         let value: String
         var extra: [String: JSONValue] = [:]
         switch output {
@@ -119,7 +128,6 @@ extension MobileEngine {
         setState(index, .running, now: now, into: &effects)
         markDirty(index)
         markChanged(index)
-        flush(now: now, into: &effects)
     }
 
     func waitingStep(named name: String, at index: Int) -> (Int32, StepSpec, WaitForInput)? {

@@ -31,17 +31,27 @@ extension MobileEngine {
         guard !instances[index].state.isTerminal, instances[index].state != .paused else { return }
         var interpreter = Interpreter(instance: takeInstance(index), program: programOf[index], now: now, config: config,
                                       timestamp: config.telemetryEnabled ? stamp(now) : "")
+        // The interpreter's output buffers are the engine's, lent for the walk: most walks
+        // emit something, and fresh arrays would be two allocations per instance per tick.
+        swap(&interpreter.effects, &scratchEffects)
+        swap(&interpreter.dispatch, &scratchDispatch)
         let progress = interpreter.run()
         swap(&instances[index], &interpreter.instance)
+        swap(&interpreter.effects, &scratchEffects)
+        swap(&interpreter.dispatch, &scratchDispatch)
         markChanged(index)
-        for effect in interpreter.effects {
+        for position in scratchEffects.indices {
+            var effect = Self.moved
+            swap(&effect, &scratchEffects[position])
             if case .telemetry = effect { effects.append(effect) } else { pendingCallbacks.append(effect) }
         }
+        scratchEffects.removeAll(keepingCapacity: true)
         let number = instances[index].sequenceNumber
-        for n in interpreter.dispatch {
+        for n in scratchDispatch {
             let key = InvocationKey(instance: number, node: n, attempt: instances[index].nodes[Int(n)].attempt + 1)
             if queued.insert(key).inserted { dispatchQueue.append(key) }
         }
+        scratchDispatch.removeAll(keepingCapacity: true)
         for start in interpreter.childStarts { startChild(of: index, start, now: now, into: &effects) }
         switch progress {
         case .done: finishInstance(index, .completed, error: nil, now: now, into: &effects)
@@ -128,9 +138,8 @@ extension MobileEngine {
         instances[index].nodes[n].deadline = now + timeout
         instances[index].stepsExecuted += 1
         inFlight.insert(key)
-        pendingCallbacks.append(.invoke(HandlerInvocation(
-            key: key, instanceID: instances[index].id, sequenceName: instances[index].sequenceName, blockID: step.id,
-            handler: step.handler, params: step.params, data: instances[index].data)))
+        pendingCallbacks.append(.invoke(HandlerInvocation(key: key, instanceID: instances[index].id, step: step,
+                                                          data: instances[index].data)))
         markChanged(index)
     }
 

@@ -59,6 +59,9 @@ public struct MobileEngine: Sendable {
     var inFlight: Set<InvocationKey> = []
     /// Listener callbacks and invocations held back until the persists are out.
     var pendingCallbacks: [EngineEffect] = []
+    /// Output buffers lent to each interpreter walk (see `drive`).
+    var scratchEffects: [EngineEffect] = []
+    var scratchDispatch: [Int32] = []
     var generator: SeededGenerator
     var nextSequenceNumber: UInt64 = 0
     /// Non-terminal instances, kept as a count so `start` does not scan them all.

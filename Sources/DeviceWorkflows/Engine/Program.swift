@@ -10,6 +10,7 @@ enum CompiledKind: Sendable, Equatable {
 /// A step's settings, shared by reference: reading them on every dispatch costs a retain,
 /// not a copy of its strings and params.
 final class StepSpec: Sendable {
+    let sequenceName: String
     let id: String
     let handler: String
     let params: [String: JSONValue]
@@ -18,8 +19,11 @@ final class StepSpec: Sendable {
     let cancellable: Bool
     let wait: WaitForInput?
     let when: Expression?
+    /// The values a waiting step accepts (its choices, or yes/no).
+    let choiceValues: [String]
 
-    init(_ step: StepBlock) {
+    init(_ step: StepBlock, sequenceName: String) {
+        self.sequenceName = sequenceName
         id = step.id
         handler = step.handler
         params = step.params
@@ -28,6 +32,20 @@ final class StepSpec: Sendable {
         cancellable = step.cancellable
         wait = step.waitForInput
         when = step.when
+        choiceValues = step.waitForInput?.effectiveChoices.map(\.value) ?? []
+    }
+
+    init(id: String, handler: String, params: [String: JSONValue], sequenceName: String) {
+        self.sequenceName = sequenceName
+        self.id = id
+        self.handler = handler
+        self.params = params
+        retry = nil
+        timeout = nil
+        cancellable = true
+        wait = nil
+        when = nil
+        choiceValues = []
     }
 }
 
@@ -82,7 +100,7 @@ final class Program: Sendable {
             case .cancellationScope: return .cancellationScope
             }
         }
-        self.steps = blocks.map { if case .step(let step) = $0 { return StepSpec(step) } else { return nil } }
+        self.steps = blocks.map { if case .step(let step) = $0 { return StepSpec(step, sequenceName: sequence.name) } else { return nil } }
         self.shields = blocks.map { block in
             switch block {
             case .cancellationScope: return true

@@ -5,9 +5,12 @@ public import LabKernel
 ///
 /// Effects are applied in the order the engine emits them. Storage effects go into one
 /// transaction, committed before the first non-storage effect (so what is about to be
-/// acted on is stored). An invocation first looks in the journal: a result recorded
-/// before a crash is handed back without running the handler again; otherwise the
-/// handler runs and its result is journaled at once, then queued for the engine.
+/// acted on is stored). Invocations are gathered while the effects are applied and run
+/// together at the end, the way an app runs the handlers of one tick concurrently: each
+/// first looks in the journal (a result recorded before a crash is handed back without
+/// running the handler again); the others run, and their results are journaled in one
+/// transaction before the engine hears of any. The journal entries a tick consumed are
+/// deleted in the same transaction as the snapshots that now hold those results.
 ///
 /// `crashAfterEffects` makes the host die after that many effects, the way an app is
 /// killed: the open transaction is rolled back and the host refuses to go on. A new host
@@ -49,6 +52,8 @@ public struct EngineHost<Store: WorkflowStore> {
     /// Reused across ticks: a tick of ten thousand instances emits tens of thousands.
     var buffer: [EngineEffect] = []
     var pendingAnswers: [(String, String, JSONValue)] = []
+    /// Invocations gathered by `apply`, run at its end (reused between ticks).
+    var deferredInvocations: [HandlerInvocation] = []
     var inTransaction = false
 
     public struct Crash: Error {}
@@ -112,16 +117,19 @@ public struct EngineHost<Store: WorkflowStore> {
         pendingResults.removeAll(keepingCapacity: true)
         for (key, outcome) in results { engine.handlerFinished(key, outcome, now: now, into: &effects) }
         for (id, step, output) in pendingAnswers {
-            do { try engine.completeStep(id, stepName: step, output: output, now: now, into: &effects) } catch {
+            do { try engine.acceptInput(id, stepName: step, output: output, now: now, into: &effects) } catch {
                 refusedAnswers.append((id, step, "\(error)"))
             }
         }
         pendingAnswers.removeAll()
         engine.tick(now: now, into: &effects, shouldYield: tickBudget?() ?? { false })
+        if !results.isEmpty {
+            // Spent once the snapshots holding these results commit: in the same transaction.
+            try beginBatch()
+            try store.forgetJournal(results.map(\.0))
+        }
         try apply(&effects)
         buffer = effects
-        // The results are in committed snapshots now; their journal entries are spent.
-        try store.forgetJournal(results.map(\.0))
     }
 
     /// Ticks until no instance can make progress without time passing; then jumps the
@@ -200,7 +208,7 @@ public struct EngineHost<Store: WorkflowStore> {
                     continue
                 }
                 try commitIfNeeded()
-                try invoke(invocation)
+                deferredInvocations.append(invocation)
             case .instanceCompleted(let id, let output):
                 try commitIfNeeded()
                 completed[id] = output
@@ -221,6 +229,7 @@ public struct EngineHost<Store: WorkflowStore> {
             }
         }
         try commitIfNeeded()
+        try runDeferredInvocations()
     }
 
     /// A point where the app may be killed: before each effect and before each commit.
@@ -246,21 +255,34 @@ public struct EngineHost<Store: WorkflowStore> {
         crashed = true
     }
 
-    mutating func invoke(_ invocation: HandlerInvocation) throws {
-        if let journaled = try store.journaledOutcome(invocation.key) {
-            pendingResults.append((invocation.key, journaled))
-            return
+    /// Runs the gathered invocations and journals their results in one transaction. No
+    /// kill point falls between a handler's run and that commit: the journal write is
+    /// part of finishing a handler (as it was when each result was written alone).
+    mutating func runDeferredInvocations() throws {
+        guard !deferredInvocations.isEmpty else { return }
+        var journaling = false
+        for invocation in deferredInvocations {
+            if let journaled = try store.journaledOutcome(invocation.key) {
+                pendingResults.append((invocation.key, journaled))
+                continue
+            }
+            let outcome: HandlerOutcome
+            if let handler = handlers[invocation.handler] {
+                outcome = handler(HandlerCall(invocation: invocation, now: now, wallClock: wallClock))
+            } else {
+                outcome = .permanent("no handler named '\(invocation.handler)' is registered")
+            }
+            handlerRunCount += 1
+            if recordsRuns { handlerRuns[invocation.key, default: 0] += 1 }
+            if invocation.handler == "show_banner", case .success(let banner) = outcome { banners.append(banner) }
+            if !journaling {
+                try store.begin()
+                journaling = true
+            }
+            try store.journal(invocation.key, outcome)
+            pendingResults.append((invocation.key, outcome))
         }
-        let outcome: HandlerOutcome
-        if let handler = handlers[invocation.handler] {
-            outcome = handler(HandlerCall(invocation: invocation, now: now, wallClock: wallClock))
-        } else {
-            outcome = .permanent("no handler named '\(invocation.handler)' is registered")
-        }
-        handlerRunCount += 1
-        if recordsRuns { handlerRuns[invocation.key, default: 0] += 1 }
-        if invocation.handler == "show_banner", case .success(let banner) = outcome { banners.append(banner) }
-        try store.journal(invocation.key, outcome)
-        pendingResults.append((invocation.key, outcome))
+        deferredInvocations.removeAll(keepingCapacity: true)
+        if journaling { try store.commit() }
     }
 }

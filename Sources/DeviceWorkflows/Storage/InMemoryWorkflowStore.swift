@@ -26,6 +26,7 @@ public struct InMemoryWorkflowStore: WorkflowStore, Sendable {
         case outbox(String, OutboxEntry?)
         case executed(String, ExecutedCommand?)
         case syncValue(String, String?)
+        case journal(InvocationKey, HandlerOutcome?)
     }
 
     /// Records what a write replaces, when a batch is open.
@@ -72,6 +73,7 @@ public struct InMemoryWorkflowStore: WorkflowStore, Sendable {
             case .outbox(let slot, let old): committed.outbox[slot] = old
             case .executed(let id, let old): committed.executed[id] = old
             case .syncValue(let key, let old): committed.syncValues[key] = old
+            case .journal(let key, let old): journalEntries[key] = old
             }
         }
         undo.removeAll(keepingCapacity: true)
@@ -86,7 +88,7 @@ public struct InMemoryWorkflowStore: WorkflowStore, Sendable {
         case .delete(_, let number):
             let old = committed.instances.removeValue(forKey: number)
             if inBatch { undo.append(.instance(number, old)) }
-            for key in journalEntries.keys where key.instance == number { journalEntries[key] = nil }
+            try forgetJournal(journalEntries.keys.filter { $0.instance == number })
         case .storeSequence(let name, let version, let json):
             let key = "\(name)@\(version)"
             if inBatch { undo.append(.sequence(key, committed.sequences[key], nextOrder: committed.nextSequenceOrder)) }
@@ -110,13 +112,17 @@ public struct InMemoryWorkflowStore: WorkflowStore, Sendable {
     }
 
     public mutating func journal(_ key: InvocationKey, _ outcome: HandlerOutcome) throws {
-        journalEntries[key] = outcome
+        let old = journalEntries.updateValue(outcome, forKey: key)
+        if inBatch { undo.append(.journal(key, old)) }
     }
 
     public func journaledOutcome(_ key: InvocationKey) throws -> HandlerOutcome? { journalEntries[key] }
 
     public mutating func forgetJournal(_ keys: [InvocationKey]) throws {
-        for key in keys { journalEntries[key] = nil }
+        for key in keys {
+            let old = journalEntries.removeValue(forKey: key)
+            if inBatch, let old { undo.append(.journal(key, old)) }
+        }
     }
 
     public func loadState() throws -> MobileEngine.StoredState {

@@ -15,6 +15,8 @@ public final class SQLiteWorkflowStore: WorkflowStore {
     var journaled: Set<InvocationKey> = []
     /// Journal keys deleted by the open transaction: forgotten in memory only on commit.
     var prunedInTransaction: [InvocationKey] = []
+    /// Journal keys written by the open transaction: forgotten again on rollback.
+    var journaledInTransaction: [InvocationKey] = []
     /// The last outbox write order used (continued from the file at open).
     var outboxSeq: Int64 = 0
 
@@ -66,6 +68,7 @@ public final class SQLiteWorkflowStore: WorkflowStore {
         inTransaction = false
         for key in prunedInTransaction { journaled.remove(key) }
         prunedInTransaction.removeAll()
+        journaledInTransaction.removeAll()
     }
 
     public func rollback() {
@@ -73,6 +76,8 @@ public final class SQLiteWorkflowStore: WorkflowStore {
         try? database.execute("ROLLBACK")
         inTransaction = false
         prunedInTransaction.removeAll()
+        for key in journaledInTransaction { journaled.remove(key) }
+        journaledInTransaction.removeAll()
     }
 
     public func apply(_ effect: consuming EngineEffect) throws {
@@ -117,10 +122,12 @@ public final class SQLiteWorkflowStore: WorkflowStore {
     }
 
     public func journal(_ key: InvocationKey, _ outcome: HandlerOutcome) throws {
-        try database.run("INSERT OR REPLACE INTO handler_journal (instance_number, node, attempt, outcome) VALUES (?,?,?,?)",
-                         [.integer(Int64(bitPattern: key.instance)), .integer(Int64(key.node)), .integer(Int64(key.attempt)),
-                          .text(outcome.json.canonicalText)])
-        journaled.insert(key)
+        let insert = try database.statement(
+            "INSERT OR REPLACE INTO handler_journal (instance_number, node, attempt, outcome) VALUES (?,?,?,?)")
+        try insert.bind([.integer(Int64(bitPattern: key.instance)), .integer(Int64(key.node)), .integer(Int64(key.attempt)),
+                         .text(outcome.json.canonicalText)])
+        try insert.execute()
+        if journaled.insert(key).inserted && inTransaction { journaledInTransaction.append(key) }
     }
 
     public func journaledOutcome(_ key: InvocationKey) throws -> HandlerOutcome? {
@@ -147,14 +154,20 @@ public final class SQLiteWorkflowStore: WorkflowStore {
     public func forgetJournal(_ keys: [InvocationKey]) throws {
         let present = keys.filter { journaled.contains($0) }
         guard !present.isEmpty else { return }
-        try database.transaction {
-            let delete = try database.statement("DELETE FROM handler_journal WHERE instance_number = ? AND node = ? AND attempt = ?")
+        let delete = { [database] () throws in
+            let statement = try database.statement("DELETE FROM handler_journal WHERE instance_number = ? AND node = ? AND attempt = ?")
             for key in present {
-                try delete.bind([.integer(Int64(bitPattern: key.instance)), .integer(Int64(key.node)), .integer(Int64(key.attempt))])
-                try delete.execute()
+                try statement.bind([.integer(Int64(bitPattern: key.instance)), .integer(Int64(key.node)), .integer(Int64(key.attempt))])
+                try statement.execute()
             }
         }
-        journaled.subtract(present)
+        if inTransaction {
+            try delete()
+            prunedInTransaction.append(contentsOf: present)
+        } else {
+            try database.transaction(delete)
+            journaled.subtract(present)
+        }
     }
 
     public func telemetry(limit: Int) throws -> [(id: Int64, event: TelemetryEvent)] {

@@ -8,7 +8,9 @@ public import LabKernel
 /// it plays the part of the phone's disk: it survives an app kill, the engine does not).
 ///
 /// Storage effects are applied inside `begin`/`commit`; a crash before `commit` loses the
-/// whole batch, never part of it. The journal is written outside any batch, at once.
+/// whole batch, never part of it. Journal writes and deletes may be part of a batch (the
+/// host journals one tick's results together, and forgets them with the snapshots that
+/// consumed them) or stand alone.
 public protocol WorkflowStore: SyncOutboxStore {
     mutating func begin() throws
     mutating func commit() throws

@@ -2,14 +2,27 @@
 public enum UUIDText {
     /// A random (version 4) UUID from `generator`.
     public static func random(using generator: inout SeededGenerator) -> String {
-        var bytes = [UInt8]()
-        bytes.reserveCapacity(16)
-        for _ in 0..<2 { withUnsafeBytes(of: generator.next().bigEndian) { bytes.append(contentsOf: $0) } }
-        bytes[6] = (bytes[6] & 0x0F) | 0x40
-        bytes[8] = (bytes[8] & 0x3F) | 0x80
-        let c = Array(bytes.hexString)
-        return String(c[0..<8]) + "-" + String(c[8..<12]) + "-" + String(c[12..<16]) + "-" + String(c[16..<20]) + "-" + String(c[20..<32])
+        let high = generator.next(), low = generator.next()
+        // Written straight into the string's storage: every workflow instance gets one.
+        return String(unsafeUninitializedCapacity: 36) { out in
+            var position = 0
+            for index in 0..<16 {
+                var byte = UInt8(truncatingIfNeeded: (index < 8 ? high : low) >> (8 * (7 - UInt64(index & 7))))
+                if index == 6 { byte = (byte & 0x0F) | 0x40 }
+                if index == 8 { byte = (byte & 0x3F) | 0x80 }
+                if index == 4 || index == 6 || index == 8 || index == 10 {
+                    out[position] = UInt8(ascii: "-")
+                    position += 1
+                }
+                out[position] = hexDigits[Int(byte >> 4)]
+                out[position + 1] = hexDigits[Int(byte & 0x0F)]
+                position += 2
+            }
+            return position
+        }
     }
+
+    static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
 
     /// Whether `text` is a hyphenated UUID (any version, either case), as serde's `Uuid`
     /// accepts in JSON.
