@@ -95,20 +95,76 @@ struct StoreConformanceTests {
         #expect(try host.store.telemetry(limit: 100).count == events.count - 3)
     }
 
-    @Test("the SQLite store is a real file another connection reads the same way")
-    func sqliteFile() throws {
-        let path = TestPaths.scratchDirectory("store").appendingPathComponent("device.sqlite").path
+    /// A kyc-checks instance run to completion over a SQLite file at `path`.
+    static func finishedRun(in path: String) throws -> (EngineHost<SQLiteWorkflowStore>, String) {
         var host = EngineHost(engine: MobileEngine(config: config(), handlers: BuiltinHandlers.names, seed: StreamSeed(1)),
                               store: try SQLiteWorkflowStore(path: path))
         _ = try host.loadSequence(json: workflowJSON("kyc-checks"))
         let id = try host.start("kyc-checks")
         try host.runUntilIdle()
+        return (host, id)
+    }
+
+    @Test("the SQLite store is a real file another connection reads the same way")
+    func sqliteFile() throws {
+        let path = TestPaths.scratchDirectory("store").appendingPathComponent("device.sqlite").path
+        let (_, id) = try Self.finishedRun(in: path)
         let reopened = try SQLiteWorkflowStore(path: path)
         #expect(try reopened.loadState().instances.first?.id == id)
         let rows = try reopened.database.query("SELECT state, json_extract(context, '$.compliance.compliant') FROM instances")
         #expect(rows == [[.text("Completed"), .integer(1)]])
         let tables = Set(try reopened.database.query("SELECT name FROM sqlite_master WHERE type = 'table'").compactMap { $0.first?.text })
         #expect(tables.isSuperset(of: ["sequences", "instances", "handler_journal", "telemetry", "sync_outbox"]))
+    }
+
+    @Test("a device file of schema version 1 (instances keyed by UUID) opens, migrated, with its instances")
+    func migratesVersion1() throws {
+        let path = TestPaths.scratchDirectory("store").appendingPathComponent("device-v1.sqlite").path
+        // A finished run in the current schema, copied row for row into the version 1 table.
+        let (host, id) = try Self.finishedRun(in: path)
+        let before = try host.store.loadState().instances
+        try host.store.database.execute("""
+            ALTER TABLE instances RENAME TO current;
+            CREATE TABLE instances (
+                id TEXT PRIMARY KEY, sequence_name TEXT NOT NULL, sequence_version INTEGER NOT NULL, state TEXT NOT NULL,
+                seq INTEGER NOT NULL, dedup_key TEXT, created_ns INTEGER NOT NULL, updated_ns INTEGER NOT NULL,
+                context TEXT NOT NULL, tree BLOB NOT NULL, meta TEXT NOT NULL);
+            CREATE INDEX instances_state ON instances (state);
+            INSERT INTO instances SELECT id, sequence_name, sequence_version, state, seq, dedup_key, created_ns, updated_ns, context, tree, meta FROM current;
+            DROP TABLE current;
+            PRAGMA user_version = 0;
+            """)
+        let reopened = try SQLiteWorkflowStore(path: path)
+        #expect(try reopened.loadState().instances == before && before.first?.id == id)
+        let table = try reopened.database.query("SELECT sql FROM sqlite_master WHERE name = 'instances'").first?.first?.text ?? ""
+        #expect(table.contains("seq INTEGER PRIMARY KEY"))
+        #expect(try reopened.database.query("PRAGMA user_version") == [[.integer(2)]])
+        #expect(try reopened.database.query("SELECT name FROM sqlite_master WHERE name IN ('instances_v1', 'instances_state')").isEmpty)
+    }
+
+    @Test("the binary tree form round-trips every node state and every optional field")
+    func treeCodec() {
+        var nodes: [ExecNode] = []
+        let states: [NodeState] = [.pending, .running, .waiting, .completed, .failed, .cancelled, .skipped]
+        for (i, state) in states.enumerated() {
+            var node = ExecNode(kind: i % 2 == 0 ? .block(Int32(i)) : .list(owner: Int32(i) - 2, list: 3), parent: Int32(i) - 1, state: state)
+            node.cursor = Int32(i * 3)
+            (node.firstChild, node.lastChild, node.nextSibling, node.childCount) = (Int32(i), Int32(i + 1), -1, 2)
+            node.attempt = Int16(i)
+            node.inFlight = i % 2 == 1
+            node.gatePassed = i % 3 == 0
+            if i & 1 != 0 { node.startedAt = Instant(nanoseconds: Int64(i) * 1_000_000_007) }
+            if i & 2 != 0 { node.completedAt = Instant(nanoseconds: -Int64(i)) }
+            if i & 4 != 0 { node.retryAt = Instant(nanoseconds: Int64.max - Int64(i)) }
+            if i % 3 == 1 { node.deadline = Instant(nanoseconds: 42) }
+            if i % 3 == 2 { node.childInstance = UInt64.max - UInt64(i) }
+            nodes.append(node)
+        }
+        #expect(TreeCodec.decode(TreeCodec.encode(nodes)) == nodes)
+        var reused: [UInt8] = [9, 9, 9]
+        TreeCodec.encode(nodes, into: &reused)
+        #expect(reused == TreeCodec.encode(nodes))
+        #expect(TreeCodec.decode(Array(reused.dropLast())) == nil)
     }
 }
 

@@ -2,30 +2,42 @@ public import LabKernel
 
 /// The stored form of an instance snapshot: one JSON document, compact and stable.
 extension WorkflowInstance {
-    /// Everything but the context and the tree, as JSON fields (the store's `meta` column).
-    var metaJSON: [String: JSONValue] {
-        var object: [String: JSONValue] = [
-            "id": .string(id), "sequence_name": .string(sequenceName), "sequence_version": .number(Double(sequenceVersion)),
-            "state": .string(state.rawValue), "created_ns": ns(createdAt), "updated_ns": ns(updatedAt),
-            "seq": .string(String(sequenceNumber)), "steps": .number(Double(stepsExecuted)),
-            "rng": .array(generator.state.map { .string(String($0)) }),
-        ]
-        if let dedupKey { object["dedup_key"] = .string(dedupKey) }
-        if let finishedAt { object["finished_ns"] = ns(finishedAt) }
-        if let error { object["error"] = .string(error) }
-        if cancelRequested { object["cancel_requested"] = true }
-        if let parent { object["parent"] = ["instance": .string(String(parent.instance)), "node": .number(Double(parent.node))] }
+    /// Everything but the context and the tree, as one JSON object (the store's `meta`
+    /// column), written field by field: the device store writes it per changed instance
+    /// per tick.
+    func writeMeta(into meta: inout JSONObjectWriter) {
+        meta.member("id", string: id)
+        meta.member("sequence_name", string: sequenceName)
+        meta.member("sequence_version", integer: sequenceVersion)
+        meta.member("state", string: state.rawValue)
+        meta.member("created_ns", exact: createdAt.nanoseconds)
+        meta.member("updated_ns", exact: updatedAt.nanoseconds)
+        meta.member("seq", exact: sequenceNumber)
+        meta.member("steps", integer: stepsExecuted)
+        meta.member("rng", exactList: generator.state)
+        if let dedupKey { meta.member("dedup_key", string: dedupKey) }
+        if let finishedAt { meta.member("finished_ns", exact: finishedAt.nanoseconds) }
+        if let error { meta.member("error", string: error) }
+        if cancelRequested { meta.member("cancel_requested", true) }
+        if let parent { meta.member("parent", ["instance": .string(String(parent.instance)), "node": .number(Double(parent.node))]) }
         if !nodeErrors.isEmpty {
-            object["node_errors"] = .object(Dictionary(uniqueKeysWithValues: nodeErrors.map { (String($0.key), JSONValue.string($0.value)) }))
+            meta.member("node_errors", .object(Dictionary(uniqueKeysWithValues: nodeErrors.map { (String($0.key), JSONValue.string($0.value)) })))
         }
         if !forEachItems.isEmpty {
-            object["for_each_items"] = .object(Dictionary(uniqueKeysWithValues: forEachItems.map { (String($0.key), JSONValue.array($0.value)) }))
+            meta.member("for_each_items", .object(Dictionary(uniqueKeysWithValues: forEachItems.map { (String($0.key), JSONValue.array($0.value)) })))
         }
-        if !skipSteps.isEmpty { object["skip_steps"] = .array(skipSteps.sorted().map(JSONValue.string)) }
+        if !skipSteps.isEmpty { meta.member("skip_steps", .array(skipSteps.sorted().map(JSONValue.string))) }
         if let pendingUpdate {
-            object["pending_update"] = ["sequence": .string(pendingUpdate.sequenceName), "version": .number(Double(pendingUpdate.version))]
+            meta.member("pending_update", ["sequence": .string(pendingUpdate.sequenceName), "version": .number(Double(pendingUpdate.version))])
         }
-        return object
+    }
+
+    /// The `meta` fields as a dictionary (tools and tests; the store writes them directly).
+    var metaJSON: [String: JSONValue] {
+        var writer = JSONObjectWriter()
+        writeMeta(into: &writer)
+        let bytes = writer.finish()
+        return (try? JSONValue.parse(bytes: bytes))?.objectValue ?? [:]
     }
 
     /// The whole instance as one JSON document (snapshots in tests and tools).
@@ -78,6 +90,13 @@ enum TreeCodec {
 
     static func encode(_ nodes: [ExecNode]) -> [UInt8] {
         var out: [UInt8] = []
+        encode(nodes, into: &out)
+        return out
+    }
+
+    /// Encodes into `out`, replacing its contents (the store reuses one buffer).
+    static func encode(_ nodes: [ExecNode], into out: inout [UInt8]) {
+        out.removeAll(keepingCapacity: true)
         out.reserveCapacity(8 + nodes.count * 56)
         out.append(1)
         put(UInt32(nodes.count), &out)
@@ -93,17 +112,39 @@ enum TreeCodec {
                 put(UInt32(bitPattern: list), &out)
             }
             put(UInt32(bitPattern: node.parent), &out)
-            out.append(UInt8(states.firstIndex(of: node.state)!))
-            for v in [node.cursor, node.firstChild, node.lastChild, node.nextSibling, node.childCount] { put(UInt32(bitPattern: v), &out) }
+            out.append(stateCode(node.state))
+            put(UInt32(bitPattern: node.cursor), &out)
+            put(UInt32(bitPattern: node.firstChild), &out)
+            put(UInt32(bitPattern: node.lastChild), &out)
+            put(UInt32(bitPattern: node.nextSibling), &out)
+            put(UInt32(bitPattern: node.childCount), &out)
             put(UInt16(bitPattern: node.attempt), &out)
-            let optionals = [node.startedAt?.nanoseconds, node.completedAt?.nanoseconds, node.retryAt?.nanoseconds, node.deadline?.nanoseconds,
-                             node.childInstance.map { Int64(bitPattern: $0) }]
             var flags: UInt8 = (node.inFlight ? 1 : 0) | (node.gatePassed ? 2 : 0)
-            for (bit, value) in optionals.enumerated() where value != nil { flags |= 4 << UInt8(bit) }
+            if node.startedAt != nil { flags |= 4 }
+            if node.completedAt != nil { flags |= 8 }
+            if node.retryAt != nil { flags |= 16 }
+            if node.deadline != nil { flags |= 32 }
+            if node.childInstance != nil { flags |= 64 }
             out.append(flags)
-            for value in optionals { if let value { put(UInt64(bitPattern: value), &out) } }
+            if let t = node.startedAt { put(UInt64(bitPattern: t.nanoseconds), &out) }
+            if let t = node.completedAt { put(UInt64(bitPattern: t.nanoseconds), &out) }
+            if let t = node.retryAt { put(UInt64(bitPattern: t.nanoseconds), &out) }
+            if let t = node.deadline { put(UInt64(bitPattern: t.nanoseconds), &out) }
+            if let child = node.childInstance { put(child, &out) }
         }
-        return out
+    }
+
+    /// The index of `state` in `states`.
+    static func stateCode(_ state: NodeState) -> UInt8 {
+        switch state {
+        case .pending: return 0
+        case .running: return 1
+        case .waiting: return 2
+        case .completed: return 3
+        case .failed: return 4
+        case .cancelled: return 5
+        case .skipped: return 6
+        }
     }
 
     static func decode(_ bytes: [UInt8]) -> [ExecNode]? {

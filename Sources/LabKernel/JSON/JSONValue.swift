@@ -31,7 +31,12 @@ public enum JSONValue: Hashable, Sendable {
 
     /// Writes compact, key-sorted JSON as UTF-8 (one buffer, one String at the end: the
     /// device store writes a snapshot per changed instance per tick).
-    public func write(to out: inout [UInt8]) {
+    public func write(to out: inout [UInt8]) { write(to: &out, sortedKeys: true) }
+
+    /// Writes compact JSON; with `sortedKeys: false` object keys come in the dictionary's
+    /// own order, which differs between processes: for stored forms that are parsed back,
+    /// never compared (sorting is most of the cost of writing a small object).
+    public func write(to out: inout [UInt8], sortedKeys: Bool) {
         switch self {
         case .null: out.append(contentsOf: [0x6E, 0x75, 0x6C, 0x6C])
         case .bool(let b): out.append(contentsOf: b ? [0x74, 0x72, 0x75, 0x65] : [0x66, 0x61, 0x6C, 0x73, 0x65])
@@ -41,18 +46,23 @@ public enum JSONValue: Hashable, Sendable {
             out.append(0x5B)
             for (i, item) in items.enumerated() {
                 if i > 0 { out.append(0x2C) }
-                item.write(to: &out)
+                item.write(to: &out, sortedKeys: sortedKeys)
             }
             out.append(0x5D)
         case .object(let fields):
             out.append(0x7B)
             var first = true
-            for (key, value) in fields.sorted(by: { $0.key < $1.key }) {
+            func member(_ key: String, _ value: JSONValue) {
                 if !first { out.append(0x2C) }
                 first = false
                 Self.writeString(key, to: &out)
                 out.append(0x3A)
-                value.write(to: &out)
+                value.write(to: &out, sortedKeys: sortedKeys)
+            }
+            if sortedKeys {
+                for (key, value) in fields.sorted(by: { $0.key < $1.key }) { member(key, value) }
+            } else {
+                for (key, value) in fields { member(key, value) }
             }
             out.append(0x7D)
         }
@@ -73,7 +83,7 @@ public enum JSONValue: Hashable, Sendable {
 
     static let hexDigits = Array("0123456789abcdef".utf8)
 
-    static func writeString(_ s: String, to out: inout [UInt8]) {
+    public static func writeString(_ s: String, to out: inout [UInt8]) {
         out.append(0x22)
         var text = s
         text.withUTF8 { bytes in

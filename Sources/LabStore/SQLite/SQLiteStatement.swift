@@ -56,6 +56,17 @@ public final class SQLiteStatement {
         try check(sqlite3_bind_text(pointer, index, value, -1, Self.transient))
     }
 
+    /// Binds UTF-8 bytes as TEXT, or as a BLOB, without making a `String` or a `SQLiteValue`.
+    public func bind(utf8 bytes: [UInt8], at index: Int32, asBlob: Bool = false) throws(SQLiteError) {
+        let rc = bytes.withUnsafeBytes { raw in
+            asBlob ? sqlite3_bind_blob(pointer, index, raw.baseAddress, Int32(raw.count), Self.transient)
+                : sqlite3_bind_text(pointer, index, raw.baseAddress?.assumingMemoryBound(to: CChar.self), Int32(raw.count), Self.transient)
+        }
+        try check(rc)
+    }
+
+    public func bindNull(at index: Int32) throws(SQLiteError) { try check(sqlite3_bind_null(pointer, index)) }
+
     /// Advances to the next row; false when the statement is done.
     @discardableResult
     public func step() throws(SQLiteError) -> Bool {
