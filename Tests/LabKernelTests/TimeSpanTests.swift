@@ -3,6 +3,18 @@ import LabKernel
 
 @Suite("Time spans and instants")
 struct TimeSpanTests {
+    @Test("RFC 3339 text of Unix milliseconds: padded fields, days before 1970, leap days, years past 9999")
+    func rfc3339() {
+        #expect(RFC3339.format(unixMilliseconds: 0) == "1970-01-01T00:00:00.000Z")
+        #expect(RFC3339.format(unixMilliseconds: 951_782_400_007) == "2000-02-29T00:00:00.007Z")
+        #expect(RFC3339.format(unixMilliseconds: -1) == "1969-12-31T23:59:59.999Z")
+        #expect(RFC3339.format(unixMilliseconds: 1_795_325_445_120) == "2026-11-22T05:30:45.120Z")
+        #expect(RFC3339.format(unixMilliseconds: 253_402_300_800_000) == "10000-01-01T00:00:00.000Z")
+        for ms: Int64 in [0, 1, 59_999, 86_399_999, 1_795_325_445_120, -62_135_596_800_000] {
+            #expect(RFC3339.parse(RFC3339.format(unixMilliseconds: ms)) == ms, "\(ms)")
+        }
+    }
+
     @Test("parses every unit and compound spans exactly")
     func parsing() {
         #expect(TimeSpan("250ms") == .milliseconds(250))

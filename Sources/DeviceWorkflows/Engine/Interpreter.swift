@@ -36,6 +36,9 @@ struct Interpreter {
     var dispatch: [Int32] = []
     var childStarts: [ChildStart] = []
     var effects: [EngineEffect] = []
+    /// Handler invocations in flight that the walk cancelled (race losers, the rest of a
+    /// failed parallel): their slots are free again.
+    var cancelledInFlight = 0
 
     init(instance: WorkflowInstance, program: Program, now: Instant, config: MobileEngineConfig, timestamp: String) {
         self.instance = instance
@@ -406,6 +409,7 @@ struct Interpreter {
     mutating func cancelSubtree(_ n: Int32) {
         if !instance.nodes[Int(n)].state.isFinished {
             finish(n, .cancelled)
+            if instance.nodes[Int(n)].inFlight { cancelledInFlight += 1 }
             instance.nodes[Int(n)].inFlight = false
         }
         for child in instance.children(of: n) { cancelSubtree(child) }

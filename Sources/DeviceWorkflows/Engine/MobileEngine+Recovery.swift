@@ -47,7 +47,7 @@ extension MobileEngine {
         indexByNumber = [:]
         dirtyList = []
         changedList = []
-        inFlight = []
+        inFlightCount = 0
         queued = []
         dispatchQueue = []
         activeCount = 0

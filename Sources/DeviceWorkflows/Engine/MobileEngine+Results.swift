@@ -5,10 +5,11 @@ extension MobileEngine {
     /// out, cancelled, from before a restart) are ignored.
     public mutating func handlerFinished(_ key: InvocationKey, _ outcome: HandlerOutcome, now: Instant, into effects: inout [EngineEffect]) {
         lastNow = now
-        guard inFlight.remove(key) != nil, let index = indexByNumber[key.instance], Int(key.node) < instances[index].nodes.count else { return }
+        guard let index = indexByNumber[key.instance], Int(key.node) < instances[index].nodes.count else { return }
         let n = Int(key.node)
         let node = instances[index].nodes[n]
         guard node.inFlight, node.attempt == key.attempt, let step = programOf[index].step(node.kind) else { return }
+        inFlightCount -= 1
         instances[index].nodes[n].inFlight = false
         instances[index].nodes[n].deadline = nil
         switch outcome {
@@ -107,7 +108,7 @@ extension MobileEngine {
     mutating func dropInvocation(_ index: Int, _ n: Int32) {
         let node = instances[index].nodes[Int(n)]
         guard node.inFlight else { return }
-        inFlight.remove(InvocationKey(instance: instances[index].sequenceNumber, node: n, attempt: node.attempt))
+        inFlightCount -= 1
         instances[index].nodes[Int(n)].inFlight = false
     }
 

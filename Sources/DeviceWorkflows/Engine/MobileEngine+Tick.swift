@@ -40,6 +40,7 @@ extension MobileEngine {
         swap(&interpreter.effects, &scratchEffects)
         swap(&interpreter.dispatch, &scratchDispatch)
         markChanged(index)
+        inFlightCount -= interpreter.cancelledInFlight
         for position in scratchEffects.indices {
             var effect = Self.moved
             swap(&effect, &scratchEffects[position])
@@ -49,7 +50,7 @@ extension MobileEngine {
         let number = instances[index].sequenceNumber
         for n in scratchDispatch {
             let key = InvocationKey(instance: number, node: n, attempt: instances[index].nodes[Int(n)].attempt + 1)
-            if queued.insert(key).inserted { dispatchQueue.append(key) }
+            if queued.isEmpty || !queued.contains(key) { dispatchQueue.append(key) }
         }
         scratchDispatch.removeAll(keepingCapacity: true)
         for start in interpreter.childStarts { startChild(of: index, start, now: now, into: &effects) }
@@ -102,22 +103,26 @@ extension MobileEngine {
     /// Grants queued dispatches, oldest first, while handler slots are free.
     mutating func grantDispatches(now: Instant, into effects: inout [EngineEffect]) {
         guard !dispatchQueue.isEmpty else { return }
-        var kept: [InvocationKey] = []
-        for key in dispatchQueue {
+        // Compacted in place: the kept keys move to the front, the buffer is reused.
+        var kept = 0
+        for position in dispatchQueue.indices {
+            let key = dispatchQueue[position]
             guard let index = indexByNumber[key.instance], Int(key.node) < instances[index].nodes.count else {
-                queued.remove(key)
+                if !queued.isEmpty { queued.remove(key) }
                 continue
             }
             let node = instances[index].nodes[Int(key.node)]
             guard node.state == .running, !node.inFlight, node.attempt + 1 == key.attempt, !instances[index].state.isTerminal else {
-                queued.remove(key)
+                if !queued.isEmpty { queued.remove(key) }
                 continue
             }
-            guard inFlight.count < Int(config.maxConcurrentSteps), instances[index].state != .paused else {
-                kept.append(key)
+            guard inFlightCount < Int(config.maxConcurrentSteps), instances[index].state != .paused else {
+                queued.insert(key)
+                dispatchQueue[kept] = key
+                kept += 1
                 continue
             }
-            queued.remove(key)
+            if !queued.isEmpty { queued.remove(key) }
             guard instances[index].stepsExecuted < Int(config.maxStepsPerInstance) else {
                 abort(index, "step limit exceeded: the instance ran \(instances[index].stepsExecuted) steps (maxStepsPerInstance)",
                       now: now, into: &effects)
@@ -125,7 +130,7 @@ extension MobileEngine {
             }
             dispatch(index, key, now: now)
         }
-        dispatchQueue = kept
+        dispatchQueue.removeSubrange(kept...)
     }
 
     mutating func dispatch(_ index: Int, _ key: InvocationKey, now: Instant) {
@@ -137,7 +142,7 @@ extension MobileEngine {
         let timeout = step.timeout.map { min($0, config.handlerTimeout) } ?? config.handlerTimeout
         instances[index].nodes[n].deadline = now + timeout
         instances[index].stepsExecuted += 1
-        inFlight.insert(key)
+        inFlightCount += 1
         pendingCallbacks.append(.invoke(HandlerInvocation(key: key, instanceID: instances[index].id, step: step,
                                                           data: instances[index].data)))
         markChanged(index)
@@ -159,7 +164,7 @@ extension MobileEngine {
                     markDirty(index)
                 } else if let deadline = node.deadline, deadline <= now {
                     if node.inFlight {
-                        inFlight.remove(InvocationKey(instance: instances[index].sequenceNumber, node: Int32(n), attempt: node.attempt))
+                        inFlightCount -= 1
                         instances[index].nodes[n].inFlight = false
                         stepFailed(index, Int32(n), .retryable("the handler did not answer in time (handlerTimeoutMs or the step's timeout)"),
                                    now: now, into: &effects)

@@ -55,8 +55,12 @@ public struct MobileEngine: Sendable {
     var indexByNumber: [UInt64: Int] = [:]
     /// Steps ready for a handler, oldest first, by instance number and node.
     var dispatchQueue: [InvocationKey] = []
+    /// Keys that stayed in the queue past a grant (the step limit was reached), so a walk
+    /// that finds the step ready again does not queue it twice. Usually empty: then no
+    /// key is hashed at all.
     var queued: Set<InvocationKey> = []
-    var inFlight: Set<InvocationKey> = []
+    /// Handler invocations in flight (nodes with `inFlight` set), for `maxConcurrentSteps`.
+    public internal(set) var inFlightCount = 0
     /// Listener callbacks and invocations held back until the persists are out.
     var pendingCallbacks: [EngineEffect] = []
     /// Output buffers lent to each interpreter walk (see `drive`).
@@ -178,7 +182,6 @@ public struct MobileEngine: Sendable {
     public func instance(_ id: String) -> WorkflowInstance? { indexByID[id].map { instances[$0] } }
 
     public var allInstances: [WorkflowInstance] { instances }
-    public var inFlightCount: Int { inFlight.count }
 
     /// When the engine next has work: now if anything is ready, else its earliest timer.
     /// Garbage collection of finished instances is not work: it happens on whatever tick
@@ -188,7 +191,7 @@ public struct MobileEngine: Sendable {
     /// The next deadline counting only some kinds of timer (a run driver may not want to
     /// leap a day ahead to an input timeout).
     public func nextDeadline(including kinds: TimerKinds) -> Instant? {
-        if !dirtyList.isEmpty || (!dispatchQueue.isEmpty && inFlight.count < Int(config.maxConcurrentSteps)) { return lastNow }
+        if !dirtyList.isEmpty || (!dispatchQueue.isEmpty && inFlightCount < Int(config.maxConcurrentSteps)) { return lastNow }
         var earliest: Instant?
         // By index: iterating the values would copy (retain) every instance's fields.
         for index in instances.indices where !instances[index].state.isTerminal {
