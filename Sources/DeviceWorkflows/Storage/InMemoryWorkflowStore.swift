@@ -1,16 +1,9 @@
 public import LabKernel
 
-/// The workflow store as plain values, for simulations of many devices.
+/// The workflow store as plain values, for simulations of many devices. Snapshots are
+/// kept as structs (copy-on-write, so a persist moves a reference, it does not encode).
 ///
-/// Snapshots persisted in a batch are staged as they come (a reference to the engine's
-/// value, nothing encoded) and merged into the stored instances at `commit`: the stored
-/// copy keeps its own execution-tree buffer and takes the snapshot's nodes by a memory
-/// copy. The engine's tree is then referenced by nobody else once the commit is done, so
-/// its next change does not copy the whole tree first, and no old tree is freed per
-/// instance per tick (together about a third of the engine benchmark's instructions
-/// before). `rollback` drops what is staged.
-///
-/// Other writes go straight into the committed contents; an undo log of what each write
+/// Writes go straight into the committed contents; an undo log of what each write
 /// replaced lets `rollback` restore the state before `begin`. That keeps a batch O(its
 /// size): staging copies of the contents would make every batch O(everything stored).
 public struct InMemoryWorkflowStore: WorkflowStore, Sendable {
@@ -27,6 +20,7 @@ public struct InMemoryWorkflowStore: WorkflowStore, Sendable {
     }
 
     enum Undo: Sendable {
+        case instance(UInt64, WorkflowInstance?)
         case sequence(String, (order: Int, json: String)?, nextOrder: Int)
         case telemetry(count: Int, nextID: Int64)
         case outbox(String, OutboxEntry?)
@@ -41,8 +35,6 @@ public struct InMemoryWorkflowStore: WorkflowStore, Sendable {
     }
 
     var committed = Contents()
-    /// Snapshots (nil: a deletion) of the open batch, merged in order at `commit`.
-    var staged: [(number: UInt64, snapshot: WorkflowInstance?)] = []
     /// The open batch's undo log; its buffer is kept between batches (a tick of ten
     /// thousand instances logs ten thousand entries, and growing it anew each time showed
     /// up as page faults).
@@ -64,47 +56,14 @@ public struct InMemoryWorkflowStore: WorkflowStore, Sendable {
     public mutating func commit() throws {
         inBatch = false
         undo.removeAll(keepingCapacity: true)
-        for index in staged.indices {
-            let number = staged[index].number
-            if let snapshot = staged[index].snapshot.take() {
-                store(snapshot, as: number)
-            } else {
-                committed.instances[number] = nil
-            }
-        }
-        staged.removeAll(keepingCapacity: true)
-    }
-
-    /// Writes a snapshot over the stored copy, keeping the stored copy's own tree buffer.
-    mutating func store(_ snapshot: consuming WorkflowInstance, as number: UInt64) {
-        guard let slot = committed.instances.index(forKey: number) else {
-            var owned = snapshot
-            var nodes: [ExecNode] = []
-            nodes.reserveCapacity(owned.nodes.count)
-            nodes.append(contentsOf: owned.nodes)
-            swap(&owned.nodes, &nodes)
-            committed.instances[number] = owned
-            return
-        }
-        Self.overwrite(&committed.instances.values[slot], with: snapshot)
-    }
-
-    static func overwrite(_ stored: inout WorkflowInstance, with snapshot: consuming WorkflowInstance) {
-        var nodes: [ExecNode] = []
-        swap(&nodes, &stored.nodes)
-        nodes.removeAll(keepingCapacity: true)
-        nodes.append(contentsOf: snapshot.nodes)
-        stored = snapshot
-        // `nodes` takes the snapshot's (the engine's) buffer and lets go of it here.
-        swap(&stored.nodes, &nodes)
     }
 
     public mutating func rollback() {
         guard inBatch else { return }
         inBatch = false
-        staged.removeAll(keepingCapacity: true)
         for entry in undo.reversed() {
             switch entry {
+            case .instance(let number, let old): committed.instances[number] = old
             case .sequence(let key, let old, let nextOrder):
                 committed.sequences[key] = old
                 committed.nextSequenceOrder = nextOrder
@@ -124,9 +83,11 @@ public struct InMemoryWorkflowStore: WorkflowStore, Sendable {
         switch consume effect {
         case .persist(let instance):
             let number = instance.sequenceNumber
-            if inBatch { staged.append((number, instance)) } else { store(instance, as: number) }
+            let old = committed.instances.updateValue(instance, forKey: number)
+            if inBatch { undo.append(.instance(number, old)) }
         case .delete(_, let number):
-            if inBatch { staged.append((number, nil)) } else { committed.instances[number] = nil }
+            let old = committed.instances.removeValue(forKey: number)
+            if inBatch { undo.append(.instance(number, old)) }
             try forgetJournal(journalEntries.keys.filter { $0.instance == number })
         case .storeSequence(let name, let version, let json):
             let key = "\(name)@\(version)"
