@@ -95,6 +95,23 @@ struct StoreConformanceTests {
         #expect(try host.store.telemetry(limit: 100).count == events.count - 3)
     }
 
+    @Test("a tick is one transaction: snapshots, the journal of the handlers it ran and the journal it consumed", arguments: StoreKind.allCases)
+    func oneTransactionPerTick(kind: StoreKind) throws {
+        var host = try host(kind)
+        host.standingAnswers = EngineBenchmark.answers
+        _ = try host.loadSequence(json: workflowJSON("onboarding-flow"))
+        for _ in 0..<50 { _ = try host.start("onboarding-flow") }
+        var ticks = 0
+        while host.completed.count < 50 && ticks < 100 {
+            let before = host.store.committed
+            try host.tick()
+            ticks += 1
+            #expect(host.store.committed - before == 1, "tick \(ticks) committed \(host.store.committed - before) times")
+        }
+        #expect(host.completed.count == 50 && host.handlerRunCount == 50 * 8)
+        #expect(host.store.begun == host.store.committed && !host.store.inBatch)
+    }
+
     /// A kyc-checks instance run to completion over a SQLite file at `path`.
     static func finishedRun(in path: String) throws -> (EngineHost<SQLiteWorkflowStore>, String) {
         var host = EngineHost(engine: MobileEngine(config: config(), handlers: BuiltinHandlers.names, seed: StreamSeed(1)),
@@ -171,10 +188,24 @@ struct StoreConformanceTests {
 /// A type-erased store so one test body serves both kinds.
 struct AnyStore: WorkflowStore {
     var base: any WorkflowStore
+    /// Batches opened and committed, to check how a host groups its writes.
+    var begun = 0, committed = 0
+    var inBatch = false
     init(_ base: any WorkflowStore) { self.base = base }
-    mutating func begin() throws { try base.begin() }
-    mutating func commit() throws { try base.commit() }
-    mutating func rollback() { base.rollback() }
+    mutating func begin() throws {
+        if !inBatch { begun += 1 }
+        inBatch = true
+        try base.begin()
+    }
+    mutating func commit() throws {
+        if inBatch { committed += 1 }
+        inBatch = false
+        try base.commit()
+    }
+    mutating func rollback() {
+        inBatch = false
+        base.rollback()
+    }
     mutating func apply(_ effect: consuming EngineEffect) throws { try base.apply(effect) }
     mutating func journal(_ key: InvocationKey, _ outcome: HandlerOutcome) throws { try base.journal(key, outcome) }
     func journaledOutcome(_ key: InvocationKey) throws -> HandlerOutcome? { try base.journaledOutcome(key) }

@@ -4,13 +4,14 @@ public import LabKernel
 /// of `fleetlab workflow run`, `fleetlab bench engine` and the crash tests.
 ///
 /// Effects are applied in the order the engine emits them. Storage effects go into one
-/// transaction, committed before the first non-storage effect (so what is about to be
-/// acted on is stored). Invocations are gathered while the effects are applied and run
-/// together at the end, the way an app runs the handlers of one tick concurrently: each
-/// first looks in the journal (a result recorded before a crash is handed back without
-/// running the handler again); the others run, and their results are journaled in one
-/// transaction before the engine hears of any. The journal entries a tick consumed are
-/// deleted in the same transaction as the snapshots that now hold those results.
+/// transaction, committed before the first listener callback (so what is about to be
+/// acted on is stored). The invocations among the effects run at that commit, together,
+/// the way an app runs the handlers of one tick concurrently: each first looks in the
+/// journal (a result recorded before a crash is handed back without running the handler
+/// again); the others run, and their results are journaled in the same transaction as
+/// the snapshots that dispatched them, so a tick is one transaction. No kill point falls
+/// between the handlers' runs and that commit. The journal entries a tick consumed are
+/// deleted in the transaction of the next tick, with the snapshots that now hold them.
 ///
 /// `crashAfterEffects` makes the host die after that many effects, the way an app is
 /// killed: the open transaction is rolled back and the host refuses to go on. A new host
@@ -188,6 +189,11 @@ public struct EngineHost<Store: WorkflowStore> {
     /// without being copied); the buffer is left holding placeholders.
     mutating func apply(_ effects: inout [EngineEffect]) throws {
         for index in effects.indices {
+            if case .invoke(let invocation) = effects[index], !(sync != nil && SyncOutboxWriter.delegates(invocation)) {
+                deferredInvocations.append(invocation)
+            }
+        }
+        for index in effects.indices {
             try boundary()
             var effect = MobileEngine.moved
             swap(&effect, &effects[index])
@@ -202,13 +208,11 @@ public struct EngineHost<Store: WorkflowStore> {
                 try store.apply(effect)
                 if let reported { try queueStatus(reported) }
             case .invoke(let invocation):
+                // The others were gathered above and run at the commit.
                 if sync != nil, SyncOutboxWriter.delegates(invocation) {
                     try beginBatch()
                     try queueDelegation(invocation)
-                    continue
                 }
-                try commitIfNeeded()
-                deferredInvocations.append(invocation)
             case .instanceCompleted(let id, let output):
                 try commitIfNeeded()
                 completed[id] = output
@@ -229,7 +233,6 @@ public struct EngineHost<Store: WorkflowStore> {
             }
         }
         try commitIfNeeded()
-        try runDeferredInvocations()
     }
 
     /// A point where the app may be killed: before each effect and before each commit.
@@ -242,25 +245,28 @@ public struct EngineHost<Store: WorkflowStore> {
         effectsApplied += 1
     }
 
+    /// The commit point: the gathered handlers run and their results join the open
+    /// transaction (one is opened for them if need be), then it commits.
     mutating func commitIfNeeded() throws {
-        guard inTransaction else { return }
+        guard inTransaction || !deferredInvocations.isEmpty else { return }
         try boundary()
+        try runDeferredInvocations()
         try store.commit()
         inTransaction = false
     }
 
     mutating func crash() {
+        deferredInvocations.removeAll()
         store.rollback()
         inTransaction = false
         crashed = true
     }
 
-    /// Runs the gathered invocations and journals their results in one transaction. No
-    /// kill point falls between a handler's run and that commit: the journal write is
-    /// part of finishing a handler (as it was when each result was written alone).
+    /// Runs the gathered invocations and journals their results into the open
+    /// transaction; the caller commits. No kill point falls between a handler's run and
+    /// that commit: the journal write is part of finishing a handler.
     mutating func runDeferredInvocations() throws {
         guard !deferredInvocations.isEmpty else { return }
-        var journaling = false
         for invocation in deferredInvocations {
             if let journaled = try store.journaledOutcome(invocation.key) {
                 pendingResults.append((invocation.key, journaled))
@@ -275,14 +281,10 @@ public struct EngineHost<Store: WorkflowStore> {
             handlerRunCount += 1
             if recordsRuns { handlerRuns[invocation.key, default: 0] += 1 }
             if invocation.handler == "show_banner", case .success(let banner) = outcome { banners.append(banner) }
-            if !journaling {
-                try store.begin()
-                journaling = true
-            }
+            try beginBatch()
             try store.journal(invocation.key, outcome)
             pendingResults.append((invocation.key, outcome))
         }
         deferredInvocations.removeAll(keepingCapacity: true)
-        if journaling { try store.commit() }
     }
 }
