@@ -126,9 +126,9 @@ extension FleetWorld {
             guard let facts = engines[device]!.instanceFacts(instanceID), facts.topLevel, let slot = workflows.slot(facts.sequence) else { continue }
             recorder.add(workflows.started[slot])
             activeTopLevel[device] += 1
-            let key = engines[device]!.live!.instance(instanceID)?.dedupKey
+            let key = engines[device]!.peek { $0.instance(instanceID)?.dedupKey } ?? nil
             if let key {
-                let holders = engines[device]!.live!.allInstances.filter { $0.dedupKey == key && !$0.state.isTerminal }.count
+                let holders = engines[device]!.peek { $0.allInstances.filter { $0.dedupKey == key && !$0.state.isTerminal }.count } ?? 0
                 invariants.check(ids.dedupUnique, holders <= 1, "device \(device): \(holders) active instances hold dedup key \(key)")
             }
         }

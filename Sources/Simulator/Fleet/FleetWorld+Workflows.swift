@@ -100,7 +100,7 @@ extension FleetWorld {
             let cost = scenario.workflows?.instanceCost.nanoseconds ?? 0
             if cost > 0 {
                 // maxTickDurationMs against modelled time: each instance advanced costs `cost`.
-                let budget = Int64(slot.live!.config.maxTickDurationMs) * 1_000_000
+                let budget = Int64(slot.peek { $0.config.maxTickDurationMs } ?? 0) * 1_000_000
                 var used: Int64 = 0
                 slot.live!.tick(now: now, into: &effects) {
                     defer { used += cost }
