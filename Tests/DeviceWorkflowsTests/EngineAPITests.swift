@@ -79,8 +79,11 @@ struct EngineAPITests {
         _ = try host.start("t")
         #expect { _ = try host.start("t") } throws: { "\($0)".contains("resource limit: 2 instances are active") }
         var small = try inlineHost([waitOne], config: config { $0.memoryBudgetBytes = 1_000 })
-        _ = try small.start("t", input: ["blob": .string(String(repeating: "x", count: 2_000))])
+        let big = try small.start("t", input: ["blob": .string(String(repeating: "x", count: 2_000))])
         #expect { _ = try small.start("t") } throws: { "\($0)".contains("memoryBudgetBytes") }
+        try small.cancel(big)
+        _ = try small.start("t")
+        #expect(small.engine.activeInstances().count == 1, "a finished instance gives its share of the budget back")
         #expect { _ = try small.start("nope") } throws: { "\($0)".contains("sequence 'nope'; loaded: t") }
         #expect { _ = try small.start("t", input: [1, 2]) } throws: { "\($0)".contains("input of a workflow is a JSON object") }
     }

@@ -30,9 +30,8 @@ extension MobileEngine {
             throw .resourceLimit("\(activeCount) instances are active (maxConcurrentInstances is \(config.maxConcurrentInstances))")
         }
         if config.memoryBudgetBytes > 0 {
-            let used = instances.reduce(0) { $0 + Self.estimatedBytes(of: $1) }
-            guard UInt64(used) < config.memoryBudgetBytes else {
-                throw .resourceLimit("instances use about \(used) bytes (memoryBudgetBytes is \(config.memoryBudgetBytes))")
+            guard UInt64(estimatedTotal) < config.memoryBudgetBytes else {
+                throw .resourceLimit("instances use about \(estimatedTotal) bytes (memoryBudgetBytes is \(config.memoryBudgetBytes))")
             }
         }
         let index = createInstance(program, data: data, dedupKey: dedupKey, parent: nil, now: now, into: &effects)
@@ -67,6 +66,7 @@ extension MobileEngine {
         instances.append(instance)
         programOf.append(program)
         flags.append(0)
+        estimatedSizes.append(0)
         return index
     }
 
@@ -206,7 +206,15 @@ extension MobileEngine {
     /// A random (version 4) UUID drawn from the engine's stream.
     static func uuid(_ generator: inout SeededGenerator) -> String { UUIDText.random(using: &generator) }
 
-    /// A rough size of an instance in memory, for `memoryBudgetBytes`.
+    /// Brings instance `index`'s share of `estimatedTotal` up to date (when a budget is set).
+    mutating func updateEstimatedSize(_ index: Int) {
+        guard config.memoryBudgetBytes > 0 else { return }
+        let size = Self.estimatedBytes(of: instances[index])
+        estimatedTotal += size - estimatedSizes[index]
+        estimatedSizes[index] = size
+    }
+
+    /// A rough size of an instance in memory, for `memoryBudgetBytes` (0 once finished).
     static func estimatedBytes(of instance: WorkflowInstance) -> Int {
         guard !instance.state.isTerminal else { return 0 }
         func size(_ value: JSONValue) -> Int {

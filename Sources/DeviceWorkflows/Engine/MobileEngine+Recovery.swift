@@ -43,6 +43,8 @@ extension MobileEngine {
         instances = []
         programOf = []
         flags = []
+        estimatedSizes = []
+        estimatedTotal = 0
         indexByID = [:]
         indexByNumber = [:]
         dirtyList = []
@@ -70,6 +72,7 @@ extension MobileEngine {
             if !instance.state.isTerminal { markDirty(index) }
         }
         nextSequenceNumber = instances.map(\.sequenceNumber).max().map { $0 + 1 } ?? 0
+        for index in instances.indices { updateEstimatedSize(index) }
         flush(now: now, into: &effects)
         return problems
     }

@@ -208,6 +208,7 @@ extension MobileEngine {
         instances = keep.map { instances[$0] }
         programOf = keep.map { programOf[$0] }
         flags = keep.map { flags[$0] }
+        estimatedSizes = keep.map { estimatedSizes[$0] }
         var newIndex: [Int: Int] = [:]
         for (new, old) in keep.enumerated() { newIndex[old] = new }
         dirtyList = dirtyList.compactMap { newIndex[$0] }
@@ -224,6 +225,7 @@ extension MobileEngine {
         if !changedList.isEmpty {
             for index in changedList.sorted() {
                 flags[index] &= ~2
+                updateEstimatedSize(index)
                 instances[index].updatedAt = now
                 effects.append(.persist(instances[index]))
             }

@@ -63,6 +63,10 @@ public struct MobileEngine: Sendable {
     public internal(set) var inFlightCount = 0
     /// Listener callbacks and invocations held back until the persists are out.
     var pendingCallbacks: [EngineEffect] = []
+    /// With `memoryBudgetBytes` set: each instance's estimated size as of its last flush,
+    /// and their sum, so `start` checks the budget without walking every instance.
+    var estimatedSizes: [Int] = []
+    var estimatedTotal = 0
     /// Output buffers lent to each interpreter walk (see `drive`).
     var scratchEffects: [EngineEffect] = []
     var scratchDispatch: [Int32] = []
