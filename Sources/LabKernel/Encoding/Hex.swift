@@ -1,7 +1,11 @@
+/// The lowercase hexadecimal digits as UTF-8, for the writers that spell bytes out
+/// (`hexString`, UUIDs, JSON `\u` escapes).
+let lowercaseHexDigits: [UInt8] = Array("0123456789abcdef".utf8)
+
 extension Array where Element == UInt8 {
     /// Lowercase hexadecimal, two digits per byte.
     public var hexString: String {
-        let digits = Array("0123456789abcdef".utf8)
+        let digits = lowercaseHexDigits
         var out = [UInt8]()
         out.reserveCapacity(count * 2)
         for byte in self {

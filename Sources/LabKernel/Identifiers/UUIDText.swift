@@ -14,15 +14,13 @@ public enum UUIDText {
                     out[position] = UInt8(ascii: "-")
                     position += 1
                 }
-                out[position] = hexDigits[Int(byte >> 4)]
-                out[position + 1] = hexDigits[Int(byte & 0x0F)]
+                out[position] = lowercaseHexDigits[Int(byte >> 4)]
+                out[position + 1] = lowercaseHexDigits[Int(byte & 0x0F)]
                 position += 2
             }
             return position
         }
     }
-
-    static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
 
     /// Whether `text` is a hyphenated UUID (any version, either case), as serde's `Uuid`
     /// accepts in JSON.

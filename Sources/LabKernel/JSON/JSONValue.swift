@@ -81,8 +81,6 @@ public enum JSONValue: Hashable, Sendable {
         return "\(n)"
     }
 
-    static let hexDigits = Array("0123456789abcdef".utf8)
-
     public static func writeString(_ s: String, to out: inout [UInt8]) {
         out.append(0x22)
         var text = s
@@ -105,7 +103,7 @@ public enum JSONValue: Hashable, Sendable {
                 case 0x0D: out.append(contentsOf: [0x5C, 0x72])
                 case 0x09: out.append(contentsOf: [0x5C, 0x74])
                 case 0x00..<0x20:
-                    out.append(contentsOf: [0x5C, 0x75, 0x30, 0x30, hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 0xF)]])
+                    out.append(contentsOf: [0x5C, 0x75, 0x30, 0x30, lowercaseHexDigits[Int(byte >> 4)], lowercaseHexDigits[Int(byte & 0xF)]])
                 default: out.append(byte)
                 }
             }
