@@ -108,12 +108,12 @@ extension MobileEngine {
         for position in dispatchQueue.indices {
             let key = dispatchQueue[position]
             guard let index = indexByNumber[key.instance], Int(key.node) < instances[index].nodes.count else {
-                if !queued.isEmpty { queued.remove(key) }
+                unqueue(key)
                 continue
             }
             let node = instances[index].nodes[Int(key.node)]
             guard node.state == .running, !node.inFlight, node.attempt + 1 == key.attempt, !instances[index].state.isTerminal else {
-                if !queued.isEmpty { queued.remove(key) }
+                unqueue(key)
                 continue
             }
             guard inFlightCount < Int(config.maxConcurrentSteps), instances[index].state != .paused else {
@@ -122,7 +122,7 @@ extension MobileEngine {
                 kept += 1
                 continue
             }
-            if !queued.isEmpty { queued.remove(key) }
+            unqueue(key)
             guard instances[index].stepsExecuted < Int(config.maxStepsPerInstance) else {
                 abort(index, "step limit exceeded: the instance ran \(instances[index].stepsExecuted) steps (maxStepsPerInstance)",
                       now: now, into: &effects)
@@ -131,6 +131,11 @@ extension MobileEngine {
             dispatch(index, key, now: now)
         }
         dispatchQueue.removeSubrange(kept...)
+    }
+
+    /// Forgets that `key` was kept in the queue (no hashing when nothing was kept).
+    mutating func unqueue(_ key: InvocationKey) {
+        if !queued.isEmpty { queued.remove(key) }
     }
 
     mutating func dispatch(_ index: Int, _ key: InvocationKey, now: Instant) {

@@ -55,9 +55,9 @@ public struct MobileEngine: Sendable {
     var indexByNumber: [UInt64: Int] = [:]
     /// Steps ready for a handler, oldest first, by instance number and node.
     var dispatchQueue: [InvocationKey] = []
-    /// Keys that stayed in the queue past a grant (the step limit was reached), so a walk
-    /// that finds the step ready again does not queue it twice. Usually empty: then no
-    /// key is hashed at all.
+    /// Keys that stayed in the queue past a grant (no handler slot was free, or the
+    /// instance was paused), so a walk that finds the step ready again does not queue it
+    /// twice. Usually empty: then no key is hashed at all.
     var queued: Set<InvocationKey> = []
     /// Handler invocations in flight (nodes with `inFlight` set), for `maxConcurrentSteps`.
     public internal(set) var inFlightCount = 0

@@ -53,7 +53,7 @@ public struct EngineHost<Store: WorkflowStore> {
     /// Reused across ticks: a tick of ten thousand instances emits tens of thousands.
     var buffer: [EngineEffect] = []
     var pendingAnswers: [(String, String, JSONValue)] = []
-    /// Invocations gathered by `apply`, run at its end (reused between ticks).
+    /// Invocations gathered by `apply`, run at its next commit (reused between ticks).
     var deferredInvocations: [HandlerInvocation] = []
     var inTransaction = false
 
@@ -189,9 +189,7 @@ public struct EngineHost<Store: WorkflowStore> {
     /// without being copied); the buffer is left holding placeholders.
     mutating func apply(_ effects: inout [EngineEffect]) throws {
         for index in effects.indices {
-            if case .invoke(let invocation) = effects[index], !(sync != nil && SyncOutboxWriter.delegates(invocation)) {
-                deferredInvocations.append(invocation)
-            }
+            if case .invoke(let invocation) = effects[index], !delegates(invocation) { deferredInvocations.append(invocation) }
         }
         for index in effects.indices {
             try boundary()
@@ -209,7 +207,7 @@ public struct EngineHost<Store: WorkflowStore> {
                 if let reported { try queueStatus(reported) }
             case .invoke(let invocation):
                 // The others were gathered above and run at the commit.
-                if sync != nil, SyncOutboxWriter.delegates(invocation) {
+                if delegates(invocation) {
                     try beginBatch()
                     try queueDelegation(invocation)
                 }
@@ -234,6 +232,9 @@ public struct EngineHost<Store: WorkflowStore> {
         }
         try commitIfNeeded()
     }
+
+    /// Whether the server runs this step (credentials to resolve), not a handler here.
+    func delegates(_ invocation: HandlerInvocation) -> Bool { sync != nil && SyncOutboxWriter.delegates(invocation) }
 
     /// A point where the app may be killed: before each effect and before each commit.
     mutating func boundary() throws {
