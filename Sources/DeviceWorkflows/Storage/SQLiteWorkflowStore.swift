@@ -26,8 +26,9 @@ public final class SQLiteWorkflowStore: WorkflowStore {
     var journaledInTransaction: [InvocationKey] = []
     /// The last outbox write order used (continued from the file at open).
     var outboxSeq: Int64 = 0
-    /// Encoding buffers reused for every snapshot (one per column).
-    var contextBytes: [UInt8] = []
+    /// Encoding buffers reused for every write: JSON text (a snapshot's context, a
+    /// journaled outcome), the tree, the meta fields.
+    var jsonBytes: [UInt8] = []
     var treeBytes: [UInt8] = []
     var metaBytes: [UInt8] = []
 
@@ -80,10 +81,8 @@ public final class SQLiteWorkflowStore: WorkflowStore {
     public init(path: String) throws {
         database = try SQLiteDatabase(path: path)
         let version = try database.query("PRAGMA user_version").first?.first?.integer ?? 0
-        let existing = try database.query("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'instances'").first?.first?.text
-        if version < Self.schemaVersion, let existing, !existing.contains("seq INTEGER PRIMARY KEY") {
-            try database.execute(Self.migrationToVersion2)
-        }
+        let hasInstances = !(try database.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'instances'").isEmpty)
+        if version < Self.schemaVersion && hasInstances { try database.execute(Self.migrationToVersion2) }
         try database.execute(Self.schema)
         try database.execute("PRAGMA user_version = \(Self.schemaVersion)")
         outboxSeq = try database.query("SELECT COALESCE(MAX(seq), 0) FROM sync_outbox").first?.first?.integer ?? 0
@@ -158,8 +157,8 @@ public final class SQLiteWorkflowStore: WorkflowStore {
             ON CONFLICT (seq) DO UPDATE SET state = excluded.state, updated_ns = excluded.updated_ns,
                 context = excluded.context, tree = excluded.tree, meta = excluded.meta
             """)
-        contextBytes.removeAll(keepingCapacity: true)
-        JSONValue.object(instance.data).write(to: &contextBytes, sortedKeys: false)
+        jsonBytes.removeAll(keepingCapacity: true)
+        JSONValue.object(instance.data).write(to: &jsonBytes, sortedKeys: false)
         TreeCodec.encode(instance.nodes, into: &treeBytes)
         var meta = JSONObjectWriter(reusing: metaBytes)
         instance.writeMeta(into: &meta)
@@ -172,7 +171,7 @@ public final class SQLiteWorkflowStore: WorkflowStore {
         if let dedupKey = instance.dedupKey { try upsert.bind(dedupKey, at: 6) } else { try upsert.bindNull(at: 6) }
         try upsert.bind(instance.createdAt.nanoseconds, at: 7)
         try upsert.bind(instance.updatedAt.nanoseconds, at: 8)
-        try upsert.bind(utf8: contextBytes, at: 9)
+        try upsert.bind(utf8: jsonBytes, at: 9)
         try upsert.bind(utf8: treeBytes, at: 10, asBlob: true)
         try upsert.bind(utf8: metaBytes, at: 11)
         try upsert.execute()
@@ -181,20 +180,23 @@ public final class SQLiteWorkflowStore: WorkflowStore {
     public func journal(_ key: InvocationKey, _ outcome: HandlerOutcome) throws {
         let insert = try database.statement(
             "INSERT OR REPLACE INTO handler_journal (instance_number, node, attempt, outcome) VALUES (?,?,?,?)")
-        try insert.bind(Int64(bitPattern: key.instance), at: 1)
-        try insert.bind(Int64(key.node), at: 2)
-        try insert.bind(Int64(key.attempt), at: 3)
-        contextBytes.removeAll(keepingCapacity: true)
-        outcome.json.write(to: &contextBytes, sortedKeys: false)
-        try insert.bind(utf8: contextBytes, at: 4)
+        try insert.bind(Self.columns(of: key))
+        jsonBytes.removeAll(keepingCapacity: true)
+        outcome.json.write(to: &jsonBytes, sortedKeys: false)
+        try insert.bind(utf8: jsonBytes, at: 4)
         try insert.execute()
         if journaled.insert(key).inserted && inTransaction { journaledInTransaction.append(key) }
+    }
+
+    /// An invocation key as the journal's (instance_number, node, attempt) columns.
+    static func columns(of key: InvocationKey) -> [SQLiteValue] {
+        [.integer(Int64(bitPattern: key.instance)), .integer(Int64(key.node)), .integer(Int64(key.attempt))]
     }
 
     public func journaledOutcome(_ key: InvocationKey) throws -> HandlerOutcome? {
         guard journaled.contains(key) else { return nil }
         let rows = try database.query("SELECT outcome FROM handler_journal WHERE instance_number = ? AND node = ? AND attempt = ?",
-                                      [.integer(Int64(bitPattern: key.instance)), .integer(Int64(key.node)), .integer(Int64(key.attempt))])
+                                      Self.columns(of: key))
         guard let text = rows.first?.first?.text, let json = try? JSONValue.parse(text) else { return nil }
         return HandlerOutcome(json: json)
     }
@@ -218,7 +220,7 @@ public final class SQLiteWorkflowStore: WorkflowStore {
         let delete = { [database] () throws in
             let statement = try database.statement("DELETE FROM handler_journal WHERE instance_number = ? AND node = ? AND attempt = ?")
             for key in present {
-                try statement.bind([.integer(Int64(bitPattern: key.instance)), .integer(Int64(key.node)), .integer(Int64(key.attempt))])
+                try statement.bind(Self.columns(of: key))
                 try statement.execute()
             }
         }
