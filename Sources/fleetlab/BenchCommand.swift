@@ -83,38 +83,31 @@ struct EngineBench: ParsableCommand {
             throw CLIFailure.badInput("\(sequence): cannot read the onboarding-flow sequence (run from the repository root or pass --sequence)")
         }
         guard ["both", "memory", "sqlite"].contains(store) else { throw CLIFailure.badInput("--store is both, memory or sqlite") }
-        let memory = store != "sqlite", sqlite = store != "memory"
-        var memoryRounds: [EngineBenchmark.Figures] = [], sqliteRounds: [EngineBenchmark.Figures] = []
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("fleetlab-bench-\(getpid()).sqlite").path
         let removeFile = { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
         defer { removeFile() }
-        for _ in 0..<rounds {
-            if memory {
-                memoryRounds.append(try EngineBenchmark.run(store: InMemoryWorkflowStore(), name: "in-memory", sequenceJSON: json,
-                                                            instances: instances, clock: WallClock.seconds))
-            }
-            if sqlite {
+        var contenders: [(EngineBenchmark.Contender, target: Double)] = []
+        if store != "sqlite" { contenders.append((EngineBenchmark.Contender(name: "in-memory") { InMemoryWorkflowStore() }, 500_000)) }
+        if store != "memory" {
+            contenders.append((EngineBenchmark.Contender(name: "SQLite (WAL)") {
                 removeFile()
-                sqliteRounds.append(try EngineBenchmark.run(store: try SQLiteWorkflowStore(path: path), name: "SQLite (WAL)",
-                                                            sequenceJSON: json, instances: instances, clock: WallClock.seconds))
-            }
+                return try SQLiteWorkflowStore(path: path)
+            }, 20_000))
         }
-        var figures: [(EngineBenchmark.Figures, Double, ClosedRange<Double>)] = []
-        for (all, target) in [(memoryRounds, 500_000.0), (sqliteRounds, 20_000.0)] where !all.isEmpty {
-            let rates = all.map(\.stepsPerSecond)
-            figures.append((all.max { $0.stepsPerSecond < $1.stepsPerSecond }!, target, rates.min()!...rates.max()!))
-        }
+        let results = try EngineBenchmark.compare(contenders.map(\.0), rounds: rounds, sequenceJSON: json, instances: instances,
+                                                  clock: WallClock.seconds)
         let n = { (v: Double) in MetricUnit.decimal(v, digits: 0) }
         print("fleetlab bench engine — \(n(Double(instances))) onboarding-flow instances, answered waits, zero-duration handlers, "
             + "best of \(rounds) (\(BuildInfo.description))")
-        for (f, target, range) in figures {
+        for (result, target) in zip(results, contenders.map(\.target)) {
+            let f = result.best
             print("  \(f.store.padding(toLength: 13, withPad: " ", startingAt: 0)) \(n(f.stepsPerSecond)) steps/s  "
                 + "(\(n(Double(f.steps))) steps, \(f.ticks) ticks, \(MetricUnit.decimal(f.seconds, digits: 3)) s, "
-                + "\(n(Double(f.completed))) completed; rounds \(n(range.lowerBound))–\(n(range.upperBound)))  "
+                + "\(n(Double(f.completed))) completed; rounds \(n(result.slowest))–\(n(result.fastest)))  "
                 + "\(MetricUnit.decimal(f.stepsPerSecond / target, digits: 2))× the target of \(n(target))")
         }
-        if figures.count == 2 {
-            print("  SQLite / in-memory  \(MetricUnit.decimal(figures[1].0.stepsPerSecond / figures[0].0.stepsPerSecond, digits: 3))")
+        if results.count == 2 {
+            print("  SQLite / in-memory  \(MetricUnit.decimal(results[1].fastest / results[0].fastest, digits: 3))")
         }
         #if DEBUG
         print("  note          this is a debug build; use `swift build -c release` for real figures")

@@ -112,6 +112,26 @@ struct StoreConformanceTests {
         #expect(host.store.begun == host.store.committed && !host.store.inBatch)
     }
 
+    @Test("the engine benchmark runs every store each round on a fresh store, and keeps the best round")
+    func benchmarkRounds() throws {
+        let dir = TestPaths.scratchDirectory("bench")
+        var made = 0
+        let contenders = StoreKind.allCases.map { kind in
+            EngineBenchmark.Contender(name: kind.rawValue) {
+                made += 1
+                return try kind.make(dir)
+            }
+        }
+        var tick = 0.0
+        let results = try EngineBenchmark.compare(contenders, rounds: 3, sequenceJSON: workflowJSON("onboarding-flow"), instances: 20,
+                                                  clock: { tick += 1; return tick })
+        #expect(made == 6 && results.map(\.best.store) == ["memory", "sqlite"])
+        for result in results {
+            #expect(result.best.completed == 20 && result.best.steps == 20 * 8)
+            #expect(result.slowest <= result.fastest && result.fastest == result.best.stepsPerSecond)
+        }
+    }
+
     /// A kyc-checks instance run to completion over a SQLite file at `path`.
     static func finishedRun(in path: String) throws -> (EngineHost<SQLiteWorkflowStore>, String) {
         var host = EngineHost(engine: MobileEngine(config: config(), handlers: BuiltinHandlers.names, seed: StreamSeed(1)),

@@ -14,6 +14,40 @@ public enum EngineBenchmark {
         public var stepsPerSecond: Double { Double(steps) / seconds }
     }
 
+    /// A store's rounds: the best one, and the spread of steps/s over all of them.
+    public struct Rounds: Sendable {
+        public var best: Figures
+        public var slowest: Double
+        public var fastest: Double { best.stepsPerSecond }
+    }
+
+    /// A store to measure: its name and how to make a fresh one for each round.
+    public struct Contender {
+        public var name: String
+        public var make: () throws -> any WorkflowStore
+        public init(name: String, make: @escaping () throws -> any WorkflowStore) {
+            self.name = name
+            self.make = make
+        }
+    }
+
+    /// Runs every contender `rounds` times, alternating (so a slow spell of the machine
+    /// falls on all of them), and keeps each one's best round.
+    public static func compare(_ contenders: [Contender], rounds: Int, sequenceJSON: String, instances: Int,
+                               clock: () -> Double) throws -> [Rounds] {
+        var all = Array(repeating: [Figures](), count: contenders.count)
+        for _ in 0..<max(1, rounds) {
+            for (index, contender) in contenders.enumerated() {
+                all[index].append(try run(store: try contender.make(), name: contender.name, sequenceJSON: sequenceJSON,
+                                          instances: instances, clock: clock))
+            }
+        }
+        return all.map { figures in
+            let rates = figures.map(\.stepsPerSecond)
+            return Rounds(best: figures[rates.firstIndex(of: rates.max()!)!], slowest: rates.min()!)
+        }
+    }
+
     public static let answers: [String: JSONValue] = [
         "show_terms": "accepted", "collect_preferences": "yes", "setup_notifications": "yes", "admin_approval": "approved",
     ]
