@@ -54,13 +54,13 @@ struct StoreConformanceTests {
         var instance = try #require(host.engine.instance(id))
         instance.data["marker"] = "rolled back"
         try host.store.begin()
-        try host.store.apply(.persist(instance))
+        try host.store.apply(.persist(InstanceSnapshot(instance)))
         try host.store.apply(.delete(instanceID: id, number: instance.sequenceNumber))
         host.store.rollback()
         #expect(try host.store.loadState().instances.first?.data["marker"] == nil)
         instance.data["marker"] = "kept"
         try host.store.begin()
-        try host.store.apply(.persist(instance))
+        try host.store.apply(.persist(InstanceSnapshot(instance)))
         try host.store.commit()
         #expect(try host.store.loadState().instances.first?.data["marker"] == "kept")
     }

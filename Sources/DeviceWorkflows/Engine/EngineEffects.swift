@@ -90,14 +90,22 @@ public struct TelemetryEvent: Sendable, Equatable {
     public var timestamp: String
 }
 
+/// An instance as the engine flushed it, shared by reference: the in-memory store keeps
+/// the very object (a persist neither copies nor destroys an instance on its way in), and
+/// the effect stays the size of the others.
+public final class InstanceSnapshot: Sendable, Equatable {
+    public let instance: WorkflowInstance
+    public init(_ instance: WorkflowInstance) { self.instance = instance }
+    public static func == (a: InstanceSnapshot, b: InstanceSnapshot) -> Bool { a.instance == b.instance }
+}
+
 /// Everything the engine asks its driver to do. Effects come out in the order the driver
 /// must apply them; storage effects of one tick are safe to commit in one transaction.
 public enum EngineEffect: Sendable, Equatable {
     /// Call a handler; answer with `handlerFinished`.
     case invoke(HandlerInvocation)
-    /// Store the instance as it is now (replacing any earlier snapshot). Boxed: a snapshot
-    /// is five times the size of any other effect, and effects are moved several times.
-    indirect case persist(WorkflowInstance)
+    /// Store the instance as it is now (replacing any earlier snapshot).
+    case persist(InstanceSnapshot)
     /// Remove an instance (garbage collection).
     case delete(instanceID: String, number: UInt64)
     /// Store a loaded sequence definition (its JSON) so a restart has it.
@@ -108,6 +116,20 @@ public enum EngineEffect: Sendable, Equatable {
     case instanceCompleted(instanceID: String, output: JSONValue)
     case instanceFailed(instanceID: String, error: String)
     case stepPending(instanceID: String, stepName: String, handler: String)
+
+    /// An effect for the store (`WorkflowStore.apply`), told apart without copying it.
+    public var isStorage: Bool {
+        switch self {
+        case .persist, .delete, .storeSequence, .removeSequence, .telemetry: return true
+        case .invoke, .instanceCompleted, .instanceFailed, .stepPending: return false
+        }
+    }
+
+    /// The invocation, when this is one (a copy of it alone, not of the effect).
+    public var invocation: HandlerInvocation? {
+        if case .invoke(let invocation) = self { return invocation }
+        return nil
+    }
 }
 
 /// Errors the engine's API returns, the orch8 `MobileError` cases.

@@ -28,11 +28,11 @@ struct Interpreter {
     }
 
     var instance: WorkflowInstance
-    let program: Program
-    let now: Instant
-    let config: MobileEngineConfig
-    /// `now` as RFC 3339, formatted once per tick by the engine.
-    let timestamp: String
+    private(set) var program: Program
+    private(set) var now: Instant
+    private(set) var inputGate: InputGate
+    /// `now` as RFC 3339, formatted once per tick by the engine; nil when telemetry is off.
+    private(set) var timestamp: String?
     var dispatch: [Int32] = []
     var childStarts: [ChildStart] = []
     var effects: [EngineEffect] = []
@@ -40,12 +40,25 @@ struct Interpreter {
     /// failed parallel): their slots are free again.
     var cancelledInFlight = 0
 
-    init(instance: WorkflowInstance, program: Program, now: Instant, config: MobileEngineConfig, timestamp: String) {
+    init(instance: WorkflowInstance, program: Program, now: Instant, inputGate: InputGate, timestamp: String?) {
         self.instance = instance
         self.program = program
         self.now = now
-        self.config = config
+        self.inputGate = inputGate
         self.timestamp = timestamp
+    }
+
+    /// Readies a reused interpreter for its next walk: new settings, empty outputs (their
+    /// capacity kept).
+    mutating func prepare(program: Program, now: Instant, inputGate: InputGate, timestamp: String?) {
+        self.program = program
+        self.now = now
+        self.inputGate = inputGate
+        self.timestamp = timestamp
+        dispatch.removeAll(keepingCapacity: true)
+        childStarts.removeAll(keepingCapacity: true)
+        effects.removeAll(keepingCapacity: true)
+        cancelledInFlight = 0
     }
 
     mutating func run() -> Progress {
@@ -105,7 +118,7 @@ struct Interpreter {
                 return .done
             }
             telemetry(.stepStarted, block: step.id, detail: step.handler)
-            if config.inputGate == .beforeHandler, let wait = step.wait { enterWaiting(n, step, wait) }
+            if inputGate == .beforeHandler, let wait = step.wait { enterWaiting(n, step, wait) }
         case .router:
             guard case .router(let router) = program.blocks[Int(b)] else { return nil }
             if let chosen = router.routes.firstIndex(where: { $0.condition.isTrue(in: instance.data) }) {
@@ -439,7 +452,7 @@ struct Interpreter {
     }
 
     mutating func telemetry(_ kind: TelemetryEvent.Kind, block: String?, detail: String) {
-        guard config.telemetryEnabled else { return }
+        guard let timestamp else { return }
         effects.append(.telemetry(TelemetryEvent(kind: kind, instanceID: instance.id, blockID: block, detail: detail, timestamp: timestamp)))
     }
 }

@@ -29,31 +29,29 @@ extension MobileEngine {
     /// Runs the interpreter on one instance and acts on what it asks for.
     mutating func drive(_ index: Int, now: Instant, into effects: inout [EngineEffect]) {
         guard !instances[index].state.isTerminal, instances[index].state != .paused else { return }
-        var interpreter = Interpreter(instance: takeInstance(index), program: programOf[index], now: now, config: config,
-                                      timestamp: config.telemetryEnabled ? stamp(now) : "")
-        // The interpreter's output buffers are the engine's, lent for the walk: most walks
-        // emit something, and fresh arrays would be two allocations per instance per tick.
-        swap(&interpreter.effects, &scratchEffects)
-        swap(&interpreter.dispatch, &scratchDispatch)
-        let progress = interpreter.run()
-        swap(&instances[index], &interpreter.instance)
-        swap(&interpreter.effects, &scratchEffects)
-        swap(&interpreter.dispatch, &scratchDispatch)
+        // One interpreter serves every walk: the instance is swapped into it and back, and
+        // its output buffers keep their capacity, so a walk copies and allocates nothing of
+        // its own (most walks emit something; fresh buffers were allocations per walk). Nothing
+        // below walks again before the outputs are read (the recursive `drive` comes last).
+        walker.prepare(program: programOf[index], now: now, inputGate: config.inputGate,
+                       timestamp: config.telemetryEnabled ? stamp(now) : nil)
+        swap(&walker.instance, &instances[index])
+        let progress = walker.run()
+        swap(&walker.instance, &instances[index])
         markChanged(index)
-        inFlightCount -= interpreter.cancelledInFlight
-        for position in scratchEffects.indices {
+        inFlightCount -= walker.cancelledInFlight
+        for position in walker.effects.indices {
             var effect = Self.moved
-            swap(&effect, &scratchEffects[position])
+            swap(&effect, &walker.effects[position])
             if case .telemetry = effect { effects.append(effect) } else { pendingCallbacks.append(effect) }
         }
-        scratchEffects.removeAll(keepingCapacity: true)
         let number = instances[index].sequenceNumber
-        for n in scratchDispatch {
+        for n in walker.dispatch {
             let key = InvocationKey(instance: number, node: n, attempt: instances[index].nodes[Int(n)].attempt + 1)
             if queued.isEmpty || !queued.contains(key) { dispatchQueue.append(key) }
         }
-        scratchDispatch.removeAll(keepingCapacity: true)
-        for start in interpreter.childStarts { startChild(of: index, start, now: now, into: &effects) }
+        let childStarts = walker.childStarts
+        for start in childStarts { startChild(of: index, start, now: now, into: &effects) }
         switch progress {
         case .done: finishInstance(index, .completed, error: nil, now: now, into: &effects)
         case .failed(let error): finishInstance(index, .failed, error: error, now: now, into: &effects)
@@ -85,16 +83,10 @@ extension MobileEngine {
         }
     }
 
-    /// Moves an instance out of the array without copying its arrays (a swap).
-    mutating func takeInstance(_ index: Int) -> WorkflowInstance {
-        var taken = Self.placeholder
-        swap(&taken, &instances[index])
-        return taken
-    }
-
     /// What an effect slot holds after its effect was moved out.
     static let moved = EngineEffect.removeSequence(name: "", version: 0)
 
+    /// What an instance slot holds while its instance is in the interpreter.
     static let placeholder = WorkflowInstance(
         id: "", sequenceName: "", sequenceVersion: 0, state: .scheduled, data: [:], nodes: [], dedupKey: nil, createdAt: .zero,
         updatedAt: .zero, finishedAt: nil, sequenceNumber: 0, stepsExecuted: 0, error: nil, parent: nil,
@@ -232,7 +224,7 @@ extension MobileEngine {
                 flags[index] &= ~2
                 updateEstimatedSize(index)
                 instances[index].updatedAt = now
-                effects.append(.persist(instances[index]))
+                effects.append(.persist(InstanceSnapshot(instances[index])))
             }
             changedList.removeAll(keepingCapacity: true)
         }

@@ -67,9 +67,8 @@ public struct MobileEngine: Sendable {
     /// and their sum, so `start` checks the budget without walking every instance.
     var estimatedSizes: [Int] = []
     var estimatedTotal = 0
-    /// Output buffers lent to each interpreter walk (see `drive`).
-    var scratchEffects: [EngineEffect] = []
-    var scratchDispatch: [Int32] = []
+    /// The interpreter every walk reuses (see `drive`).
+    var walker = Interpreter(instance: MobileEngine.placeholder, program: .empty, now: .zero, inputGate: .afterHandler, timestamp: nil)
     var generator: SeededGenerator
     var nextSequenceNumber: UInt64 = 0
     /// Non-terminal instances, kept as a count so `start` does not scan them all.

@@ -113,6 +113,12 @@ final class Program: Sendable {
         self.indexByID = byID
     }
 
+    /// A program of no blocks: what an idle interpreter holds.
+    static let empty = Program(
+        sequence: SequenceDefinition(id: "", tenantID: "", namespace: "", name: "", version: 0, deprecated: false, blocks: [],
+                                     createdAt: nil, sizeBytes: 0),
+        json: "")
+
     func list(_ kind: NodeKind) -> [Int32] {
         guard case .list(let owner, let list) = kind else { return [] }
         return owner < 0 ? root : lists[Int(owner)][Int(list)]

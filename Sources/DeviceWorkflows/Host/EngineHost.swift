@@ -170,7 +170,7 @@ public struct EngineHost<Store: WorkflowStore> {
     }
 
     mutating func nextAnswer(for step: String) -> JSONValue? {
-        if var queue = answers[step], !queue.isEmpty {
+        if !answers.isEmpty, var queue = answers[step], !queue.isEmpty {
             let answer = queue.removeFirst()
             answers[step] = queue
             return answer
@@ -189,22 +189,27 @@ public struct EngineHost<Store: WorkflowStore> {
     /// without being copied); the buffer is left holding placeholders.
     mutating func apply(_ effects: inout [EngineEffect]) throws {
         for index in effects.indices {
-            if case .invoke(let invocation) = effects[index], !delegates(invocation) { deferredInvocations.append(invocation) }
+            if let invocation = effects[index].invocation, !delegates(invocation) { deferredInvocations.append(invocation) }
         }
         for index in effects.indices {
             try boundary()
             var effect = MobileEngine.moved
             swap(&effect, &effects[index])
-            switch effect {
-            case .persist, .delete, .storeSequence, .removeSequence, .telemetry:
+            if effect.isStorage {
                 if !inTransaction {
                     try store.begin()
                     inTransaction = true
                 }
                 var reported: String?
-                if sync != nil, case .persist(let instance) = effect, instance.parent == nil { reported = instance.id }
-                try store.apply(effect)
+                if sync != nil, case .persist(let snapshot) = effect, snapshot.instance.parent == nil { reported = snapshot.instance.id }
+                // Its last use: the effect moves into the store (a snapshot is not copied).
+                try store.apply(consume effect)
                 if let reported { try queueStatus(reported) }
+                continue
+            }
+            switch effect {
+            case .persist, .delete, .storeSequence, .removeSequence, .telemetry:
+                break
             case .invoke(let invocation):
                 // The others were gathered above and run at the commit.
                 if delegates(invocation) {

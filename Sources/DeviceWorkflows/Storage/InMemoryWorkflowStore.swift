@@ -1,7 +1,8 @@
 public import LabKernel
 
 /// The workflow store as plain values, for simulations of many devices. Snapshots are
-/// kept as structs (copy-on-write, so a persist moves a reference, it does not encode).
+/// kept as the engine's `InstanceSnapshot` objects (a persist moves a reference, it does not
+/// encode or copy).
 ///
 /// Writes go straight into the committed contents; an undo log of what each write
 /// replaced lets `rollback` restore the state before `begin`. That keeps a batch O(its
@@ -9,7 +10,7 @@ public import LabKernel
 public struct InMemoryWorkflowStore: WorkflowStore, Sendable {
     struct Contents: Sendable {
         var sequences: [String: (order: Int, json: String)] = [:]
-        var instances: [UInt64: WorkflowInstance] = [:]
+        var instances: [UInt64: InstanceSnapshot] = [:]
         var telemetry: [(id: Int64, event: TelemetryEvent)] = []
         var nextTelemetryID: Int64 = 1
         var nextSequenceOrder = 0
@@ -20,7 +21,7 @@ public struct InMemoryWorkflowStore: WorkflowStore, Sendable {
     }
 
     enum Undo: Sendable {
-        case instance(UInt64, WorkflowInstance?)
+        case instance(UInt64, InstanceSnapshot?)
         case sequence(String, (order: Int, json: String)?, nextOrder: Int)
         case telemetry(count: Int, nextID: Int64)
         case outbox(String, OutboxEntry?)
@@ -81,9 +82,9 @@ public struct InMemoryWorkflowStore: WorkflowStore, Sendable {
 
     public mutating func apply(_ effect: consuming EngineEffect) throws {
         switch consume effect {
-        case .persist(let instance):
-            let number = instance.sequenceNumber
-            let old = committed.instances.updateValue(instance, forKey: number)
+        case .persist(let snapshot):
+            let number = snapshot.instance.sequenceNumber
+            let old = committed.instances.updateValue(snapshot, forKey: number)
             if inBatch { undo.append(.instance(number, old)) }
         case .delete(_, let number):
             let old = committed.instances.removeValue(forKey: number)
@@ -128,7 +129,7 @@ public struct InMemoryWorkflowStore: WorkflowStore, Sendable {
     public func loadState() throws -> MobileEngine.StoredState {
         MobileEngine.StoredState(
             sequences: committed.sequences.values.sorted { $0.order < $1.order }.map(\.json),
-            instances: committed.instances.values.sorted { $0.sequenceNumber < $1.sequenceNumber })
+            instances: committed.instances.values.map(\.instance).sorted { $0.sequenceNumber < $1.sequenceNumber })
     }
 
     public func telemetry(limit: Int) throws -> [(id: Int64, event: TelemetryEvent)] {

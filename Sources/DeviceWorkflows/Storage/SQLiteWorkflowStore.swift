@@ -119,8 +119,8 @@ public final class SQLiteWorkflowStore: WorkflowStore {
 
     public func apply(_ effect: consuming EngineEffect) throws {
         switch consume effect {
-        case .persist(let instance):
-            try persist(instance)
+        case .persist(let snapshot):
+            try persist(snapshot.instance)
         case .delete(_, let number):
             try database.run("DELETE FROM instances WHERE seq = ?", [.integer(Int64(bitPattern: number))])
             try database.run("DELETE FROM handler_journal WHERE instance_number = ?", [.integer(Int64(bitPattern: number))])

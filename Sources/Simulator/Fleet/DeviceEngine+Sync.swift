@@ -21,11 +21,11 @@ extension DeviceEngine: SyncDriver {
     func applyCommandEffects(_ effects: inout [EngineEffect]) throws {
         for effect in effects {
             switch effect {
-            case .persist(let instance):
+            case .persist(let snapshot):
                 try store.apply(effect)
-                if instance.parent == nil {
+                if snapshot.instance.parent == nil {
                     var driver = self
-                    try driver.queueStatus(instance.id)
+                    try driver.queueStatus(snapshot.instance.id)
                 }
             case .delete, .storeSequence, .removeSequence, .telemetry:
                 try store.apply(effect)

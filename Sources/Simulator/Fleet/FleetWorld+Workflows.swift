@@ -189,12 +189,12 @@ extension FleetWorld {
     mutating func process(_ effects: [EngineEffect], device: Int, now: Instant, queue: inout EventQueue<Event>) {
         for effect in effects {
             switch effect {
-            case .persist(let instance):
+            case .persist(let snapshot):
                 try? engines[device]!.store.apply(effect)
-                if syncSim != nil, instance.parent == nil {
+                if syncSim != nil, snapshot.instance.parent == nil {
                     var slot = engines[device]!
                     slot.clock = now
-                    try? slot.queueStatus(instance.id)
+                    try? slot.queueStatus(snapshot.instance.id)
                 }
             case .delete, .storeSequence, .removeSequence, .telemetry:
                 try? engines[device]!.store.apply(effect)
