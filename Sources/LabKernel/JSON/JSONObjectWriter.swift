@@ -32,30 +32,61 @@ public struct JSONObjectWriter {
     /// An integer written as a JSON number (exact up to 2^53).
     public mutating func member(_ name: String, integer: Int) {
         key(name)
-        bytes.append(contentsOf: String(integer).utf8)
+        appendDecimal(Int64(integer))
     }
 
     /// A 64-bit integer written as a decimal string, which survives any JSON reader.
-    public mutating func member<T: BinaryInteger>(_ name: String, exact: T) {
+    public mutating func member(_ name: String, exact: Int64) {
+        key(name)
+        appendQuoted(exact)
+    }
+
+    public mutating func member(_ name: String, exact: UInt64) {
         key(name)
         appendQuoted(exact)
     }
 
     /// A list of 64-bit integers, each a decimal string.
-    public mutating func member<T: BinaryInteger>(_ name: String, exactList: some Sequence<T>) {
+    public mutating func member(_ name: String, exactList: [UInt64]) {
         key(name)
         bytes.append(0x5B)
-        for (index, value) in exactList.enumerated() {
+        for index in exactList.indices {
             if index > 0 { bytes.append(0x2C) }
-            appendQuoted(value)
+            appendQuoted(exactList[index])
         }
         bytes.append(0x5D)
     }
 
-    mutating func appendQuoted<T: BinaryInteger>(_ value: T) {
+    mutating func appendQuoted(_ value: Int64) {
         bytes.append(0x22)
-        bytes.append(contentsOf: String(value).utf8)
+        appendDecimal(value)
         bytes.append(0x22)
+    }
+
+    mutating func appendQuoted(_ value: UInt64) {
+        bytes.append(0x22)
+        appendDecimal(value)
+        bytes.append(0x22)
+    }
+
+    // Digits straight into the buffer: `String(value)` allocates for anything over 15
+    // digits (every nanosecond stamp and generator word), and its generic form is slow.
+    mutating func appendDecimal(_ value: Int64) {
+        if value < 0 { bytes.append(0x2D) }
+        appendDecimal(value.magnitude)
+    }
+
+    mutating func appendDecimal(_ value: UInt64) {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var rest = value
+            var start = 20
+            repeat {
+                start -= 1
+                digits[start] = 0x30 + UInt8(truncatingIfNeeded: rest % 10)
+                rest /= 10
+            } while rest > 0
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: digits[start...]))
+        }
     }
 
     /// Closes the object and hands back its bytes.
