@@ -14,6 +14,42 @@ struct SQLiteTests {
         #expect(rows == [[.integer(-7), .real(2.5), .text("héllo 'quoted'"), .blob([0, 255, 1]), .null]])
     }
 
+    @Test("buffers bound without a copy are stored as they were, and the caller's buffer is free again after the run")
+    func heldBuffers() throws {
+        let db = try SQLiteDatabase(path: ":memory:")
+        try db.execute("CREATE TABLE t (k INTEGER, s TEXT, b BLOB)")
+        var text = Array("first row".utf8)
+        var blob: [UInt8] = [1, 2, 3]
+        for (k, (nextText, nextBlob)) in [("second", [9] as [UInt8]), ("", [])].enumerated() {
+            let insert = try db.statement(static: "INSERT INTO t VALUES (?,?,?)")
+            try insert.bind(Int64(k), at: 1)
+            try insert.bind(holding: text, at: 2)
+            try insert.bind(holding: blob, at: 3, asBlob: true)
+            try insert.execute()
+            // Written in place, the way a store reuses its encoding buffers: the statement
+            // must not still hold (or read) them.
+            let before = text.withUnsafeBufferPointer { UInt(bitPattern: $0.baseAddress) }
+            let after = text.withUnsafeMutableBufferPointer { buffer in
+                for i in buffer.indices { buffer[i] = 0x5F }
+                return UInt(bitPattern: buffer.baseAddress)
+            }
+            #expect(before == after, "the buffer was still shared, so writing to it copied it")
+            text = Array(nextText.utf8)
+            blob = nextBlob
+        }
+        #expect(try db.query("SELECT k, s, b FROM t ORDER BY k") == [
+            [.integer(0), .text("first row"), .blob([1, 2, 3])],
+            [.integer(1), .text("second"), .blob([9])],
+        ])
+        // An empty buffer is an empty value, not NULL.
+        let insert = try db.statement(static: "INSERT INTO t VALUES (?,?,?)")
+        try insert.bind(Int64(2), at: 1)
+        try insert.bind(holding: [], at: 2)
+        try insert.bind(holding: [], at: 3, asBlob: true)
+        try insert.execute()
+        #expect(try db.query("SELECT s IS NULL, length(s) FROM t WHERE k = 2") == [[.integer(0), .integer(0)]])
+    }
+
     @Test("a transaction that throws leaves nothing behind")
     func rollback() throws {
         let db = try SQLiteDatabase(path: ":memory:")

@@ -134,7 +134,7 @@ public final class SQLiteWorkflowStore: WorkflowStore {
         case .removeSequence(let name, let version):
             try database.run("DELETE FROM sequences WHERE name = ? AND version = ?", [.text(name), .integer(Int64(version))])
         case .telemetry(let event):
-            let insert = try database.statement(
+            let insert = try database.statement(static:
                 "INSERT INTO telemetry (kind, instance_id, block_id, detail, timestamp) VALUES (?,?,?,?,?)")
             try insert.bind(event.kind.rawValue, at: 1)
             try insert.bind(event.instanceID, at: 2)
@@ -151,7 +151,7 @@ public final class SQLiteWorkflowStore: WorkflowStore {
     /// never compared), the tree in `TreeCodec`'s binary form, the rest as `meta` JSON,
     /// each encoded into a buffer kept between calls.
     func persist(_ instance: borrowing WorkflowInstance) throws {
-        let upsert = try database.statement("""
+        let upsert = try database.statement(static: """
             INSERT INTO instances (id, sequence_name, sequence_version, state, seq, dedup_key, created_ns, updated_ns, context, tree, meta)
             VALUES (?,?,?,?,?,?,?,?,?,?,?)
             ON CONFLICT (seq) DO UPDATE SET state = excluded.state, updated_ns = excluded.updated_ns,
@@ -171,19 +171,19 @@ public final class SQLiteWorkflowStore: WorkflowStore {
         if let dedupKey = instance.dedupKey { try upsert.bind(dedupKey, at: 6) } else { try upsert.bindNull(at: 6) }
         try upsert.bind(instance.createdAt.nanoseconds, at: 7)
         try upsert.bind(instance.updatedAt.nanoseconds, at: 8)
-        try upsert.bind(utf8: jsonBytes, at: 9)
-        try upsert.bind(utf8: treeBytes, at: 10, asBlob: true)
-        try upsert.bind(utf8: metaBytes, at: 11)
+        try upsert.bind(holding: jsonBytes, at: 9)
+        try upsert.bind(holding: treeBytes, at: 10, asBlob: true)
+        try upsert.bind(holding: metaBytes, at: 11)
         try upsert.execute()
     }
 
     public func journal(_ key: InvocationKey, _ outcome: HandlerOutcome) throws {
-        let insert = try database.statement(
+        let insert = try database.statement(static:
             "INSERT OR REPLACE INTO handler_journal (instance_number, node, attempt, outcome) VALUES (?,?,?,?)")
         try insert.bind(Self.columns(of: key))
         jsonBytes.removeAll(keepingCapacity: true)
         outcome.json.write(to: &jsonBytes, sortedKeys: false)
-        try insert.bind(utf8: jsonBytes, at: 4)
+        try insert.bind(holding: jsonBytes, at: 4)
         try insert.execute()
         if journaled.insert(key).inserted && inTransaction { journaledInTransaction.append(key) }
     }
@@ -218,7 +218,7 @@ public final class SQLiteWorkflowStore: WorkflowStore {
         let present = keys.filter { journaled.contains($0) }
         guard !present.isEmpty else { return }
         let delete = { [database] () throws in
-            let statement = try database.statement("DELETE FROM handler_journal WHERE instance_number = ? AND node = ? AND attempt = ?")
+            let statement = try database.statement(static: "DELETE FROM handler_journal WHERE instance_number = ? AND node = ? AND attempt = ?")
             for key in present {
                 try statement.bind(Self.columns(of: key))
                 try statement.execute()

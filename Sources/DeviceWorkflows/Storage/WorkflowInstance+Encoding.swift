@@ -94,43 +94,64 @@ enum TreeCodec {
         return out
     }
 
-    /// Encodes into `out`, replacing its contents (the store reuses one buffer).
+    /// The most bytes a node takes (every optional field present).
+    static let maxNodeBytes = 1 + 4 * 3 + 1 + 4 * 5 + 2 + 1 + 8 * 5
+
+    /// Encodes into `out`, replacing its contents (the store reuses one buffer). The
+    /// buffer is sized for the worst case, written through a pointer, then cut to length:
+    /// appending field by field cost more than the rest of the encoding.
     static func encode(_ nodes: [ExecNode], into out: inout [UInt8]) {
+        let capacity = 5 + nodes.count * maxNodeBytes
         out.removeAll(keepingCapacity: true)
-        out.reserveCapacity(8 + nodes.count * 56)
-        out.append(1)
-        put(UInt32(nodes.count), &out)
-        for node in nodes {
-            switch node.kind {
-            case .block(let b):
-                out.append(0)
-                put(UInt32(bitPattern: b), &out)
-                put(UInt32(0), &out)
-            case .list(let owner, let list):
-                out.append(1)
-                put(UInt32(bitPattern: owner), &out)
-                put(UInt32(bitPattern: list), &out)
+        out.append(contentsOf: repeatElement(0, count: capacity))
+        let written = out.withUnsafeMutableBytes { raw in
+            var writer = ByteWriter(base: raw.baseAddress!)
+            writer.put(UInt8(1))
+            writer.put(UInt32(nodes.count))
+            for node in nodes {
+                switch node.kind {
+                case .block(let b):
+                    writer.put(UInt8(0))
+                    writer.put(UInt32(bitPattern: b))
+                    writer.put(UInt32(0))
+                case .list(let owner, let list):
+                    writer.put(UInt8(1))
+                    writer.put(UInt32(bitPattern: owner))
+                    writer.put(UInt32(bitPattern: list))
+                }
+                writer.put(UInt32(bitPattern: node.parent))
+                writer.put(stateCode(node.state))
+                writer.put(UInt32(bitPattern: node.cursor))
+                writer.put(UInt32(bitPattern: node.firstChild))
+                writer.put(UInt32(bitPattern: node.lastChild))
+                writer.put(UInt32(bitPattern: node.nextSibling))
+                writer.put(UInt32(bitPattern: node.childCount))
+                writer.put(UInt16(bitPattern: node.attempt))
+                var flags: UInt8 = (node.inFlight ? 1 : 0) | (node.gatePassed ? 2 : 0)
+                if node.startedAt != nil { flags |= 4 }
+                if node.completedAt != nil { flags |= 8 }
+                if node.retryAt != nil { flags |= 16 }
+                if node.deadline != nil { flags |= 32 }
+                if node.childInstance != nil { flags |= 64 }
+                writer.put(flags)
+                if let t = node.startedAt { writer.put(UInt64(bitPattern: t.nanoseconds)) }
+                if let t = node.completedAt { writer.put(UInt64(bitPattern: t.nanoseconds)) }
+                if let t = node.retryAt { writer.put(UInt64(bitPattern: t.nanoseconds)) }
+                if let t = node.deadline { writer.put(UInt64(bitPattern: t.nanoseconds)) }
+                if let child = node.childInstance { writer.put(child) }
             }
-            put(UInt32(bitPattern: node.parent), &out)
-            out.append(stateCode(node.state))
-            put(UInt32(bitPattern: node.cursor), &out)
-            put(UInt32(bitPattern: node.firstChild), &out)
-            put(UInt32(bitPattern: node.lastChild), &out)
-            put(UInt32(bitPattern: node.nextSibling), &out)
-            put(UInt32(bitPattern: node.childCount), &out)
-            put(UInt16(bitPattern: node.attempt), &out)
-            var flags: UInt8 = (node.inFlight ? 1 : 0) | (node.gatePassed ? 2 : 0)
-            if node.startedAt != nil { flags |= 4 }
-            if node.completedAt != nil { flags |= 8 }
-            if node.retryAt != nil { flags |= 16 }
-            if node.deadline != nil { flags |= 32 }
-            if node.childInstance != nil { flags |= 64 }
-            out.append(flags)
-            if let t = node.startedAt { put(UInt64(bitPattern: t.nanoseconds), &out) }
-            if let t = node.completedAt { put(UInt64(bitPattern: t.nanoseconds), &out) }
-            if let t = node.retryAt { put(UInt64(bitPattern: t.nanoseconds), &out) }
-            if let t = node.deadline { put(UInt64(bitPattern: t.nanoseconds), &out) }
-            if let child = node.childInstance { put(child, &out) }
+            return writer.offset
+        }
+        out.removeLast(capacity - written)
+    }
+
+    /// Little-endian fields at a moving offset into memory the caller has sized.
+    struct ByteWriter {
+        let base: UnsafeMutableRawPointer
+        var offset = 0
+        mutating func put<T: FixedWidthInteger>(_ value: T) {
+            base.storeBytes(of: value.littleEndian, toByteOffset: offset, as: T.self)
+            offset += MemoryLayout<T>.size
         }
     }
 
@@ -179,10 +200,6 @@ enum TreeCodec {
             nodes.append(node)
         }
         return reader.offset == bytes.count ? nodes : nil
-    }
-
-    static func put<T: FixedWidthInteger>(_ value: T, _ out: inout [UInt8]) {
-        withUnsafeBytes(of: value.littleEndian) { out.append(contentsOf: $0) }
     }
 
     struct Reader {

@@ -19,6 +19,9 @@ public final class SQLiteDatabase {
     @usableFromInline let handle: OpaquePointer
     public let path: String
     private var statementCache: [String: SQLiteStatement] = [:]
+    /// Statements of SQL literals, by the literal's address: a hot path's lookup hashes
+    /// one word instead of its whole SQL text.
+    private var staticStatementCache: [UInt: SQLiteStatement] = [:]
 
     /// Opens (creating if needed) the database at `path`.
     public init(path: String, readOnly: Bool = false) throws(SQLiteError) {
@@ -38,6 +41,7 @@ public final class SQLiteDatabase {
 
     deinit {
         statementCache.removeAll()
+        staticStatementCache.removeAll()
         sqlite3_close_v2(handle)
     }
 
@@ -60,6 +64,19 @@ public final class SQLiteDatabase {
         }
         let statement = try SQLiteStatement(database: self, sql: sql)
         statementCache[sql] = statement
+        return statement
+    }
+
+    /// `statement(_:)` for SQL written as a literal, cached by the literal's address.
+    public func statement(static sql: StaticString) throws(SQLiteError) -> SQLiteStatement {
+        guard sql.hasPointerRepresentation else { return try statement(sql.description) }
+        let key = UInt(bitPattern: sql.utf8Start)
+        if let cached = staticStatementCache[key] {
+            cached.reset()
+            return cached
+        }
+        let statement = try SQLiteStatement(database: self, sql: sql.description)
+        staticStatementCache[key] = statement
         return statement
     }
 

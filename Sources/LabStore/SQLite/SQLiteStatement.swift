@@ -5,6 +5,9 @@ public final class SQLiteStatement {
     private let pointer: OpaquePointer
     private unowned let database: SQLiteDatabase
     private let sql: String
+    /// Buffers bound without a copy (`bind(holding:)`), kept alive until the statement has
+    /// run.
+    private var held: [[UInt8]] = []
 
     init(database: SQLiteDatabase, sql: String) throws(SQLiteError) {
         var statement: OpaquePointer?
@@ -22,6 +25,7 @@ public final class SQLiteStatement {
     public func reset() {
         sqlite3_reset(pointer)
         sqlite3_clear_bindings(pointer)
+        held.removeAll(keepingCapacity: true)
     }
 
     public func bind(_ values: [SQLiteValue]) throws(SQLiteError) {
@@ -56,11 +60,15 @@ public final class SQLiteStatement {
         try check(sqlite3_bind_text(pointer, index, value, -1, Self.transient))
     }
 
-    /// Binds UTF-8 bytes as TEXT, or as a BLOB, without making a `String` or a `SQLiteValue`.
-    public func bind(utf8 bytes: [UInt8], at index: Int32, asBlob: Bool = false) throws(SQLiteError) {
+    /// Binds a buffer as TEXT (or a BLOB) without SQLite copying it: the statement holds
+    /// the buffer until it has run, then lets go (so the caller's next write to its buffer
+    /// finds it unshared and reuses it).
+    public func bind(holding bytes: [UInt8], at index: Int32, asBlob: Bool = false) throws(SQLiteError) {
+        guard !bytes.isEmpty else { return try check(sqlite3_bind_text(pointer, index, "", 0, Self.transient)) }
+        held.append(bytes)
         let rc = bytes.withUnsafeBytes { raw in
-            asBlob ? sqlite3_bind_blob(pointer, index, raw.baseAddress, Int32(raw.count), Self.transient)
-                : sqlite3_bind_text(pointer, index, raw.baseAddress?.assumingMemoryBound(to: CChar.self), Int32(raw.count), Self.transient)
+            asBlob ? sqlite3_bind_blob(pointer, index, raw.baseAddress, Int32(raw.count), Self.static)
+                : sqlite3_bind_text(pointer, index, raw.baseAddress?.assumingMemoryBound(to: CChar.self), Int32(raw.count), Self.static)
         }
         try check(rc)
     }
@@ -83,7 +91,13 @@ public final class SQLiteStatement {
 
     /// Steps a statement that returns no rows, then resets it for the next use.
     public func execute() throws(SQLiteError) {
-        defer { sqlite3_reset(pointer) }
+        defer {
+            sqlite3_reset(pointer)
+            if !held.isEmpty {
+                sqlite3_clear_bindings(pointer)
+                held.removeAll(keepingCapacity: true)
+            }
+        }
         while try step() {}
     }
 
@@ -118,4 +132,6 @@ public final class SQLiteStatement {
 
     // SQLITE_TRANSIENT: SQLite copies the bytes before the call returns.
     private static let transient = unsafeBitCast(OpaquePointer(bitPattern: -1), to: sqlite3_destructor_type.self)
+    // SQLITE_STATIC: SQLite uses the bytes where they are (see `held`).
+    private static let `static`: sqlite3_destructor_type? = nil
 }
