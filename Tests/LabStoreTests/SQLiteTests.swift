@@ -10,8 +10,11 @@ struct SQLiteTests {
         let db = try SQLiteDatabase(path: ":memory:")
         try db.execute("CREATE TABLE t (i INTEGER, r REAL, s TEXT, b BLOB, n TEXT)")
         try db.run("INSERT INTO t VALUES (?,?,?,?,?)", [.integer(-7), .real(2.5), .text("héllo 'quoted'"), .blob([0, 255, 1]), .null])
-        let rows = try db.query("SELECT i, r, s, b, n FROM t")
-        #expect(rows == [[.integer(-7), .real(2.5), .text("héllo 'quoted'"), .blob([0, 255, 1]), .null]])
+        // Text with a NUL inside, empty text and an empty blob are values, not NULL or cut short.
+        try db.run("INSERT INTO t VALUES (?,?,?,?,?)", [.integer(8), .real(0), .text("a\u{0}b"), .blob([]), .text("")])
+        let rows = try db.query("SELECT i, r, s, b, n FROM t ORDER BY i")
+        #expect(rows == [[.integer(-7), .real(2.5), .text("héllo 'quoted'"), .blob([0, 255, 1]), .null],
+                         [.integer(8), .real(0), .text("a\u{0}b"), .blob([]), .text("")]])
     }
 
     @Test("buffers bound without a copy are stored as they were, and the caller's buffer is free again after the run")
@@ -47,7 +50,8 @@ struct SQLiteTests {
         try insert.bind(holding: [], at: 2)
         try insert.bind(holding: [], at: 3, asBlob: true)
         try insert.execute()
-        #expect(try db.query("SELECT s IS NULL, length(s) FROM t WHERE k = 2") == [[.integer(0), .integer(0)]])
+        #expect(try db.query("SELECT s IS NULL, length(s), b IS NULL, length(b) FROM t WHERE k = 2")
+            == [[.integer(0), .integer(0), .integer(0), .integer(0)]])
     }
 
     @Test("a transaction that throws leaves nothing behind")

@@ -12,42 +12,46 @@ public struct JSONObjectWriter {
         bytes.append(0x7B)
     }
 
-    mutating func key(_ name: String) {
+    /// Member names are literals the writer's callers spell out, plain ASCII that needs
+    /// no escaping: they are copied as they are.
+    mutating func key(_ name: StaticString) {
         if !empty { bytes.append(0x2C) }
         empty = false
-        JSONValue.writeString(name, to: &bytes)
+        bytes.append(0x22)
+        bytes.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
+        bytes.append(0x22)
         bytes.append(0x3A)
     }
 
-    public mutating func member(_ name: String, _ value: JSONValue) {
+    public mutating func member(_ name: StaticString, _ value: JSONValue) {
         key(name)
         value.write(to: &bytes, sortedKeys: false)
     }
 
-    public mutating func member(_ name: String, string: String) {
+    public mutating func member(_ name: StaticString, string: String) {
         key(name)
         JSONValue.writeString(string, to: &bytes)
     }
 
     /// An integer written as a JSON number (exact up to 2^53).
-    public mutating func member(_ name: String, integer: Int) {
+    public mutating func member(_ name: StaticString, integer: Int) {
         key(name)
         appendDecimal(Int64(integer))
     }
 
     /// A 64-bit integer written as a decimal string, which survives any JSON reader.
-    public mutating func member(_ name: String, exact: Int64) {
+    public mutating func member(_ name: StaticString, exact: Int64) {
         key(name)
         appendQuoted(exact)
     }
 
-    public mutating func member(_ name: String, exact: UInt64) {
+    public mutating func member(_ name: StaticString, exact: UInt64) {
         key(name)
         appendQuoted(exact)
     }
 
     /// A list of 64-bit integers, each a decimal string.
-    public mutating func member(_ name: String, exactList: [UInt64]) {
+    public mutating func member(_ name: StaticString, exactList: [UInt64]) {
         key(name)
         bytes.append(0x5B)
         for index in exactList.indices {

@@ -38,7 +38,8 @@ public final class SQLiteStatement {
         case .null: rc = sqlite3_bind_null(pointer, index)
         case .integer(let v): rc = sqlite3_bind_int64(pointer, index, v)
         case .real(let v): rc = sqlite3_bind_double(pointer, index, v)
-        case .text(let v): rc = sqlite3_bind_text(pointer, index, v, -1, Self.transient)
+        case .text(let v): return try bind(v, at: index)
+        case .blob(let bytes) where bytes.isEmpty: rc = sqlite3_bind_zeroblob(pointer, index, 0)
         case .blob(let bytes):
             rc = bytes.withUnsafeBytes { raw in
                 sqlite3_bind_blob(pointer, index, raw.baseAddress, Int32(raw.count), Self.transient)
@@ -57,14 +58,24 @@ public final class SQLiteStatement {
     }
 
     public func bind(_ value: String, at index: Int32) throws(SQLiteError) {
-        try check(sqlite3_bind_text(pointer, index, value, -1, Self.transient))
+        // By its UTF-8 view and length: passing the String as a C string made a
+        // NUL-terminated copy of it first, and SQLite then measured it.
+        guard !value.isEmpty else { return try check(sqlite3_bind_text(pointer, index, "", 0, Self.transient)) }
+        var text = value
+        let rc = text.withUTF8 { utf8 in
+            sqlite3_bind_text(pointer, index, UnsafeRawPointer(utf8.baseAddress!).assumingMemoryBound(to: CChar.self),
+                              Int32(utf8.count), Self.transient)
+        }
+        try check(rc)
     }
 
     /// Binds a buffer as TEXT (or a BLOB) without SQLite copying it: the statement holds
     /// the buffer until it has run, then lets go (so the caller's next write to its buffer
     /// finds it unshared and reuses it).
     public func bind(holding bytes: [UInt8], at index: Int32, asBlob: Bool = false) throws(SQLiteError) {
-        guard !bytes.isEmpty else { return try check(sqlite3_bind_text(pointer, index, "", 0, Self.transient)) }
+        guard !bytes.isEmpty else {
+            return try check(asBlob ? sqlite3_bind_zeroblob(pointer, index, 0) : sqlite3_bind_text(pointer, index, "", 0, Self.transient))
+        }
         held.append(bytes)
         let rc = bytes.withUnsafeBytes { raw in
             asBlob ? sqlite3_bind_blob(pointer, index, raw.baseAddress, Int32(raw.count), Self.static)
@@ -108,7 +119,7 @@ public final class SQLiteStatement {
         switch sqlite3_column_type(pointer, index) {
         case SQLITE_INTEGER: return .integer(sqlite3_column_int64(pointer, index))
         case SQLITE_FLOAT: return .real(sqlite3_column_double(pointer, index))
-        case SQLITE_TEXT: return .text(String(cString: sqlite3_column_text(pointer, index)))
+        case SQLITE_TEXT: return .text(string(at: column) ?? "")
         case SQLITE_BLOB:
             let count = Int(sqlite3_column_bytes(pointer, index))
             guard count > 0, let base = sqlite3_column_blob(pointer, index) else { return .blob([]) }
@@ -120,8 +131,10 @@ public final class SQLiteStatement {
     public func int64(at column: Int) -> Int64 { sqlite3_column_int64(pointer, Int32(column)) }
     public func double(at column: Int) -> Double { sqlite3_column_double(pointer, Int32(column)) }
     public func string(at column: Int) -> String? {
+        // By length, not up to the first NUL: text may hold one.
         guard let text = sqlite3_column_text(pointer, Int32(column)) else { return nil }
-        return String(cString: text)
+        let count = Int(sqlite3_column_bytes(pointer, Int32(column)))
+        return String(decoding: UnsafeBufferPointer(start: text, count: count), as: UTF8.self)
     }
 
     private func check(_ rc: Int32) throws(SQLiteError) {
