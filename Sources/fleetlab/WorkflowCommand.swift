@@ -170,7 +170,7 @@ enum WorkflowReport {
     static func json(_ instance: WorkflowInstance, engine: MobileEngine) -> JSONValue {
         var object: [String: JSONValue] = [
             "instanceId": .string(instance.id), "sequenceName": .string(instance.sequenceName),
-            "state": .string(instance.state.rawValue), "context": ["data": .object(instance.data)],
+            "state": .string(instance.state.rawValue), "context": ["data": instance.data.json],
             "steps": .array(engine.timeline(of: instance.id).map(\.json)),
         ]
         if let error = instance.error { object["error"] = .string(error) }

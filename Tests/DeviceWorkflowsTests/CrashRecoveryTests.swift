@@ -55,7 +55,7 @@ struct CrashRecoveryTests {
         for (key, count) in host.handlerRuns { runs[key, default: 0] += count }
         completions += host.completed.count
         let instance = try #require(host.engine.allInstances.first)
-        return (Outcome(state: instance.state, data: instance.data, banners: host.banners), runs, completions, host.effectsApplied)
+        return (Outcome(state: instance.state, data: instance.data.dictionary, banners: host.banners), runs, completions, host.effectsApplied)
     }
 
     func check(_ kind: StoreKind) throws {

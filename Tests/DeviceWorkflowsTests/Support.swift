@@ -33,7 +33,7 @@ func runWorkflow(_ workflow: String, answers: [String: JSONValue], input: JSONVa
 
 extension EngineHost {
     func state(_ id: String) -> InstanceState? { engine.instance(id)?.state }
-    func data(_ id: String) -> [String: JSONValue] { engine.instance(id)?.data ?? [:] }
+    func data(_ id: String) -> [String: JSONValue] { engine.instance(id)?.data.dictionary ?? [:] }
     func stepStates(_ id: String) -> [String: NodeState] {
         Dictionary(uniqueKeysWithValues: engine.timeline(of: id).map { ($0.blockID, $0.state) })
     }

@@ -26,8 +26,9 @@ public struct InvocationKey: Hashable, Sendable, Comparable, CustomStringConvert
 public struct HandlerInvocation: Sendable, Equatable {
     public var key: InvocationKey
     public var instanceID: String
-    /// The instance's context.data when the step was dispatched.
-    public var data: [String: JSONValue]
+    /// The instance's context.data when the step was dispatched (sharing the engine's).
+    public var context: ContextData
+    public var data: [String: JSONValue] { context.dictionary }
     /// The step's settings, shared with the loaded sequence: an invocation is moved
     /// through several buffers, and one reference is cheaper than four.
     let step: StepSpec
@@ -38,29 +39,29 @@ public struct HandlerInvocation: Sendable, Equatable {
     /// The step's params alone.
     public var params: [String: JSONValue] { step.params }
 
-    init(key: InvocationKey, instanceID: String, step: StepSpec, data: [String: JSONValue]) {
+    init(key: InvocationKey, instanceID: String, step: StepSpec, context: ContextData) {
         self.key = key
         self.instanceID = instanceID
         self.step = step
-        self.data = data
+        self.context = context
     }
 
     /// An invocation of a step outside a loaded sequence (a delegated step coming back).
     public init(key: InvocationKey, instanceID: String, sequenceName: String, blockID: String, handler: String,
                 params: [String: JSONValue], data: [String: JSONValue]) {
         self.init(key: key, instanceID: instanceID,
-                  step: StepSpec(id: blockID, handler: handler, params: params, sequenceName: sequenceName), data: data)
+                  step: StepSpec(id: blockID, handler: handler, params: params, sequenceName: sequenceName), context: ContextData(data))
     }
 
     public static func == (a: HandlerInvocation, b: HandlerInvocation) -> Bool {
-        a.key == b.key && a.instanceID == b.instanceID && a.data == b.data && a.sequenceName == b.sequenceName
+        a.key == b.key && a.instanceID == b.instanceID && a.context == b.context && a.sequenceName == b.sequenceName
             && a.blockID == b.blockID && a.handler == b.handler && a.params == b.params
     }
 
     /// The step's params merged over context.data (params win), as the seed specifies;
     /// merged on demand, since most handlers never look.
     public var input: JSONValue {
-        var merged = data
+        var merged = context.dictionary
         for (name, value) in params { merged[name] = value }
         return .object(merged)
     }

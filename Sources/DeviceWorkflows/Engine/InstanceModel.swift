@@ -115,7 +115,8 @@ public struct WorkflowInstance: Sendable, Equatable {
     public var sequenceName: String
     public var sequenceVersion: Int
     public var state: InstanceState
-    public var data: [String: JSONValue]
+    /// `context.data` (see `ContextData`: versions share structure).
+    public var data: ContextData
     public var nodes: [ExecNode]
     /// Why nodes failed, by node.
     public var nodeErrors: [Int32: String] = [:]

@@ -47,7 +47,7 @@ extension MobileEngine {
         let id = Self.uuid(&generator)
         let instance = WorkflowInstance(
             id: id, sequenceName: program.sequence.name, sequenceVersion: program.sequence.version, state: .scheduled,
-            data: data, nodes: [ExecNode(kind: .list(owner: -1, list: 0), parent: -1, state: .pending)], dedupKey: dedupKey,
+            data: ContextData(data), nodes: [ExecNode(kind: .list(owner: -1, list: 0), parent: -1, state: .pending)], dedupKey: dedupKey,
             createdAt: now, updatedAt: now, finishedAt: nil, sequenceNumber: nextSequenceNumber, stepsExecuted: 0, error: nil,
             parent: parent, generator: SeededGenerator(seed: generator.next()))
         nextSequenceNumber += 1
@@ -225,6 +225,6 @@ extension MobileEngine {
             case .object(let o): return 48 + o.reduce(0) { $0 + 16 + $1.key.utf8.count + size($1.value) }
             }
         }
-        return 512 + instance.nodes.count * MemoryLayout<ExecNode>.stride + size(.object(instance.data))
+        return 512 + instance.nodes.count * MemoryLayout<ExecNode>.stride + size(instance.data.json)
     }
 }

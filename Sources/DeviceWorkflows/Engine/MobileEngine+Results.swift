@@ -68,7 +68,7 @@ extension MobileEngine {
         setState(index, state, now: now, into: &effects)
         let id = instances[index].id
         switch state {
-        case .completed: pendingCallbacks.append(.instanceCompleted(instanceID: id, output: .object(instances[index].data)))
+        case .completed: pendingCallbacks.append(.instanceCompleted(instanceID: id, output: instances[index].data.json))
         case .failed: pendingCallbacks.append(.instanceFailed(instanceID: id, error: error ?? "failed"))
         case .cancelled, .scheduled, .running, .waiting, .paused: break
         }
@@ -81,7 +81,7 @@ extension MobileEngine {
         switch state {
         case .completed:
             if case .block(let b) = instances[parent].nodes[n].kind {
-                instances[parent].data[programOf[parent].blocks[Int(b)].id] = .object(instances[index].data)
+                instances[parent].data[programOf[parent].blocks[Int(b)].id] = instances[index].data.json
             }
             instances[parent].nodes[n].state = .completed
         case .failed, .cancelled, .scheduled, .running, .waiting, .paused:

@@ -141,7 +141,7 @@ extension MobileEngine {
         instances[index].stepsExecuted += 1
         inFlightCount += 1
         pendingCallbacks.append(.invoke(HandlerInvocation(key: key, instanceID: instances[index].id, step: step,
-                                                          data: instances[index].data)))
+                                                          context: instances[index].data)))
         markChanged(index)
     }
 

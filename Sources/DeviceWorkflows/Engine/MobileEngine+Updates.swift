@@ -39,7 +39,7 @@ extension MobileEngine {
             var data = inputData
             var skip: Set<String> = []
             if policy == .skipExecuted {
-                data = instances[index].data.merging(inputData) { _, new in new }
+                data = instances[index].data.dictionary.merging(inputData) { _, new in new }
                 skip = completedSteps(index)
             }
             if active {

@@ -211,7 +211,7 @@ public struct MobileEngine: Sendable {
         return InstanceSummary(
             instanceID: instance.id, sequenceName: instance.sequenceName, state: instance.state,
             currentStep: currentStep(of: index), createdAt: wallClock.rfc3339(at: instance.createdAt),
-            updatedAt: wallClock.rfc3339(at: instance.updatedAt), context: instance.data, error: instance.error)
+            updatedAt: wallClock.rfc3339(at: instance.updatedAt), context: instance.data.dictionary, error: instance.error)
     }
 
     /// The first waiting step, else the first running one, in tree order.

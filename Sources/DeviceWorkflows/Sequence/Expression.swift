@@ -41,16 +41,20 @@ public struct Expression: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// Evaluates against the instance's context data, to a truth value.
-    public func isTrue(in data: [String: JSONValue]) -> Bool {
+    public func isTrue(in data: ContextData) -> Bool {
         Self.truthy(Self.evaluate(root, data))
     }
 
+    public func isTrue(in data: [String: JSONValue]) -> Bool { isTrue(in: ContextData(data)) }
+
     /// Evaluates to a value (used for `for_each` collections).
-    public func value(in data: [String: JSONValue]) -> JSONValue {
+    public func value(in data: ContextData) -> JSONValue {
         Self.evaluate(root, data)
     }
 
-    static func evaluate(_ node: Node, _ data: [String: JSONValue]) -> JSONValue {
+    public func value(in data: [String: JSONValue]) -> JSONValue { value(in: ContextData(data)) }
+
+    static func evaluate(_ node: Node, _ data: ContextData) -> JSONValue {
         switch node {
         case .literal(let value): return value
         case .list(let items): return .array(items.map { evaluate($0, data) })
@@ -62,9 +66,11 @@ public struct Expression: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    static func resolve(_ components: [PathComponent], _ data: [String: JSONValue]) -> JSONValue {
-        var current: JSONValue = .object(data)
-        for component in components {
+    static func resolve(_ components: [PathComponent], _ data: ContextData) -> JSONValue {
+        // The first key is looked up in the context itself (no merged copy of it).
+        guard let first = components.first else { return data.json }
+        guard case .key(let key) = first, var current = data[key] else { return .null }
+        for component in components.dropFirst() {
             switch (component, current) {
             case (.key(let key), .object(let fields)): current = fields[key] ?? .null
             case (.index(let i), .array(let items)): current = i >= 0 && i < items.count ? items[i] : .null

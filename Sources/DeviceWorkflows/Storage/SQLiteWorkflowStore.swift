@@ -158,7 +158,7 @@ public final class SQLiteWorkflowStore: WorkflowStore {
                 context = excluded.context, tree = excluded.tree, meta = excluded.meta
             """)
         jsonBytes.removeAll(keepingCapacity: true)
-        JSONValue.object(instance.data).write(to: &jsonBytes, sortedKeys: false)
+        instance.data.write(to: &jsonBytes)
         TreeCodec.encode(instance.nodes, into: &treeBytes)
         var meta = JSONObjectWriter(reusing: metaBytes)
         instance.writeMeta(into: &meta)

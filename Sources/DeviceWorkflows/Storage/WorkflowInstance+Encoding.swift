@@ -43,7 +43,7 @@ extension WorkflowInstance {
     /// The whole instance as one JSON document (snapshots in tests and tools).
     public var json: JSONValue {
         var object = metaJSON
-        object["data"] = .object(data)
+        object["data"] = data.json
         object["nodes"] = .array(nodes.map(\.json))
         return .object(object)
     }
@@ -61,7 +61,7 @@ extension WorkflowInstance {
         if let p = o["parent"]?.objectValue, let number = p["instance"]?.stringValue.flatMap(UInt64.init), let node = p["node"]?.numberValue {
             parent = ParentLink(instance: number, node: Int32(node))
         }
-        self.init(id: id, sequenceName: name, sequenceVersion: Int(version), state: state, data: data, nodes: nodes,
+        self.init(id: id, sequenceName: name, sequenceVersion: Int(version), state: state, data: ContextData(data), nodes: nodes,
                   dedupKey: o["dedup_key"]?.stringValue, createdAt: created, updatedAt: updated, finishedAt: instant(o["finished_ns"]),
                   sequenceNumber: seq, stepsExecuted: Int(steps), error: o["error"]?.stringValue,
                   cancelRequested: o["cancel_requested"]?.boolValue ?? false, parent: parent, generator: generator)
