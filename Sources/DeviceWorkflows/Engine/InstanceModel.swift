@@ -52,10 +52,12 @@ public enum NodeKind: Sendable, Equatable, Hashable {
 /// times are stored as raw nanoseconds with a sentinel for "none", widest fields first:
 /// 88 bytes a node instead of 128, and every snapshot copies the whole tree.
 public struct ExecNode: Sendable, Equatable {
-    private var startedRaw = ExecNode.none
-    private var completedRaw = ExecNode.none
-    private var retryRaw = ExecNode.none
-    private var deadlineRaw = ExecNode.none
+    @PackedInstant public var startedAt: Instant? = nil
+    @PackedInstant public var completedAt: Instant? = nil
+    /// A step's next attempt is due (retry backoff).
+    @PackedInstant public var retryAt: Instant? = nil
+    /// A handler or an input wait times out.
+    @PackedInstant public var deadline: Instant? = nil
     private var childRaw = UInt64.max
     public var kind: NodeKind
     public var parent: Int32
@@ -72,40 +74,31 @@ public struct ExecNode: Sendable, Equatable {
     /// A step has passed its `wait_for_input` gate (the input is in).
     public var gatePassed = false
 
-    /// No instant; no instant a simulation or a clock produces is this far in the past.
-    private static let none = Int64.min
-
-    public var startedAt: Instant? {
-        get { Self.instant(startedRaw) }
-        set { startedRaw = Self.raw(newValue) }
-    }
-    public var completedAt: Instant? {
-        get { Self.instant(completedRaw) }
-        set { completedRaw = Self.raw(newValue) }
-    }
-    /// A step's next attempt is due (retry backoff).
-    public var retryAt: Instant? {
-        get { Self.instant(retryRaw) }
-        set { retryRaw = Self.raw(newValue) }
-    }
-    /// A handler or an input wait times out.
-    public var deadline: Instant? {
-        get { Self.instant(deadlineRaw) }
-        set { deadlineRaw = Self.raw(newValue) }
-    }
     /// The number of the child instance a sub_sequence runs.
     public var childInstance: UInt64? {
         get { childRaw == .max ? nil : childRaw }
         set { childRaw = newValue ?? .max }
     }
 
-    @inline(__always) private static func instant(_ raw: Int64) -> Instant? { raw == none ? nil : Instant(nanoseconds: raw) }
-    @inline(__always) private static func raw(_ instant: Instant?) -> Int64 { instant?.nanoseconds ?? none }
-
     public init(kind: NodeKind, parent: Int32, state: NodeState) {
         self.kind = kind
         self.parent = parent
         self.state = state
+    }
+}
+
+/// An optional instant in 8 bytes instead of 16: raw nanoseconds, with a sentinel for
+/// none (no instant a simulation or a clock produces is that far in the past).
+@propertyWrapper
+public struct PackedInstant: Sendable, Equatable {
+    private var raw: Int64
+    private static let none = Int64.min
+
+    public init(wrappedValue: Instant?) { raw = wrappedValue?.nanoseconds ?? Self.none }
+
+    public var wrappedValue: Instant? {
+        get { raw == Self.none ? nil : Instant(nanoseconds: raw) }
+        set { raw = newValue?.nanoseconds ?? Self.none }
     }
 }
 
