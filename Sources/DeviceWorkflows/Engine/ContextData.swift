@@ -72,16 +72,12 @@ public struct ContextData: Sendable {
     /// Makes the chain part of a new base (a copy of the old one, which other versions
     /// may still share).
     mutating func fold() {
-        guard recent != nil else { return }
-        var merged = base
-        apply(to: &merged)
-        base = merged
+        base = dictionary
         recent = nil
     }
 
-    /// Applies the chain to `map`, oldest change first, growing it once beforehand.
-    private func apply(to map: inout [String: JSONValue]) {
-        map.reserveCapacity(map.count + (recent?.depth ?? 0))
+    /// The changes since the base, newest first.
+    private var chain: [Change] {
         var changes: [Change] = []
         changes.reserveCapacity(recent?.depth ?? 0)
         var change = recent
@@ -89,34 +85,24 @@ public struct ContextData: Sendable {
             changes.append(current)
             change = current.next
         }
-        for current in changes.reversed() { map[current.key] = current.value }
+        return changes
     }
 
-    /// Writes the map as a JSON object, keys unsorted, without building the merged
-    /// dictionary first (a device store writes one per changed instance per tick).
-    public func write(to out: inout [UInt8]) {
-        guard recent != nil else { return JSONValue.object(base).write(to: &out, sortedKeys: false) }
-        var chain: [Change] = []
-        var change = recent
-        while let current = change {
-            chain.append(current)
-            change = current.next
-        }
-        var first = true
-        func member(_ key: String, _ value: JSONValue) {
-            out.append(first ? 0x7B : 0x2C)
-            first = false
-            JSONValue.writeString(key, to: &out)
-            out.append(0x3A)
-            value.write(to: &out, sortedKeys: false)
-        }
+    /// Applies the chain to `map`, oldest change first, growing it once beforehand.
+    private func apply(to map: inout [String: JSONValue]) {
+        map.reserveCapacity(map.count + (recent?.depth ?? 0))
+        for current in chain.reversed() { map[current.key] = current.value }
+    }
+
+    /// Writes the map's members, keys unsorted, without building the merged dictionary
+    /// first (a device store writes one per changed instance per tick).
+    public func writeMembers(into writer: inout JSONObjectWriter) {
+        let chain = self.chain
         // Newest first: a key's latest change is the one that counts.
         for (position, current) in chain.enumerated() where !chain[..<position].contains(where: { $0.key == current.key }) {
-            if let value = current.value { member(current.key, value) }
+            if let value = current.value { writer.member(escaping: current.key, value) }
         }
-        for (key, value) in base where !chain.contains(where: { $0.key == key }) { member(key, value) }
-        if first { out.append(0x7B) }
-        out.append(0x7D)
+        for (key, value) in base where !chain.contains(where: { $0.key == key }) { writer.member(escaping: key, value) }
     }
 }
 

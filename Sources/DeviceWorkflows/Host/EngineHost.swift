@@ -209,7 +209,7 @@ public struct EngineHost<Store: WorkflowStore> {
             }
             switch effect {
             case .persist, .delete, .storeSequence, .removeSequence, .telemetry:
-                break
+                break  // moved into the store above
             case .invoke(let invocation):
                 // The others were gathered above and run at the commit.
                 if delegates(invocation) {

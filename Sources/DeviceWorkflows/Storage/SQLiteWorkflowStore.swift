@@ -157,10 +157,11 @@ public final class SQLiteWorkflowStore: WorkflowStore {
             ON CONFLICT (seq) DO UPDATE SET state = excluded.state, updated_ns = excluded.updated_ns,
                 context = excluded.context, tree = excluded.tree, meta = excluded.meta
             """)
-        jsonBytes.removeAll(keepingCapacity: true)
-        instance.data.write(to: &jsonBytes)
+        var context = JSONObjectWriter(taking: &jsonBytes)
+        instance.data.writeMembers(into: &context)
+        jsonBytes = context.finish()
         TreeCodec.encode(instance.nodes, into: &treeBytes)
-        var meta = JSONObjectWriter(reusing: metaBytes)
+        var meta = JSONObjectWriter(taking: &metaBytes)
         instance.writeMeta(into: &meta)
         metaBytes = meta.finish()
         try upsert.bind(instance.id, at: 1)

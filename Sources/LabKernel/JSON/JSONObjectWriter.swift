@@ -5,18 +5,31 @@ public struct JSONObjectWriter {
     public private(set) var bytes: [UInt8]
     var empty = true
 
-    /// Starts an object in `buffer`, whose old contents are dropped and capacity kept.
+    /// Starts an object in a copy of `buffer` (its old contents dropped).
     public init(reusing buffer: [UInt8] = []) {
-        bytes = buffer
+        var copy = buffer
+        self.init(taking: &copy)
+    }
+
+    /// Starts an object in `buffer`, moved in and left empty, so its capacity is reused
+    /// (a copy would still be shared with the caller's variable and reallocate); the
+    /// caller gets it back from `finish()`.
+    public init(taking buffer: inout [UInt8]) {
+        bytes = []
+        swap(&bytes, &buffer)
         bytes.removeAll(keepingCapacity: true)
         bytes.append(0x7B)
+    }
+
+    mutating func separator() {
+        if !empty { bytes.append(0x2C) }
+        empty = false
     }
 
     /// Member names are literals the writer's callers spell out, plain ASCII that needs
     /// no escaping: they are copied as they are.
     mutating func key(_ name: StaticString) {
-        if !empty { bytes.append(0x2C) }
-        empty = false
+        separator()
         bytes.append(0x22)
         bytes.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
         bytes.append(0x22)
@@ -25,6 +38,14 @@ public struct JSONObjectWriter {
 
     public mutating func member(_ name: StaticString, _ value: JSONValue) {
         key(name)
+        value.write(to: &bytes, sortedKeys: false)
+    }
+
+    /// A member whose name is data (escaped as a JSON string), not a literal.
+    public mutating func member(escaping name: String, _ value: JSONValue) {
+        separator()
+        JSONValue.writeString(name, to: &bytes)
+        bytes.append(0x3A)
         value.write(to: &bytes, sortedKeys: false)
     }
 
