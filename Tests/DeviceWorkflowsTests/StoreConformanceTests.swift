@@ -92,7 +92,20 @@ struct StoreConformanceTests {
         #expect(events.count >= 5)
         #expect(events.map(\.id) == events.map(\.id).sorted())
         try host.store.removeTelemetry(through: events[2].id)
-        #expect(try host.store.telemetry(limit: 100).count == events.count - 3)
+        let rest = try host.store.telemetry(limit: 100)
+        #expect(rest.map(\.id) == events.dropFirst(3).map(\.id) && rest.map(\.event) == events.dropFirst(3).map(\.event))
+        #expect(try host.store.telemetry(limit: 2).map(\.id) == rest.prefix(2).map(\.id))
+        // A flush's events arrive as one effect; a rolled-back batch records none of them.
+        try host.store.begin()
+        try host.store.apply(.telemetry(Array(events.map(\.event).prefix(2))))
+        host.store.rollback()
+        #expect(try host.store.telemetry(limit: 100).map(\.id) == rest.map(\.id))
+        try host.store.begin()
+        try host.store.apply(.telemetry(Array(events.map(\.event).prefix(2))))
+        try host.store.commit()
+        let grown = try host.store.telemetry(limit: 100)
+        #expect(grown.count == rest.count + 2 && grown.suffix(2).map(\.event) == Array(events.map(\.event).prefix(2)))
+        #expect(grown.map(\.id) == grown.map(\.id).sorted() && Set(grown.map(\.id)).count == grown.count)
     }
 
     @Test("a tick is one transaction: snapshots, the journal of the handlers it ran and the journal it consumed", arguments: StoreKind.allCases)
@@ -229,6 +242,7 @@ struct AnyStore: WorkflowStore {
     mutating func apply(_ effect: consuming EngineEffect) throws { try base.apply(effect) }
     mutating func journal(_ key: InvocationKey, _ outcome: HandlerOutcome) throws { try base.journal(key, outcome) }
     func journaledOutcome(_ key: InvocationKey) throws -> HandlerOutcome? { try base.journaledOutcome(key) }
+    func journaledKeys() throws -> [InvocationKey] { try base.journaledKeys() }
     func loadState() throws -> MobileEngine.StoredState { try base.loadState() }
     func telemetry(limit: Int) throws -> [(id: Int64, event: TelemetryEvent)] { try base.telemetry(limit: limit) }
     mutating func removeTelemetry(through id: Int64) throws { try base.removeTelemetry(through: id) }

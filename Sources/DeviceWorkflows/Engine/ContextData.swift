@@ -30,7 +30,7 @@ public struct ContextData: Sendable {
         }
     }
 
-    static let foldThreshold = 8
+    static let foldThreshold = 16
 
     private var base: [String: JSONValue]
     private var recent: Change?

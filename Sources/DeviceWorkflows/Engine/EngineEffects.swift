@@ -17,6 +17,12 @@ public struct InvocationKey: Hashable, Sendable, Comparable, CustomStringConvert
 
     public var description: String { "\(instance)/\(node)/\(attempt)" }
 
+    /// One word into the hasher instead of three fields (a step hashes its key for the
+    /// journal and the dispatch queue); equal keys pack to equal words.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(instance &* 0x9E37_79B9_7F4A_7C15 ^ UInt64(UInt32(bitPattern: node)) << 16 ^ UInt64(UInt16(bitPattern: attempt)))
+    }
+
     public static func < (a: InvocationKey, b: InvocationKey) -> Bool {
         (a.instance, a.node, a.attempt) < (b.instance, b.node, b.attempt)
     }
@@ -112,9 +118,12 @@ public enum EngineEffect: Sendable, Equatable {
     /// Store a loaded sequence definition (its JSON) so a restart has it.
     case storeSequence(name: String, version: Int, json: String)
     case removeSequence(name: String, version: Int)
-    case telemetry(TelemetryEvent)
-    /// Listener callbacks (the seed's `EngineListener`).
-    case instanceCompleted(instanceID: String, output: JSONValue)
+    /// Telemetry recorded since the last flush, oldest first: one effect per flush, not
+    /// per event (a tick of ten thousand instances records tens of thousands).
+    case telemetry([TelemetryEvent])
+    /// Listener callbacks (the seed's `EngineListener`). The output is the instance's
+    /// context.data, shared with it: a listener that wants JSON asks for `.json`.
+    case instanceCompleted(instanceID: String, output: ContextData)
     case instanceFailed(instanceID: String, error: String)
     case stepPending(instanceID: String, stepName: String, handler: String)
 

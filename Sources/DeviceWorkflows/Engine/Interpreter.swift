@@ -36,6 +36,8 @@ struct Interpreter {
     var dispatch: [Int32] = []
     var childStarts: [ChildStart] = []
     var effects: [EngineEffect] = []
+    /// Telemetry recorded by the walk (the engine's buffer, swapped in).
+    var telemetry: [TelemetryEvent] = []
     /// Handler invocations in flight that the walk cancelled (race losers, the rest of a
     /// failed parallel): their slots are free again.
     var cancelledInFlight = 0
@@ -117,7 +119,7 @@ struct Interpreter {
                 finish(n, .skipped)
                 return .done
             }
-            telemetry(.stepStarted, block: step.id, detail: step.handler)
+            record(.stepStarted, block: step.id, detail: step.handler)
             if inputGate == .beforeHandler, let wait = step.wait { enterWaiting(n, step, wait) }
         case .router:
             guard case .router(let router) = program.blocks[Int(b)] else { return nil }
@@ -451,8 +453,8 @@ struct Interpreter {
         return split.variants.count - 1
     }
 
-    mutating func telemetry(_ kind: TelemetryEvent.Kind, block: String?, detail: String) {
+    mutating func record(_ kind: TelemetryEvent.Kind, block: String?, detail: String) {
         guard let timestamp else { return }
-        effects.append(.telemetry(TelemetryEvent(kind: kind, instanceID: instance.id, blockID: block, detail: detail, timestamp: timestamp)))
+        telemetry.append(TelemetryEvent(kind: kind, instanceID: instance.id, blockID: block, detail: detail, timestamp: timestamp))
     }
 }

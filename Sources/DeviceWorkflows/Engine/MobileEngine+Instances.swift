@@ -55,7 +55,7 @@ extension MobileEngine {
         activeCount += 1
         markDirty(index)
         markChanged(index)
-        telemetry(.instanceStateChanged, index: index, block: nil, detail: InstanceState.scheduled.rawValue, now: now, into: &effects)
+        telemetry(.instanceStateChanged, index: index, block: nil, detail: InstanceState.scheduled.rawValue, now: now)
         return index
     }
 
@@ -123,7 +123,7 @@ extension MobileEngine {
         } else {
             instances[index].nodes[Int(node)].state = .completed
             instances[index].nodes[Int(node)].completedAt = now
-            telemetry(.stepCompleted, index: index, block: step.id, detail: "input \(value)", now: now, into: &effects)
+            telemetry(.stepCompleted, index: index, block: step.id, detail: "input \(value)", now: now)
         }
         setState(index, .running, now: now, into: &effects)
         markDirty(index)

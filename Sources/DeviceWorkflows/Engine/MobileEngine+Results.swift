@@ -23,7 +23,7 @@ extension MobileEngine {
             } else {
                 instances[index].nodes[n].state = .completed
                 instances[index].nodes[n].completedAt = now
-                telemetry(.stepCompleted, index: index, block: step.id, detail: step.handler, now: now, into: &effects)
+                telemetry(.stepCompleted, index: index, block: step.id, detail: step.handler, now: now)
             }
         case .retryable, .permanent:
             stepFailed(index, key.node, outcome, now: now, into: &effects)
@@ -47,13 +47,13 @@ extension MobileEngine {
         if retryable, let retry = step.retry, attempt < retry.maxAttempts {
             instances[index].nodes[Int(n)].retryAt = now + retry.backoff(after: attempt)
             telemetry(.stepFailed, index: index, block: step.id, detail: "attempt \(attempt) of \(retry.maxAttempts): \(message); retrying",
-                      now: now, into: &effects)
+                      now: now)
         } else {
             let attempts = step.retry.map { " after \(attempt) of \($0.maxAttempts) attempts" } ?? ""
             instances[index].nodes[Int(n)].state = .failed
             instances[index].nodeErrors[n] = "step '\(step.id)' failed\(attempts): \(message)"
             instances[index].nodes[Int(n)].completedAt = now
-            telemetry(.stepFailed, index: index, block: step.id, detail: message, now: now, into: &effects)
+            telemetry(.stepFailed, index: index, block: step.id, detail: message, now: now)
         }
         markDirty(index)
         markChanged(index)
@@ -68,7 +68,7 @@ extension MobileEngine {
         setState(index, state, now: now, into: &effects)
         let id = instances[index].id
         switch state {
-        case .completed: pendingCallbacks.append(.instanceCompleted(instanceID: id, output: instances[index].data.json))
+        case .completed: pendingCallbacks.append(.instanceCompleted(instanceID: id, output: instances[index].data))
         case .failed: pendingCallbacks.append(.instanceFailed(instanceID: id, error: error ?? "failed"))
         case .cancelled, .scheduled, .running, .waiting, .paused: break
         }
@@ -133,13 +133,13 @@ extension MobileEngine {
         instances[index].state = state
         instances[index].updatedAt = now
         markChanged(index)
-        telemetry(.instanceStateChanged, index: index, block: nil, detail: state.rawValue, now: now, into: &effects)
+        telemetry(.instanceStateChanged, index: index, block: nil, detail: state.rawValue, now: now)
     }
 
-    mutating func telemetry(_ kind: TelemetryEvent.Kind, index: Int, block: String?, detail: String, now: Instant,
-                            into effects: inout [EngineEffect]) {
+    /// Records a telemetry event; `flush` emits what was recorded.
+    mutating func telemetry(_ kind: TelemetryEvent.Kind, index: Int, block: String?, detail: @autoclosure () -> String, now: Instant) {
         guard config.telemetryEnabled else { return }
-        effects.append(.telemetry(TelemetryEvent(kind: kind, instanceID: instances[index].id, blockID: block, detail: detail,
-                                                 timestamp: stamp(now))))
+        recordedTelemetry.append(TelemetryEvent(kind: kind, instanceID: instances[index].id, blockID: block, detail: detail(),
+                                                timestamp: stamp(now)))
     }
 }

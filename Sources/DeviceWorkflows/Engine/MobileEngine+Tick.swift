@@ -36,14 +36,16 @@ extension MobileEngine {
         walker.prepare(program: programOf[index], now: now, inputGate: config.inputGate,
                        timestamp: config.telemetryEnabled ? stamp(now) : nil)
         swap(&walker.instance, &instances[index])
+        swap(&walker.telemetry, &recordedTelemetry)
         let progress = walker.run()
+        swap(&walker.telemetry, &recordedTelemetry)
         swap(&walker.instance, &instances[index])
         markChanged(index)
         inFlightCount -= walker.cancelledInFlight
         for position in walker.effects.indices {
             var effect = Self.moved
             swap(&effect, &walker.effects[position])
-            if case .telemetry = effect { effects.append(effect) } else { pendingCallbacks.append(effect) }
+            pendingCallbacks.append(effect)
         }
         let number = instances[index].sequenceNumber
         for n in walker.dispatch {
@@ -82,6 +84,9 @@ extension MobileEngine {
         case .router, .parallel, .race, .loop, .forEach, .tryCatch, .abSplit, .cancellationScope: return false
         }
     }
+
+    /// Nodes a tree can gain before its buffer must grow again (see `flush`).
+    static let treeHeadroom = 8
 
     /// What an effect slot holds after its effect was moved out.
     static let moved = EngineEffect.removeSequence(name: "", version: 0)
@@ -219,12 +224,22 @@ extension MobileEngine {
     /// Persists every changed instance, then releases invocations and callbacks, so what
     /// the driver acts on is always already stored.
     mutating func flush(now: Instant, into effects: inout [EngineEffect]) {
+        if !recordedTelemetry.isEmpty {
+            effects.append(.telemetry(recordedTelemetry))
+            recordedTelemetry = []
+        }
         if !changedList.isEmpty {
             for index in changedList.sorted() {
                 flags[index] &= ~2
                 updateEstimatedSize(index)
                 instances[index].updatedAt = now
                 effects.append(.persist(InstanceSnapshot(instances[index])))
+                // The snapshot shares the tree; the instance's next change would copy it to
+                // a buffer of exactly its size, and the walk's next new node would then
+                // copy it again to grow. Copying now, with room to grow, is one copy.
+                if !instances[index].state.isTerminal {
+                    instances[index].nodes.reserveCapacity(instances[index].nodes.count + Self.treeHeadroom)
+                }
             }
             changedList.removeAll(keepingCapacity: true)
         }

@@ -77,8 +77,9 @@ public struct MobileEngine: Sendable {
     public private(set) var isTicking = false
     public private(set) var isShutdown = false
     var lastNow: Instant = .zero
-    var stampInstant: Instant = .distantFuture
-    var stampText = ""
+    var stamps = InstantStamp()
+    /// Telemetry recorded since the last flush (the walker records into it directly).
+    var recordedTelemetry: [TelemetryEvent] = []
 
     public init(config: MobileEngineConfig, handlers: Set<String>, seed: StreamSeed, wallClock: WallClockOrigin = .simulationEpoch) {
         self.config = config
@@ -162,7 +163,9 @@ public struct MobileEngine: Sendable {
     /// The newest loaded version of `name` (or exactly `version`).
     func program(named name: String, version: Int? = nil) -> Program? {
         if let version { return programs[ProgramKey(name: name, version: version)] }
-        return programOrder.filter { $0.name == name }.max().flatMap { programs[$0] }
+        var newest: ProgramKey?
+        for key in programOrder where key.name == name && newest.map({ $0 < key }) ?? true { newest = key }
+        return newest.flatMap { programs[$0] }
     }
 
     public func sequence(named name: String, version: Int? = nil) -> SequenceDefinition? {
@@ -242,11 +245,20 @@ public struct MobileEngine: Sendable {
     }
 
     /// `now` as RFC 3339, formatted once per instant.
-    mutating func stamp(_ now: Instant) -> String {
-        if now != stampInstant {
-            stampInstant = now
-            stampText = wallClock.rfc3339(at: now)
+    mutating func stamp(_ now: Instant) -> String { stamps.text(at: now, wallClock) }
+}
+
+/// An instant as RFC 3339, formatted once however often a tick asks for it (telemetry and
+/// handler timestamps of one tick all carry the same instant).
+struct InstantStamp: Sendable {
+    private var instant: Instant = .distantFuture
+    private var formatted = ""
+
+    mutating func text(at now: Instant, _ wallClock: WallClockOrigin) -> String {
+        if now != instant {
+            instant = now
+            formatted = wallClock.rfc3339(at: now)
         }
-        return stampText
+        return formatted
     }
 }

@@ -5,15 +5,19 @@ public struct HandlerCall: Sendable {
     public var invocation: HandlerInvocation
     public var now: Instant
     public var wallClock: WallClockOrigin
+    /// `now` already formatted by a driver that calls many handlers at one instant.
+    var formattedNow: String?
 
-    public init(invocation: HandlerInvocation, now: Instant, wallClock: WallClockOrigin) {
+    public init(invocation: HandlerInvocation, now: Instant, wallClock: WallClockOrigin, formattedNow: String? = nil) {
         self.invocation = invocation
         self.now = now
         self.wallClock = wallClock
+        self.formattedNow = formattedNow
     }
 
-    /// Wall time of the call, RFC 3339 (formatted only when a handler asks).
-    public var timestamp: String { wallClock.rfc3339(at: now) }
+    /// Wall time of the call, RFC 3339 (formatted only when a handler asks, unless the
+    /// driver formatted it once for all the calls of a tick).
+    public var timestamp: String { formattedNow ?? wallClock.rfc3339(at: now) }
 }
 
 public typealias BuiltinHandler = @Sendable (HandlerCall) -> HandlerOutcome

@@ -74,6 +74,6 @@ public enum EngineBenchmark {
         let ticks = try host.runUntilIdle()
         let seconds = clock() - started
         return Figures(store: name, instances: instances, steps: host.handlerRunCount, ticks: ticks, seconds: seconds,
-                       completed: host.completed.count)
+                       completed: host.completedOutputs.count)
     }
 }

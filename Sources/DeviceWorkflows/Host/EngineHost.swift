@@ -26,7 +26,9 @@ public struct EngineHost<Store: WorkflowStore> {
     /// Answers given every time a step waits, once `answers` has none left for it.
     public var standingAnswers: [String: JSONValue] = [:]
     public private(set) var now: Instant
-    public private(set) var completed: [String: JSONValue] = [:]
+    /// Completed instances' outputs (their context.data), by instance id.
+    public private(set) var completedOutputs: [String: ContextData] = [:]
+    public var completed: [String: JSONValue] { completedOutputs.mapValues(\.json) }
     public private(set) var failed: [String: String] = [:]
     /// Steps that waited and had no answer left, in order.
     public private(set) var unanswered: [(instanceID: String, step: String)] = []
@@ -56,6 +58,11 @@ public struct EngineHost<Store: WorkflowStore> {
     /// Invocations gathered by `apply`, run at its next commit (reused between ticks).
     var deferredInvocations: [HandlerInvocation] = []
     var inTransaction = false
+    var stamps = InstantStamp()
+    /// The journal's keys when this host first ran handlers: results a previous process
+    /// recorded. Only these are worth looking up, since a host dispatches each key once;
+    /// nil until loaded.
+    var recoveredJournal: Set<InvocationKey>?
 
     public struct Crash: Error {}
 
@@ -218,7 +225,7 @@ public struct EngineHost<Store: WorkflowStore> {
                 }
             case .instanceCompleted(let id, let output):
                 try commitIfNeeded()
-                completed[id] = output
+                completedOutputs[id] = output
             case .instanceFailed(let id, let error):
                 try commitIfNeeded()
                 failed[id] = error
@@ -273,14 +280,17 @@ public struct EngineHost<Store: WorkflowStore> {
     /// that commit: the journal write is part of finishing a handler.
     mutating func runDeferredInvocations() throws {
         guard !deferredInvocations.isEmpty else { return }
+        if recoveredJournal == nil { recoveredJournal = Set(try store.journaledKeys()) }
+        let formattedNow = stamps.text(at: now, wallClock)
         for invocation in deferredInvocations {
-            if let journaled = try store.journaledOutcome(invocation.key) {
+            if !recoveredJournal!.isEmpty, recoveredJournal!.remove(invocation.key) != nil,
+               let journaled = try store.journaledOutcome(invocation.key) {
                 pendingResults.append((invocation.key, journaled))
                 continue
             }
             let outcome: HandlerOutcome
             if let handler = handlers[invocation.handler] {
-                outcome = handler(HandlerCall(invocation: invocation, now: now, wallClock: wallClock))
+                outcome = handler(HandlerCall(invocation: invocation, now: now, wallClock: wallClock, formattedNow: formattedNow))
             } else {
                 outcome = .permanent("no handler named '\(invocation.handler)' is registered")
             }

@@ -11,7 +11,9 @@ public struct InMemoryWorkflowStore: WorkflowStore, Sendable {
     struct Contents: Sendable {
         var sequences: [String: (order: Int, json: String)] = [:]
         var instances: [UInt64: InstanceSnapshot] = [:]
-        var telemetry: [(id: Int64, event: TelemetryEvent)] = []
+        /// Telemetry in the batches it came in (a flush's events stay one array, stored
+        /// without a copy), each with the id of its first event.
+        var telemetry: [(firstID: Int64, events: [TelemetryEvent])] = []
         var nextTelemetryID: Int64 = 1
         var nextSequenceOrder = 0
         var outbox: [String: OutboxEntry] = [:]
@@ -100,13 +102,15 @@ public struct InMemoryWorkflowStore: WorkflowStore, Sendable {
             let key = "\(name)@\(version)"
             if inBatch { undo.append(.sequence(key, committed.sequences[key], nextOrder: committed.nextSequenceOrder)) }
             committed.sequences[key] = nil
-        case .telemetry(let event):
+        case .telemetry(let events):
+            guard !events.isEmpty else { return }
             if inBatch && !telemetryLogged {
                 undo.append(.telemetry(count: committed.telemetry.count, nextID: committed.nextTelemetryID))
                 telemetryLogged = true
             }
-            committed.telemetry.append((committed.nextTelemetryID, event))
-            committed.nextTelemetryID += 1
+            let count = Int64(events.count)
+            committed.telemetry.append((committed.nextTelemetryID, events))
+            committed.nextTelemetryID += count
         case .invoke, .instanceCompleted, .instanceFailed, .stepPending:
             return
         }
@@ -118,6 +122,8 @@ public struct InMemoryWorkflowStore: WorkflowStore, Sendable {
     }
 
     public func journaledOutcome(_ key: InvocationKey) throws -> HandlerOutcome? { journalEntries[key] }
+
+    public func journaledKeys() throws -> [InvocationKey] { Array(journalEntries.keys) }
 
     public mutating func forgetJournal(_ keys: [InvocationKey]) throws {
         for key in keys {
@@ -133,11 +139,23 @@ public struct InMemoryWorkflowStore: WorkflowStore, Sendable {
     }
 
     public func telemetry(limit: Int) throws -> [(id: Int64, event: TelemetryEvent)] {
-        Array(committed.telemetry.prefix(limit))
+        var out: [(id: Int64, event: TelemetryEvent)] = []
+        for batch in committed.telemetry {
+            for (offset, event) in batch.events.enumerated() {
+                guard out.count < limit else { return out }
+                out.append((batch.firstID + Int64(offset), event))
+            }
+        }
+        return out
     }
 
     public mutating func removeTelemetry(through id: Int64) throws {
-        committed.telemetry.removeAll { $0.id <= id }
+        let spent = committed.telemetry.prefix { $0.firstID + Int64($0.events.count) - 1 <= id }.count
+        committed.telemetry.removeFirst(spent)
+        if let first = committed.telemetry.first, first.firstID <= id {
+            let drop = Int(id - first.firstID + 1)
+            committed.telemetry[0] = (id + 1, Array(first.events.dropFirst(drop)))
+        }
     }
 
     /// Instances stored (for tests and reports).

@@ -133,15 +133,17 @@ public final class SQLiteWorkflowStore: WorkflowStore {
                 """, [.text(name), .integer(Int64(version)), .text(json)])
         case .removeSequence(let name, let version):
             try database.run("DELETE FROM sequences WHERE name = ? AND version = ?", [.text(name), .integer(Int64(version))])
-        case .telemetry(let event):
+        case .telemetry(let events):
             let insert = try database.statement(static:
                 "INSERT INTO telemetry (kind, instance_id, block_id, detail, timestamp) VALUES (?,?,?,?,?)")
-            try insert.bind(event.kind.rawValue, at: 1)
-            try insert.bind(event.instanceID, at: 2)
-            if let block = event.blockID { try insert.bind(block, at: 3) } else { try insert.bindNull(at: 3) }
-            try insert.bind(event.detail, at: 4)
-            try insert.bind(event.timestamp, at: 5)
-            try insert.execute()
+            for event in events {
+                try insert.bind(event.kind.rawValue, at: 1)
+                try insert.bind(event.instanceID, at: 2)
+                if let block = event.blockID { try insert.bind(block, at: 3) } else { try insert.bindNull(at: 3) }
+                try insert.bind(event.detail, at: 4)
+                try insert.bind(event.timestamp, at: 5)
+                try insert.execute()
+            }
         case .invoke, .instanceCompleted, .instanceFailed, .stepPending:
             return
         }
@@ -193,6 +195,8 @@ public final class SQLiteWorkflowStore: WorkflowStore {
     static func columns(of key: InvocationKey) -> [SQLiteValue] {
         [.integer(Int64(bitPattern: key.instance)), .integer(Int64(key.node)), .integer(Int64(key.attempt))]
     }
+
+    public func journaledKeys() throws -> [InvocationKey] { Array(journaled) }
 
     public func journaledOutcome(_ key: InvocationKey) throws -> HandlerOutcome? {
         guard journaled.contains(key) else { return nil }

@@ -22,6 +22,8 @@ public protocol WorkflowStore: SyncOutboxStore {
     /// Records a handler's result durably, before the engine hears of it.
     mutating func journal(_ key: InvocationKey, _ outcome: HandlerOutcome) throws
     func journaledOutcome(_ key: InvocationKey) throws -> HandlerOutcome?
+    /// Every journaled key (a relaunched host looks up only these).
+    func journaledKeys() throws -> [InvocationKey]
     /// Drops journaled results whose effect on the instance has been committed.
     mutating func forgetJournal(_ keys: [InvocationKey]) throws
     /// Everything the engine needs after a restart.
