@@ -108,20 +108,45 @@ struct StoreConformanceTests {
         #expect(grown.map(\.id) == grown.map(\.id).sorted() && Set(grown.map(\.id)).count == grown.count)
     }
 
+    /// Runs `count` onboarding flows (every wait answered) tick by tick to completion,
+    /// calling `check` once the flows are started (tick 0) and after each tick, with the
+    /// tick's number; returns the ticks taken.
+    func runOnboarding(_ host: inout EngineHost<AnyStore>, count: Int,
+                       check: (inout EngineHost<AnyStore>, Int) throws -> Void) throws -> Int {
+        host.standingAnswers = EngineBenchmark.answers
+        _ = try host.loadSequence(json: workflowJSON("onboarding-flow"))
+        for _ in 0..<count { _ = try host.start("onboarding-flow") }
+        try check(&host, 0)
+        var ticks = 0
+        while host.completed.count < count && ticks < 100 {
+            try host.tick()
+            ticks += 1
+            try check(&host, ticks)
+        }
+        #expect(host.completed.count == count && host.handlerRunCount == count * 8)
+        return ticks
+    }
+
+    @Test("snapshots the store let go of are reused by later flushes, and what is stored always equals the engine after a commit",
+          arguments: StoreKind.allCases)
+    func recycledSnapshots(kind: StoreKind) throws {
+        var host = try host(kind)
+        let ticks = try runOnboarding(&host, count: 20) { host, tick in
+            let stored = try host.store.loadState().instances
+            #expect(stored == host.engine.allInstances, "tick \(tick): the store differs from the engine")
+        }
+        // Each tick after the first reuses the snapshots the previous commit replaced.
+        #expect(host.engine.reusedSnapshots >= 20 * (ticks - 2), "reused \(host.engine.reusedSnapshots) in \(ticks) ticks")
+    }
+
     @Test("a tick is one transaction: snapshots, the journal of the handlers it ran and the journal it consumed", arguments: StoreKind.allCases)
     func oneTransactionPerTick(kind: StoreKind) throws {
         var host = try host(kind)
-        host.standingAnswers = EngineBenchmark.answers
-        _ = try host.loadSequence(json: workflowJSON("onboarding-flow"))
-        for _ in 0..<50 { _ = try host.start("onboarding-flow") }
-        var ticks = 0
-        while host.completed.count < 50 && ticks < 100 {
-            let before = host.store.committed
-            try host.tick()
-            ticks += 1
-            #expect(host.store.committed - before == 1, "tick \(ticks) committed \(host.store.committed - before) times")
+        var before = 0
+        _ = try runOnboarding(&host, count: 50) { host, tick in
+            if tick > 0 { #expect(host.store.committed - before == 1, "tick \(tick) committed \(host.store.committed - before) times") }
+            before = host.store.committed
         }
-        #expect(host.completed.count == 50 && host.handlerRunCount == 50 * 8)
         #expect(host.store.begun == host.store.committed && !host.store.inBatch)
     }
 
@@ -243,6 +268,7 @@ struct AnyStore: WorkflowStore {
     mutating func journal(_ key: InvocationKey, _ outcome: HandlerOutcome) throws { try base.journal(key, outcome) }
     func journaledOutcome(_ key: InvocationKey) throws -> HandlerOutcome? { try base.journaledOutcome(key) }
     func journaledKeys() throws -> [InvocationKey] { try base.journaledKeys() }
+    mutating func takeSpareSnapshots(into engineSpares: inout SpareSnapshots) { base.takeSpareSnapshots(into: &engineSpares) }
     func loadState() throws -> MobileEngine.StoredState { try base.loadState() }
     func telemetry(limit: Int) throws -> [(id: Int64, event: TelemetryEvent)] { try base.telemetry(limit: limit) }
     mutating func removeTelemetry(through id: Int64) throws { try base.removeTelemetry(through: id) }

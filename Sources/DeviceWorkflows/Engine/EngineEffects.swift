@@ -100,10 +100,39 @@ public struct TelemetryEvent: Sendable, Equatable {
 /// An instance as the engine flushed it, shared by reference: the in-memory store keeps
 /// the very object (a persist neither copies nor destroys an instance on its way in), and
 /// the effect stays the size of the others.
-public final class InstanceSnapshot: Sendable, Equatable {
-    public let instance: WorkflowInstance
+///
+/// A snapshot a store has let go of can go back to the engine for a later flush, with its
+/// tree's buffer (see `InstanceSnapshot+Recycling.swift`).
+public final class InstanceSnapshot: @unchecked Sendable, Equatable {
+    // Unchecked because `instance` changes, but only in `reuse` and `retire`, which run on
+    // a snapshot nothing else holds (`SpareSnapshots.offer` checks that before keeping
+    // one), so no other owner, on any thread, can see it change.
+    public private(set) var instance: WorkflowInstance
+    /// A retired snapshot's tree buffer, kept for the engine's next copy of a tree.
+    var spareTree: [ExecNode] = []
+
     public init(_ instance: WorkflowInstance) { self.instance = instance }
     public static func == (a: InstanceSnapshot, b: InstanceSnapshot) -> Bool { a.instance == b.instance }
+
+    /// Takes the tree's buffer aside for reuse. The rest of the instance stays until
+    /// `reuse` replaces it (releasing it then costs what freeing it now would; replacing
+    /// it now with a placeholder would cost a copy more).
+    func retire() {
+        swap(&spareTree, &instance.nodes)
+    }
+
+    /// Makes this retired snapshot hold `live` (sharing its tree), and gives `live` a
+    /// private copy of its tree in the buffer this snapshot kept, growing that buffer (with
+    /// `headroom`) only if the tree outgrew it.
+    func reuse(for live: inout WorkflowInstance, headroom: Int) {
+        var tree: [ExecNode] = []
+        swap(&tree, &spareTree)
+        tree.removeAll(keepingCapacity: true)
+        if tree.capacity < live.nodes.count { tree.reserveCapacity(live.nodes.count + headroom) }
+        tree.append(contentsOf: live.nodes)
+        instance = live
+        swap(&tree, &live.nodes)
+    }
 }
 
 /// Everything the engine asks its driver to do. Effects come out in the order the driver

@@ -91,6 +91,9 @@ extension MobileEngine {
     /// What an effect slot holds after its effect was moved out.
     static let moved = EngineEffect.removeSequence(name: "", version: 0)
 
+    /// What a snapshot slot holds after its snapshot was moved out.
+    static let placeholderSnapshot = InstanceSnapshot(placeholder)
+
     /// What an instance slot holds while its instance is in the interpreter.
     static let placeholder = WorkflowInstance(
         id: "", sequenceName: "", sequenceVersion: 0, state: .scheduled, data: [:], nodes: [], dedupKey: nil, createdAt: .zero,
@@ -233,12 +236,19 @@ extension MobileEngine {
                 flags[index] &= ~2
                 updateEstimatedSize(index)
                 instances[index].updatedAt = now
-                effects.append(.persist(InstanceSnapshot(instances[index])))
                 // The snapshot shares the tree; the instance's next change would copy it to
                 // a buffer of exactly its size, and the walk's next new node would then
-                // copy it again to grow. Copying now, with room to grow, is one copy.
-                if !instances[index].state.isTerminal {
-                    instances[index].nodes.reserveCapacity(instances[index].nodes.count + Self.treeHeadroom)
+                // copy it again to grow. Copying now, with room to grow, is one copy, into
+                // a spare snapshot's buffer when there is one (see `SpareSnapshots`).
+                if let spare = spareSnapshots.pop() {
+                    spare.reuse(for: &instances[index], headroom: Self.treeHeadroom)
+                    reusedSnapshots += 1
+                    effects.append(.persist(spare))
+                } else {
+                    effects.append(.persist(InstanceSnapshot(instances[index])))
+                    if !instances[index].state.isTerminal {
+                        instances[index].nodes.reserveCapacity(instances[index].nodes.count + Self.treeHeadroom)
+                    }
                 }
             }
             changedList.removeAll(keepingCapacity: true)

@@ -78,6 +78,10 @@ public struct MobileEngine: Sendable {
     public private(set) var isShutdown = false
     var lastNow: Instant = .zero
     var stamps = InstantStamp()
+    /// Snapshots the stores let go of, for the next flushes (the host brings them).
+    public var spareSnapshots = SpareSnapshots()
+    /// Flushes that filled a spare snapshot instead of allocating one.
+    public internal(set) var reusedSnapshots = 0
     /// Telemetry recorded since the last flush (the walker records into it directly).
     var recordedTelemetry: [TelemetryEvent] = []
 

@@ -266,6 +266,7 @@ public struct EngineHost<Store: WorkflowStore> {
         try runDeferredInvocations()
         try store.commit()
         inTransaction = false
+        store.takeSpareSnapshots(into: &engine.spareSnapshots)
     }
 
     mutating func crash() {

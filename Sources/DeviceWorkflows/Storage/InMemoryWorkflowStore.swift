@@ -45,6 +45,8 @@ public struct InMemoryWorkflowStore: WorkflowStore, Sendable {
     var inBatch = false
     var telemetryLogged = false
     var journalEntries: [InvocationKey: HandlerOutcome] = [:]
+    /// Snapshots the last commit replaced, for the engine to reuse.
+    var spares = SpareSnapshots()
 
     public init() {}
 
@@ -58,8 +60,17 @@ public struct InMemoryWorkflowStore: WorkflowStore, Sendable {
 
     public mutating func commit() throws {
         inBatch = false
+        spares.reset()
+        // The snapshots this batch replaced are no longer needed for a rollback.
+        for position in undo.indices {
+            var entry = Undo.telemetry(count: 0, nextID: 0)
+            swap(&entry, &undo[position])
+            if case .instance(_, let old?) = consume entry { spares.offer(consume old) }
+        }
         undo.removeAll(keepingCapacity: true)
     }
+
+    public mutating func takeSpareSnapshots(into engineSpares: inout SpareSnapshots) { spares.move(into: &engineSpares) }
 
     public mutating func rollback() {
         guard inBatch else { return }
@@ -87,6 +98,8 @@ public struct InMemoryWorkflowStore: WorkflowStore, Sendable {
         case .persist(let snapshot):
             let number = snapshot.instance.sequenceNumber
             let old = committed.instances.updateValue(snapshot, forKey: number)
+            // Outside a batch the old snapshot is simply freed: only a commit offers spares
+            // (a driver without batches, like the simulator's devices, never collects them).
             if inBatch { undo.append(.instance(number, old)) }
         case .delete(_, let number):
             let old = committed.instances.removeValue(forKey: number)

@@ -31,6 +31,10 @@ public final class SQLiteWorkflowStore: WorkflowStore {
     var jsonBytes: [UInt8] = []
     var treeBytes: [UInt8] = []
     var metaBytes: [UInt8] = []
+    /// Snapshots written by the open transaction, offered as spares when it commits (by
+    /// then whoever passed them in has let go), and the last commit's spares.
+    var written: [InstanceSnapshot] = []
+    var spares = SpareSnapshots()
 
     /// Version 2 keys `instances` by the instance number (the rowid) instead of its UUID
     /// text, which a snapshot update looked up in a second index.
@@ -103,6 +107,13 @@ public final class SQLiteWorkflowStore: WorkflowStore {
         guard inTransaction else { return }
         try database.execute("COMMIT")
         inTransaction = false
+        spares.reset()
+        for index in written.indices {
+            var snapshot = MobileEngine.placeholderSnapshot
+            swap(&snapshot, &written[index])
+            spares.offer(consume snapshot)
+        }
+        written.removeAll(keepingCapacity: true)
         for key in prunedInTransaction { journaled.remove(key) }
         prunedInTransaction.removeAll()
         journaledInTransaction.removeAll()
@@ -112,6 +123,7 @@ public final class SQLiteWorkflowStore: WorkflowStore {
         guard inTransaction else { return }
         try? database.execute("ROLLBACK")
         inTransaction = false
+        written.removeAll(keepingCapacity: true)
         prunedInTransaction.removeAll()
         for key in journaledInTransaction { journaled.remove(key) }
         journaledInTransaction.removeAll()
@@ -121,6 +133,7 @@ public final class SQLiteWorkflowStore: WorkflowStore {
         switch consume effect {
         case .persist(let snapshot):
             try persist(snapshot.instance)
+            if inTransaction { written.append(snapshot) }
         case .delete(_, let number):
             try database.run("DELETE FROM instances WHERE seq = ?", [.integer(Int64(bitPattern: number))])
             try database.run("DELETE FROM handler_journal WHERE instance_number = ?", [.integer(Int64(bitPattern: number))])
@@ -195,6 +208,8 @@ public final class SQLiteWorkflowStore: WorkflowStore {
     static func columns(of key: InvocationKey) -> [SQLiteValue] {
         [.integer(Int64(bitPattern: key.instance)), .integer(Int64(key.node)), .integer(Int64(key.attempt))]
     }
+
+    public func takeSpareSnapshots(into engineSpares: inout SpareSnapshots) { spares.move(into: &engineSpares) }
 
     public func journaledKeys() throws -> [InvocationKey] { Array(journaled) }
 

@@ -26,6 +26,9 @@ public protocol WorkflowStore: SyncOutboxStore {
     func journaledKeys() throws -> [InvocationKey]
     /// Drops journaled results whose effect on the instance has been committed.
     mutating func forgetJournal(_ keys: [InvocationKey]) throws
+    /// Hands over the snapshots the store let go of at its last commit, for the
+    /// engine's next flushes to reuse (see `SpareSnapshots`).
+    mutating func takeSpareSnapshots(into engineSpares: inout SpareSnapshots)
     /// Everything the engine needs after a restart.
     func loadState() throws -> MobileEngine.StoredState
     /// Telemetry recorded and not yet flushed, oldest first, with their ids.
