@@ -163,12 +163,6 @@ public enum EngineEffect: Sendable, Equatable {
         case .invoke, .instanceCompleted, .instanceFailed, .stepPending: return false
         }
     }
-
-    /// The invocation, when this is one (a copy of it alone, not of the effect).
-    public var invocation: HandlerInvocation? {
-        if case .invoke(let invocation) = self { return invocation }
-        return nil
-    }
 }
 
 /// Errors the engine's API returns, the orch8 `MobileError` cases.

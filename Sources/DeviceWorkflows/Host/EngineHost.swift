@@ -20,6 +20,7 @@ public struct EngineHost<Store: WorkflowStore> {
     public var engine: MobileEngine
     public var store: Store
     public let handlers: [String: BuiltinHandler]
+    var handlerLookup: HandlerLookup
     public let wallClock: WallClockOrigin
     /// Answers to give when a step waits: step id → values, used in order.
     public var answers: [String: [JSONValue]] = [:]
@@ -32,12 +33,12 @@ public struct EngineHost<Store: WorkflowStore> {
     public private(set) var failed: [String: String] = [:]
     /// Steps that waited and had no answer left, in order.
     public private(set) var unanswered: [(instanceID: String, step: String)] = []
-    public private(set) var banners: [JSONValue] = []
+    public internal(set) var banners: [JSONValue] = []
     /// Answers the engine refused (not a choice of the step, wrong shape), with why.
     public private(set) var refusedAnswers: [(instanceID: String, step: String, reason: String)] = []
     /// Handlers actually run (not served from the journal), by invocation key, when
     /// `recordsRuns` is on (tests); `handlerRunCount` is always kept.
-    public private(set) var handlerRuns: [InvocationKey: Int] = [:]
+    public internal(set) var handlerRuns: [InvocationKey: Int] = [:]
     public var recordsRuns = true
     public internal(set) var handlerRunCount = 0
     /// Effects and commits done so far: the points where a kill can fall.
@@ -71,6 +72,7 @@ public struct EngineHost<Store: WorkflowStore> {
         self.engine = engine
         self.store = store
         self.handlers = handlers
+        self.handlerLookup = HandlerLookup(handlers)
         self.wallClock = wallClock
         self.now = now
     }
@@ -196,7 +198,12 @@ public struct EngineHost<Store: WorkflowStore> {
     /// without being copied); the buffer is left holding placeholders.
     mutating func apply(_ effects: inout [EngineEffect]) throws {
         for index in effects.indices {
-            if let invocation = effects[index].invocation, !delegates(invocation) { deferredInvocations.append(invocation) }
+            // Moved out, not copied: an invocation holds four references.
+            guard case .invoke = effects[index] else { continue }
+            var effect = EngineEffect.invoke(.vacant)
+            swap(&effect, &effects[index])
+            guard case .invoke(let invocation) = consume effect else { continue }
+            if delegates(invocation) { effects[index] = .invoke(invocation) } else { deferredInvocations.append(invocation) }
         }
         for index in effects.indices {
             try boundary()
@@ -218,7 +225,7 @@ public struct EngineHost<Store: WorkflowStore> {
             case .persist, .delete, .storeSequence, .removeSequence, .telemetry:
                 break  // moved into the store above
             case .invoke(let invocation):
-                // The others were gathered above and run at the commit.
+                // The others were moved out above (leaving a vacant one) and run at the commit.
                 if delegates(invocation) {
                     try beginBatch()
                     try queueDelegation(invocation)
@@ -274,34 +281,5 @@ public struct EngineHost<Store: WorkflowStore> {
         store.rollback()
         inTransaction = false
         crashed = true
-    }
-
-    /// Runs the gathered invocations and journals their results into the open
-    /// transaction; the caller commits. No kill point falls between a handler's run and
-    /// that commit: the journal write is part of finishing a handler.
-    mutating func runDeferredInvocations() throws {
-        guard !deferredInvocations.isEmpty else { return }
-        if recoveredJournal == nil { recoveredJournal = Set(try store.journaledKeys()) }
-        let formattedNow = stamps.text(at: now, wallClock)
-        for invocation in deferredInvocations {
-            if !recoveredJournal!.isEmpty, recoveredJournal!.remove(invocation.key) != nil,
-               let journaled = try store.journaledOutcome(invocation.key) {
-                pendingResults.append((invocation.key, journaled))
-                continue
-            }
-            let outcome: HandlerOutcome
-            if let handler = handlers[invocation.handler] {
-                outcome = handler(HandlerCall(invocation: invocation, now: now, wallClock: wallClock, formattedNow: formattedNow))
-            } else {
-                outcome = .permanent("no handler named '\(invocation.handler)' is registered")
-            }
-            handlerRunCount += 1
-            if recordsRuns { handlerRuns[invocation.key, default: 0] += 1 }
-            if invocation.handler == "show_banner", case .success(let banner) = outcome { banners.append(banner) }
-            try beginBatch()
-            try store.journal(invocation.key, outcome)
-            pendingResults.append((invocation.key, outcome))
-        }
-        deferredInvocations.removeAll(keepingCapacity: true)
     }
 }
