@@ -152,6 +152,41 @@ struct EngineAPITests {
         #expect(engine.instance(id)?.error?.contains("after 2 of 2 attempts") == true)
     }
 
+    @Test("the per-instance timer summaries agree with the instances' trees after every tick, for every kind of timer")
+    func timerSummaries() throws {
+        var host = try makeHost(["try-catch-refund", "onboarding-flow"], config: config { $0.maxConcurrentSteps = 7 })
+        for i in 0..<30 { _ = try host.start(i % 3 == 0 ? "onboarding-flow" : "try-catch-refund") }
+        var checked = 0
+        for _ in 0..<60 {
+            try host.tick()
+            for kinds: TimerKinds in [.all, [.retries, .handlerTimeouts], .inputTimeouts, .retries, .lifetime] {
+                #expect(host.engine.nextDeadline(including: kinds) == deadlineFromTrees(host.engine, kinds))
+                checked += 1
+            }
+            guard let next = host.engine.nextDeadline(including: [.retries, .handlerTimeouts]) else { break }
+            host.advance(to: next)
+        }
+        #expect(checked > 20)
+        #expect(host.engine.allInstances.contains { $0.sequenceName == "try-catch-refund" && $0.state == .completed })
+        #expect(host.engine.allInstances.contains { $0.state == .waiting }, "the onboarding flows wait, unanswered, with input timeouts")
+    }
+
+    /// `nextDeadline` computed the slow way, from every tree.
+    func deadlineFromTrees(_ engine: MobileEngine, _ kinds: TimerKinds) -> Instant? {
+        if !engine.dirtyList.isEmpty || (!engine.dispatchQueue.isEmpty && engine.inFlightCount < Int(engine.config.maxConcurrentSteps)) {
+            return engine.lastNow
+        }
+        var times: [Instant] = []
+        for instance in engine.allInstances where !instance.state.isTerminal {
+            if kinds.contains(.lifetime) { times.append(instance.createdAt + engine.config.instanceLifetime) }
+            for node in instance.nodes {
+                if kinds.contains(.retries), let t = node.retryAt { times.append(t) }
+                if let t = node.deadline, node.inFlight ? kinds.contains(.handlerTimeouts) : kinds.contains(.inputTimeouts) { times.append(t) }
+            }
+        }
+        return times.min()
+    }
+
     @Test("an unanswered wait with a timeout fails the step when it expires")
     func waitTimeout() throws {
         var host = try inlineHost([sequence(#"{"type":"step","id":"w","handler":"noop","wait_for_input":{"prompt":"?","timeout":60000}}"#)])

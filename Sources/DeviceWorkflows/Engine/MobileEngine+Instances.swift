@@ -66,6 +66,7 @@ extension MobileEngine {
         instances.append(instance)
         programOf.append(program)
         flags.append(0)
+        timers.append(InstanceTimers(instance))
         estimatedSizes.append(0)
         return index
     }

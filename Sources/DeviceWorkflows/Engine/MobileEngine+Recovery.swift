@@ -43,6 +43,7 @@ extension MobileEngine {
         instances = []
         programOf = []
         flags = []
+        timers = []
         estimatedSizes = []
         estimatedTotal = 0
         indexByID = [:]

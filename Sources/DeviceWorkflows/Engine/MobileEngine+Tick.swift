@@ -155,52 +155,6 @@ extension MobileEngine {
 
     // MARK: Timers and garbage
 
-    /// Handler timeouts, input timeouts and due retries.
-    mutating func fireTimers(now: Instant, into effects: inout [EngineEffect]) {
-        for index in instances.indices where !instances[index].state.isTerminal {
-            guard let due = Self.nextTimer(of: instances[index], lifetime: config.instanceLifetime), due <= now else { continue }
-            if instances[index].createdAt + config.instanceLifetime <= now {
-                abort(index, "instance lifetime exceeded (maxInstanceLifetimeSecs is \(config.maxInstanceLifetimeSecs))", now: now, into: &effects)
-                continue
-            }
-            for n in instances[index].nodes.indices {
-                let node = instances[index].nodes[n]
-                if let retryAt = node.retryAt, retryAt <= now, !node.inFlight {
-                    markDirty(index)
-                } else if let deadline = node.deadline, deadline <= now {
-                    if node.inFlight {
-                        inFlightCount -= 1
-                        instances[index].nodes[n].inFlight = false
-                        stepFailed(index, Int32(n), .retryable("the handler did not answer in time (handlerTimeoutMs or the step's timeout)"),
-                                   now: now, into: &effects)
-                    } else if node.state == .waiting {
-                        instances[index].nodes[n].state = .failed
-                        instances[index].nodeErrors[Int32(n)] = "no input within the wait timeout"
-                        instances[index].nodes[n].completedAt = now
-                        instances[index].nodes[n].deadline = nil
-                        markDirty(index)
-                        markChanged(index)
-                    }
-                }
-            }
-        }
-    }
-
-    /// The earliest timer of an instance: a retry, a handler or input deadline, or the
-    /// end of its lifetime.
-    static func nextTimer(of instance: borrowing WorkflowInstance, lifetime: TimeSpan, kinds: TimerKinds = .all) -> Instant? {
-        if instance.state.isTerminal { return instance.finishedAt.map { $0 + lifetime } }
-        var earliest: Instant? = kinds.contains(.lifetime) ? instance.createdAt + lifetime : nil
-        for node in instance.nodes {
-            if kinds.contains(.retries), let t = node.retryAt, earliest.map({ t < $0 }) ?? true { earliest = t }
-            if let t = node.deadline, node.inFlight ? kinds.contains(.handlerTimeouts) : kinds.contains(.inputTimeouts),
-               earliest.map({ t < $0 }) ?? true {
-                earliest = t
-            }
-        }
-        return earliest
-    }
-
     /// Deletes terminal instances older than `maxInstanceLifetimeSecs`.
     mutating func collectGarbage(now: Instant, into effects: inout [EngineEffect]) {
         let expired = instances.indices.filter {
@@ -213,6 +167,7 @@ extension MobileEngine {
         instances = keep.map { instances[$0] }
         programOf = keep.map { programOf[$0] }
         flags = keep.map { flags[$0] }
+        timers = keep.map { timers[$0] }
         estimatedSizes = keep.map { estimatedSizes[$0] }
         var newIndex: [Int: Int] = [:]
         for (new, old) in keep.enumerated() { newIndex[old] = new }
@@ -236,6 +191,7 @@ extension MobileEngine {
                 flags[index] &= ~2
                 updateEstimatedSize(index)
                 instances[index].updatedAt = now
+                timers[index] = InstanceTimers(instances[index])
                 // The snapshot shares the tree; the instance's next change would copy it to
                 // a buffer of exactly its size, and the walk's next new node would then
                 // copy it again to grow. Copying now, with room to grow, is one copy, into

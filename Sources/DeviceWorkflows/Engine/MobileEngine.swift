@@ -49,6 +49,8 @@ public struct MobileEngine: Sendable {
     var programOf: [Program] = []
     /// Bit 0: to re-drive on the next tick; bit 1: changed since the last flush.
     var flags: [UInt8] = []
+    /// Each instance's timers as of its last flush (see `InstanceTimers`).
+    var timers: [InstanceTimers] = []
     var dirtyList: [Int] = []
     var changedList: [Int] = []
     var indexByID: [String: Int] = [:]
@@ -204,11 +206,8 @@ public struct MobileEngine: Sendable {
         if !dirtyList.isEmpty || (!dispatchQueue.isEmpty && inFlightCount < Int(config.maxConcurrentSteps)) { return lastNow }
         var earliest: Instant?
         // By index: iterating the values would copy (retain) every instance's fields.
-        for index in instances.indices where !instances[index].state.isTerminal {
-            if let t = Self.nextTimer(of: instances[index], lifetime: config.instanceLifetime, kinds: kinds),
-               earliest.map({ t < $0 }) ?? true {
-                earliest = t
-            }
+        for index in instances.indices {
+            if let t = nextTimer(index, kinds: kinds), earliest.map({ t < $0 }) ?? true { earliest = t }
         }
         return earliest
     }

@@ -1,0 +1,87 @@
+public import LabKernel
+
+/// An instance's earliest timer of each kind, as of its last flush.
+///
+/// The engine asks for timers on every tick (`fireTimers`) and a driver asks for the next
+/// deadline after it (`nextDeadline`). Walking every instance's tree for them read every
+/// tree of the device each tick, however few had a timer; these summaries are 40 bytes an
+/// instance beside the instances. An instance changed since its last flush may have timers
+/// its summary does not show yet, so it is read in full (the flush brings its summary up
+/// to date).
+struct InstanceTimers: Sendable {
+    /// Raw nanoseconds; `none` when there is no such timer (and for a finished instance).
+    private var retry = none
+    private var handlerTimeout = none
+    private var inputTimeout = none
+    private var created = none
+    private static let none = Int64.max
+
+    static let finished = InstanceTimers()
+
+    private init() {}
+
+    init(_ instance: borrowing WorkflowInstance) {
+        guard !instance.state.isTerminal else { return }
+        created = instance.createdAt.nanoseconds
+        for node in instance.nodes {
+            if let t = node.retryAt?.nanoseconds, t < retry { retry = t }
+            if let t = node.deadline?.nanoseconds {
+                if node.inFlight {
+                    if t < handlerTimeout { handlerTimeout = t }
+                } else if t < inputTimeout {
+                    inputTimeout = t
+                }
+            }
+        }
+    }
+
+    /// The earliest timer of `kinds`; the lifetime timer ends `lifetime` after creation.
+    func earliest(_ kinds: TimerKinds, lifetime: TimeSpan) -> Instant? {
+        var t = Self.none
+        if kinds.contains(.retries) { t = min(t, retry) }
+        if kinds.contains(.handlerTimeouts) { t = min(t, handlerTimeout) }
+        if kinds.contains(.inputTimeouts) { t = min(t, inputTimeout) }
+        if kinds.contains(.lifetime), created != Self.none { t = min(t, (Instant(nanoseconds: created) + lifetime).nanoseconds) }
+        return t == Self.none ? nil : Instant(nanoseconds: t)
+    }
+}
+
+extension MobileEngine {
+    /// The earliest timer of `kinds` of instance `index`, or nil (none, or finished).
+    func nextTimer(_ index: Int, kinds: TimerKinds = .all) -> Instant? {
+        // Changed since its last flush: its summary may be out of date.
+        let timers = flags[index] & 2 != 0 ? InstanceTimers(instances[index]) : timers[index]
+        return timers.earliest(kinds, lifetime: config.instanceLifetime)
+    }
+
+    /// Handler timeouts, input timeouts and due retries.
+    mutating func fireTimers(now: Instant, into effects: inout [EngineEffect]) {
+        for index in instances.indices {
+            guard let due = nextTimer(index), due <= now, !instances[index].state.isTerminal else { continue }
+            if instances[index].createdAt + config.instanceLifetime <= now {
+                abort(index, "instance lifetime exceeded (maxInstanceLifetimeSecs is \(config.maxInstanceLifetimeSecs))", now: now, into: &effects)
+                continue
+            }
+            for n in instances[index].nodes.indices {
+                let node = instances[index].nodes[n]
+                if let retryAt = node.retryAt, retryAt <= now, !node.inFlight {
+                    markDirty(index)
+                } else if let deadline = node.deadline, deadline <= now {
+                    if node.inFlight {
+                        inFlightCount -= 1
+                        instances[index].nodes[n].inFlight = false
+                        stepFailed(index, Int32(n), .retryable("the handler did not answer in time (handlerTimeoutMs or the step's timeout)"),
+                                   now: now, into: &effects)
+                    } else if node.state == .waiting {
+                        instances[index].nodes[n].state = .failed
+                        instances[index].nodeErrors[Int32(n)] = "no input within the wait timeout"
+                        instances[index].nodes[n].completedAt = now
+                        instances[index].nodes[n].deadline = nil
+                        markDirty(index)
+                        markChanged(index)
+                    }
+                }
+            }
+        }
+    }
+}
