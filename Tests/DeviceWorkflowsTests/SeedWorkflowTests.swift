@@ -18,6 +18,27 @@ struct SeedWorkflowTests {
         #expect(host.completed[id] != nil)
     }
 
+    @Test("a sequence without loops bounds its tree: every path of the seed workflows stays within it; loops have no bound")
+    func treeBounds() throws {
+        let paths: [(String, [String: JSONValue])] = [
+            ("onboarding-flow", ["show_terms": "accepted", "collect_preferences": "yes", "setup_notifications": "yes", "admin_approval": "approved"]),
+            ("onboarding-flow", ["show_terms": "declined"]),
+            ("onboarding-flow", ["show_terms": "accepted", "collect_preferences": "no", "setup_notifications": "no", "admin_approval": "rejected"]),
+            ("try-catch-refund", [:]), ("parallel-checks", [:]), ("race-first-response", [:]), ("ab-split-banner", [:]),
+        ]
+        for (workflow, answers) in paths {
+            let (host, id) = try runWorkflow(workflow, answers: answers)
+            let program = try #require(host.engine.program(named: workflow))
+            let bound = try #require(program.treeBound, "\(workflow) has no loop, so its tree is bounded")
+            let nodes = try #require(host.engine.instance(id)?.nodes.count)
+            #expect(host.state(id)?.isTerminal == true && nodes <= bound, "\(workflow): \(nodes) nodes, bound \(bound)")
+        }
+        for looping in ["loop-poll", "for-each-notify"] {
+            let host = try makeHost([looping])
+            #expect(host.engine.program(named: looping)?.treeBound == nil)
+        }
+    }
+
     @Test("onboarding: rejected by the administrator shows the rejection banner")
     func onboardingRejected() throws {
         let (host, id) = try runWorkflow("onboarding-flow", answers: [

@@ -122,13 +122,13 @@ public final class InstanceSnapshot: @unchecked Sendable, Equatable {
     }
 
     /// Makes this retired snapshot hold `live` (sharing its tree), and gives `live` a
-    /// private copy of its tree in the buffer this snapshot kept, growing that buffer (with
-    /// `headroom`) only if the tree outgrew it.
-    func reuse(for live: inout WorkflowInstance, headroom: Int) {
+    /// private copy of its tree in the buffer this snapshot kept, growing that buffer (to
+    /// `capacity`) only if the tree outgrew it.
+    func reuse(for live: inout WorkflowInstance, capacity: Int) {
         var tree: [ExecNode] = []
         swap(&tree, &spareTree)
         tree.removeAll(keepingCapacity: true)
-        if tree.capacity < live.nodes.count { tree.reserveCapacity(live.nodes.count + headroom) }
+        if tree.capacity < live.nodes.count { tree.reserveCapacity(capacity) }
         tree.append(contentsOf: live.nodes)
         instance = live
         swap(&tree, &live.nodes)

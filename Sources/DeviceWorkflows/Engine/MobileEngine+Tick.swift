@@ -85,9 +85,6 @@ extension MobileEngine {
         }
     }
 
-    /// Nodes a tree can gain before its buffer must grow again (see `flush`).
-    static let treeHeadroom = 8
-
     /// What an effect slot holds after its effect was moved out.
     static let moved = EngineEffect.removeSequence(name: "", version: 0)
 
@@ -194,16 +191,17 @@ extension MobileEngine {
                 timers[index] = InstanceTimers(instances[index])
                 // The snapshot shares the tree; the instance's next change would copy it to
                 // a buffer of exactly its size, and the walk's next new node would then
-                // copy it again to grow. Copying now, with room to grow, is one copy, into
-                // a spare snapshot's buffer when there is one (see `SpareSnapshots`).
+                // copy it again to grow. Copying now, with room for the program's largest
+                // tree (`Program.treeBound`), is one copy, into a spare snapshot's buffer
+                // when there is one (see `SpareSnapshots`).
                 if let spare = spareSnapshots.pop() {
-                    spare.reuse(for: &instances[index], headroom: Self.treeHeadroom)
+                    spare.reuse(for: &instances[index], capacity: programOf[index].treeCapacity(for: instances[index].nodes.count))
                     reusedSnapshots += 1
                     effects.append(.persist(spare))
                 } else {
                     effects.append(.persist(InstanceSnapshot(instances[index])))
                     if !instances[index].state.isTerminal {
-                        instances[index].nodes.reserveCapacity(instances[index].nodes.count + Self.treeHeadroom)
+                        instances[index].nodes.reserveCapacity(programOf[index].treeCapacity(for: instances[index].nodes.count))
                     }
                 }
             }

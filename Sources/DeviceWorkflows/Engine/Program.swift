@@ -65,6 +65,9 @@ final class Program: Sendable {
     let lists: [[[Int32]]]
     let root: [Int32]
     let indexByID: [String: Int32]
+    /// The most nodes an instance's tree can reach, when that is bounded (no loop or
+    /// for_each): a tree copied with this much room never grows again.
+    let treeBound: Int?
 
     init(sequence: SequenceDefinition, json: String) {
         self.sequence = sequence
@@ -111,7 +114,30 @@ final class Program: Sendable {
         var byID: [String: Int32] = [:]
         for (index, block) in blocks.enumerated() { byID[block.id] = Int32(index) }
         self.indexByID = byID
+        self.treeBound = Self.treeBound(of: root, kinds: kinds, lists: lists)
     }
+
+    /// A list node, plus its blocks' nodes. A router, split or scope instantiates one of
+    /// its lists (the largest counts); a parallel, race or try/catch may instantiate all.
+    static func treeBound(of list: [Int32], kinds: [CompiledKind], lists: [[[Int32]]]) -> Int? {
+        var total = 1
+        for b in list {
+            let children = lists[Int(b)].map { treeBound(of: $0, kinds: kinds, lists: lists) }
+            guard !children.contains(where: { $0 == nil }) else { return nil }
+            let sizes = children.map { $0! }
+            switch kinds[Int(b)] {
+            case .loop, .forEach: return nil
+            case .step, .subSequence: total += 1
+            case .router, .abSplit, .cancellationScope: total += 1 + (sizes.max() ?? 0)
+            case .parallel, .race, .tryCatch: total += 1 + sizes.reduce(0, +)
+            }
+        }
+        return total
+    }
+
+    /// The capacity to give a tree of `count` nodes when it is copied: its bound, or room
+    /// for a few more nodes when it has none.
+    func treeCapacity(for count: Int) -> Int { treeBound.map { max($0, count) } ?? count + 8 }
 
     /// A program of no blocks: what an idle interpreter holds.
     static let empty = Program(
