@@ -230,9 +230,12 @@ struct StoreConformanceTests {
             node.gatePassed = i % 3 == 0
             if i & 1 != 0 { node.startedAt = Instant(nanoseconds: Int64(i) * 1_000_000_007) }
             if i & 2 != 0 { node.completedAt = Instant(nanoseconds: -Int64(i)) }
-            if i & 4 != 0 { node.retryAt = Instant(nanoseconds: Int64.max - Int64(i)) }
-            if i % 3 == 1 { node.deadline = Instant(nanoseconds: 42) }
-            if i % 3 == 2 { node.childInstance = UInt64.max - UInt64(i) }
+            switch i % 4 {
+            case 1: node.retryAt = Instant(nanoseconds: Int64.max - Int64(i))
+            case 2: node.deadline = Instant(nanoseconds: 42)
+            case 3: node.childInstance = UInt64.max - UInt64(i)
+            default: break
+            }
             nodes.append(node)
         }
         #expect(TreeCodec.decode(TreeCodec.encode(nodes)) == nodes)
@@ -240,6 +243,23 @@ struct StoreConformanceTests {
         TreeCodec.encode(nodes, into: &reused)
         #expect(reused == TreeCodec.encode(nodes))
         #expect(TreeCodec.decode(Array(reused.dropLast())) == nil)
+    }
+
+    @Test("a node's retry time, deadline and child instance share one slot: clearing one leaves the others, and a node is one cache line")
+    func nodeSlot() {
+        var node = ExecNode(kind: .block(0), parent: -1, state: .running)
+        node.retryAt = Instant(nanoseconds: 7)
+        node.deadline = nil
+        node.childInstance = nil
+        #expect(node.retryAt == Instant(nanoseconds: 7) && node.deadline == nil && node.childInstance == nil)
+        node.retryAt = nil
+        node.deadline = Instant(nanoseconds: 9)
+        #expect(node.retryAt == nil && node.deadline == Instant(nanoseconds: 9))
+        node.deadline = nil
+        node.childInstance = UInt64.max
+        node.retryAt = nil
+        #expect(node.childInstance == UInt64.max && node.retryAt == nil && node.deadline == nil)
+        #expect(MemoryLayout<ExecNode>.stride == 64)
     }
 }
 

@@ -46,38 +46,64 @@ public enum NodeKind: Sendable, Equatable, Hashable {
 /// the next block of a list, the iteration of a loop, the chosen route or variant, the
 /// phase of a try/catch.
 ///
-/// Plain data on purpose: children are linked (`firstChild`/`nextSibling`) and the rare
-/// fields (errors, for_each items) live in side tables of the instance, so copying a tree
-/// (every persisted snapshot does) is a memory copy, not a retain per field. The optional
-/// times are stored as raw nanoseconds with a sentinel for "none", widest fields first:
-/// 88 bytes a node instead of 128, and every snapshot copies the whole tree.
+/// Plain data on purpose, and one cache line: children are linked (`firstChild`/
+/// `nextSibling`) and the rare fields (errors, for_each items) live in side tables of the
+/// instance, so copying a tree (every persisted snapshot does) is a memory copy, not a
+/// retain per field. Times are raw nanoseconds with a sentinel for "none", and a retry
+/// time, a deadline and a child instance share one slot: a step has a retry pending only
+/// between attempts, a deadline only during an attempt or a wait, and only a sub_sequence
+/// node has a child. 64 bytes a node (it was 128 with four `Instant?` fields, then 88).
 public struct ExecNode: Sendable, Equatable {
     @PackedInstant public var startedAt: Instant? = nil
     @PackedInstant public var completedAt: Instant? = nil
-    /// A step's next attempt is due (retry backoff).
-    @PackedInstant public var retryAt: Instant? = nil
-    /// A handler or an input wait times out.
-    @PackedInstant public var deadline: Instant? = nil
-    private var childRaw = UInt64.max
-    public var kind: NodeKind
+    private var slot: Int64 = 0
     public var parent: Int32
-    public var state: NodeState
     public var cursor: Int32 = 0
     public var firstChild: Int32 = -1
     public var lastChild: Int32 = -1
     public var nextSibling: Int32 = -1
     public var childCount: Int32 = 0
+    public var kind: NodeKind
     /// Attempts made of a step (1 after the first dispatch).
     public var attempt: Int16 = 0
+    public var state: NodeState
     /// A handler invocation of this node is in flight.
     public var inFlight = false
     /// A step has passed its `wait_for_input` gate (the input is in).
     public var gatePassed = false
+    private var slotUse = SlotUse.none
+
+    private enum SlotUse: UInt8, Sendable {
+        case none, retry, deadline, child
+    }
+
+    /// A step's next attempt is due (retry backoff).
+    public var retryAt: Instant? {
+        get { slotUse == .retry ? Instant(nanoseconds: slot) : nil }
+        set { setSlot(.retry, newValue?.nanoseconds) }
+    }
+
+    /// A handler or an input wait times out.
+    public var deadline: Instant? {
+        get { slotUse == .deadline ? Instant(nanoseconds: slot) : nil }
+        set { setSlot(.deadline, newValue?.nanoseconds) }
+    }
 
     /// The number of the child instance a sub_sequence runs.
     public var childInstance: UInt64? {
-        get { childRaw == .max ? nil : childRaw }
-        set { childRaw = newValue ?? .max }
+        get { slotUse == .child ? UInt64(bitPattern: slot) : nil }
+        set { setSlot(.child, newValue.map { Int64(bitPattern: $0) }) }
+    }
+
+    /// Sets the slot to `value` for `use`; clearing clears it only if it holds that use.
+    private mutating func setSlot(_ use: SlotUse, _ value: Int64?) {
+        if let value {
+            slot = value
+            slotUse = use
+        } else if slotUse == use {
+            slot = 0
+            slotUse = .none
+        }
     }
 
     public init(kind: NodeKind, parent: Int32, state: NodeState) {

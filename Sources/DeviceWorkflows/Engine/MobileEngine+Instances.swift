@@ -66,7 +66,7 @@ extension MobileEngine {
         instances.append(instance)
         programOf.append(program)
         flags.append(0)
-        timers.append(InstanceTimers(instance))
+        timers.append(InstanceTimers(state: instance.state, createdAt: instance.createdAt, nodes: instance.nodes))
         estimatedSizes.append(0)
         return index
     }

@@ -188,7 +188,7 @@ extension MobileEngine {
                 flags[index] &= ~2
                 updateEstimatedSize(index)
                 instances[index].updatedAt = now
-                timers[index] = InstanceTimers(instances[index])
+                timers[index] = summarizeTimers(index)
                 // The snapshot shares the tree; the instance's next change would copy it to
                 // a buffer of exactly its size, and the walk's next new node would then
                 // copy it again to grow. Copying now, with room for the program's largest

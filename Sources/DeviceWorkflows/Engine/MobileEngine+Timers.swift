@@ -20,10 +20,12 @@ struct InstanceTimers: Sendable {
 
     private init() {}
 
-    init(_ instance: borrowing WorkflowInstance) {
-        guard !instance.state.isTerminal else { return }
-        created = instance.createdAt.nanoseconds
-        for node in instance.nodes {
+    /// Takes the instance's parts rather than the instance: handed an element of the
+    /// engine's instances, a call that is not inlined copies the whole instance first.
+    init(state: InstanceState, createdAt: Instant, nodes: [ExecNode]) {
+        guard !state.isTerminal else { return }
+        created = createdAt.nanoseconds
+        for node in nodes {
             if let t = node.retryAt?.nanoseconds, t < retry { retry = t }
             if let t = node.deadline?.nanoseconds {
                 if node.inFlight {
@@ -50,8 +52,12 @@ extension MobileEngine {
     /// The earliest timer of `kinds` of instance `index`, or nil (none, or finished).
     func nextTimer(_ index: Int, kinds: TimerKinds = .all) -> Instant? {
         // Changed since its last flush: its summary may be out of date.
-        let timers = flags[index] & 2 != 0 ? InstanceTimers(instances[index]) : timers[index]
+        let timers = flags[index] & 2 != 0 ? summarizeTimers(index) : timers[index]
         return timers.earliest(kinds, lifetime: config.instanceLifetime)
+    }
+
+    func summarizeTimers(_ index: Int) -> InstanceTimers {
+        InstanceTimers(state: instances[index].state, createdAt: instances[index].createdAt, nodes: instances[index].nodes)
     }
 
     /// Handler timeouts, input timeouts and due retries.
