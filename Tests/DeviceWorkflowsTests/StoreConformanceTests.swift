@@ -261,6 +261,25 @@ struct StoreConformanceTests {
         #expect(node.childInstance == UInt64.max && node.retryAt == nil && node.deadline == nil)
         #expect(MemoryLayout<ExecNode>.stride == 64)
     }
+
+    @Test("an instance's boxed details keep value semantics: changing a copy (a snapshot's or the engine's) never changes the other")
+    func detailsCopyOnWrite() {
+        var live = MobileEngine.placeholder
+        live.id = "a"
+        let snapshot = live
+        live.nodeErrors[3] = "boom"
+        live.forEachItems[2] = ["x"]
+        live.skipSteps.insert("s")
+        live.error = "failed"
+        live.pendingUpdate = .init(sequenceName: "n", version: 2)
+        #expect(snapshot.nodeErrors.isEmpty && snapshot.forEachItems.isEmpty && snapshot.skipSteps.isEmpty)
+        #expect(snapshot.error == nil && snapshot.pendingUpdate == nil && snapshot.id == "a")
+        #expect(live.nodeErrors == [3: "boom"] && live.skipSteps == ["s"] && live != snapshot)
+        var copy = live
+        copy.id = "b"
+        #expect(live.id == "a" && copy.id == "b" && copy.nodeErrors == live.nodeErrors)
+        #expect(MemoryLayout<WorkflowInstance>.stride <= 128)
+    }
 }
 
 /// A type-erased store so one test body serves both kinds.

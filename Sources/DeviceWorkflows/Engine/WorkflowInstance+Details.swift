@@ -1,0 +1,111 @@
+public import LabKernel
+
+extension WorkflowInstance {
+    /// The fields of an instance that rarely change, boxed so that copying an instance
+    /// copies one reference for all of them. Copy on write: a change to a box another
+    /// version shares goes to a fresh copy (`editDetails`).
+    final class Details: @unchecked Sendable, Equatable {
+        // Unchecked because the fields are `var`: they are only changed through
+        // `editDetails`, which copies the box first unless this version is its only owner,
+        // so no other version, on any thread, sees a change.
+        var id: String
+        var sequenceName: String
+        var dedupKey: String?
+        var error: String?
+        var parent: ParentLink?
+        var nodeErrors: [Int32: String]
+        var forEachItems: [Int32: [JSONValue]]
+        var skipSteps: Set<String>
+        var pendingUpdate: PendingUpdate?
+
+        init(id: String, sequenceName: String, dedupKey: String?, error: String?, parent: ParentLink?, nodeErrors: [Int32: String],
+             forEachItems: [Int32: [JSONValue]], skipSteps: Set<String>, pendingUpdate: PendingUpdate?) {
+            self.id = id
+            self.sequenceName = sequenceName
+            self.dedupKey = dedupKey
+            self.error = error
+            self.parent = parent
+            self.nodeErrors = nodeErrors
+            self.forEachItems = forEachItems
+            self.skipSteps = skipSteps
+            self.pendingUpdate = pendingUpdate
+        }
+
+        func copy() -> Details {
+            Details(id: id, sequenceName: sequenceName, dedupKey: dedupKey, error: error, parent: parent, nodeErrors: nodeErrors,
+                    forEachItems: forEachItems, skipSteps: skipSteps, pendingUpdate: pendingUpdate)
+        }
+
+        static func == (a: Details, b: Details) -> Bool {
+            a === b || (a.id == b.id && a.sequenceName == b.sequenceName && a.dedupKey == b.dedupKey && a.error == b.error
+                && a.parent == b.parent && a.nodeErrors == b.nodeErrors && a.forEachItems == b.forEachItems
+                && a.skipSteps == b.skipSteps && a.pendingUpdate == b.pendingUpdate)
+        }
+    }
+
+    /// The details box, made this version's own first if another version shares it.
+    mutating func editDetails() -> Details {
+        if !isKnownUniquelyReferenced(&details) { details = details.copy() }
+        return details
+    }
+
+    public var id: String {
+        get { details.id }
+        set { editDetails().id = newValue }
+    }
+
+    public var sequenceName: String {
+        get { details.sequenceName }
+        set { editDetails().sequenceName = newValue }
+    }
+
+    public var dedupKey: String? {
+        get { details.dedupKey }
+        set { editDetails().dedupKey = newValue }
+    }
+
+    public var error: String? {
+        get { details.error }
+        set { editDetails().error = newValue }
+    }
+
+    /// The instance and node of a parent running this one as a sub_sequence.
+    public var parent: ParentLink? {
+        get { details.parent }
+        set { editDetails().parent = newValue }
+    }
+
+    /// Why nodes failed, by node.
+    public var nodeErrors: [Int32: String] {
+        get { details.nodeErrors }
+        _modify {
+            let box = editDetails()
+            yield &box.nodeErrors
+        }
+    }
+
+    /// The items each for_each node iterates over (snapshotted when it starts).
+    public var forEachItems: [Int32: [JSONValue]] {
+        get { details.forEachItems }
+        _modify {
+            let box = editDetails()
+            yield &box.forEachItems
+        }
+    }
+
+    /// Steps that completed before an `update_sequence` (skip_executed, graceful): they
+    /// complete at once instead of running again.
+    public var skipSteps: Set<String> {
+        get { details.skipSteps }
+        _modify {
+            let box = editDetails()
+            yield &box.skipSteps
+        }
+    }
+
+    /// A graceful update waiting for the current step to finish: the sequence to switch to.
+    public var pendingUpdate: PendingUpdate? {
+        get { details.pendingUpdate }
+        set { editDetails().pendingUpdate = newValue }
+    }
+}
