@@ -22,13 +22,15 @@ public struct InMemoryWorkflowStore: WorkflowStore, Sendable {
         var syncValues: [String: String] = [:]
     }
 
+    /// What a write replaced. The rare cases are boxed so an entry of the log a tick fills
+    /// (a snapshot or a journal entry each) is 40 bytes, not 80.
     enum Undo: Sendable {
         case instance(UInt64, InstanceSnapshot?)
-        case sequence(String, (order: Int, json: String)?, nextOrder: Int)
+        indirect case sequence(String, (order: Int, json: String)?, nextOrder: Int)
         case telemetry(count: Int, nextID: Int64)
-        case outbox(String, OutboxEntry?)
-        case executed(String, ExecutedCommand?)
-        case syncValue(String, String?)
+        indirect case outbox(String, OutboxEntry?)
+        indirect case executed(String, ExecutedCommand?)
+        indirect case syncValue(String, String?)
         case journal(InvocationKey, HandlerOutcome?)
     }
 
