@@ -82,6 +82,38 @@ struct StoreConformanceTests {
         for run in host.handlerRuns.keys { #expect(try host.store.journaledOutcome(run) == nil) }
     }
 
+    @Test("the journal forgets in and out of order, and a rolled-back batch of writes and deletes leaves it as it was",
+          arguments: StoreKind.allCases)
+    func journalRollback(kind: StoreKind) throws {
+        var store = try host(kind).store
+        let keys = (0..<5).map { InvocationKey(instance: UInt64($0), node: 1, attempt: 1) }
+        try store.begin()
+        for key in keys.prefix(3) { try store.journal(key, .success(["n": .number(Double(key.instance))])) }
+        try store.commit()
+        try store.begin()
+        try store.forgetJournal([keys[1]])
+        try store.forgetJournal([keys[0]])
+        try store.journal(keys[3], .permanent("late"))
+        store.rollback()
+        #expect(Set(try store.journaledKeys()) == Set(keys.prefix(3)))
+        for key in keys.prefix(3) { #expect(try store.journaledOutcome(key) == .success(["n": .number(Double(key.instance))])) }
+        try store.begin()
+        try store.forgetJournal([keys[0], keys[2]])
+        try store.journal(keys[4], .retryable("again"))
+        try store.commit()
+        #expect(Set(try store.journaledKeys()) == [keys[1], keys[4]])
+        #expect(try store.journaledOutcome(keys[0]) == nil && store.journaledOutcome(keys[4]) == .retryable("again"))
+        // A tick's worth journaled, then forgotten in order (the in-memory log drops them).
+        let many = (10..<210).map { InvocationKey(instance: UInt64($0), node: 2, attempt: 1) }
+        try store.begin()
+        for key in many { try store.journal(key, .success([:])) }
+        try store.commit()
+        try store.begin()
+        try store.forgetJournal(many)
+        try store.commit()
+        #expect(try Set(store.journaledKeys()) == [keys[1], keys[4]] && store.journaledOutcome(keys[1]) != nil)
+    }
+
     @Test("telemetry is appended in order and removed once flushed", arguments: StoreKind.allCases)
     func telemetry(kind: StoreKind) throws {
         var host = try host(kind)

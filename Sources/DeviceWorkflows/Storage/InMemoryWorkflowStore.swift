@@ -23,7 +23,7 @@ public struct InMemoryWorkflowStore: WorkflowStore, Sendable {
     }
 
     /// What a write replaced. The rare cases are boxed so an entry of the log a tick fills
-    /// (a snapshot or a journal entry each) is 40 bytes, not 80.
+    /// (a snapshot or a journal entry each) is small (24 bytes; it was 80).
     enum Undo: Sendable {
         case instance(UInt64, InstanceSnapshot?)
         indirect case sequence(String, (order: Int, json: String)?, nextOrder: Int)
@@ -31,7 +31,7 @@ public struct InMemoryWorkflowStore: WorkflowStore, Sendable {
         indirect case outbox(String, OutboxEntry?)
         indirect case executed(String, ExecutedCommand?)
         indirect case syncValue(String, String?)
-        case journal(InvocationKey, HandlerOutcome?)
+        case journal(JournalLog.Change)
     }
 
     /// Records what a write replaces, when a batch is open.
@@ -46,7 +46,7 @@ public struct InMemoryWorkflowStore: WorkflowStore, Sendable {
     var undo: [Undo] = []
     var inBatch = false
     var telemetryLogged = false
-    var journalEntries: [InvocationKey: HandlerOutcome] = [:]
+    var journalLog = JournalLog()
     /// Snapshots the last commit replaced, for the engine to reuse.
     var spares = SpareSnapshots()
 
@@ -70,6 +70,7 @@ public struct InMemoryWorkflowStore: WorkflowStore, Sendable {
             if case .instance(_, let old?) = consume entry { spares.offer(consume old) }
         }
         undo.removeAll(keepingCapacity: true)
+        journalLog.compact()
     }
 
     public mutating func takeSpareSnapshots(into engineSpares: inout SpareSnapshots) { spares.move(into: &engineSpares) }
@@ -89,7 +90,7 @@ public struct InMemoryWorkflowStore: WorkflowStore, Sendable {
             case .outbox(let slot, let old): committed.outbox[slot] = old
             case .executed(let id, let old): committed.executed[id] = old
             case .syncValue(let key, let old): committed.syncValues[key] = old
-            case .journal(let key, let old): journalEntries[key] = old
+            case .journal(let change): journalLog.undo(change)
             }
         }
         undo.removeAll(keepingCapacity: true)
@@ -106,7 +107,7 @@ public struct InMemoryWorkflowStore: WorkflowStore, Sendable {
         case .delete(_, let number):
             let old = committed.instances.removeValue(forKey: number)
             if inBatch { undo.append(.instance(number, old)) }
-            try forgetJournal(journalEntries.keys.filter { $0.instance == number })
+            try forgetJournal(journalLog.keys.filter { $0.instance == number })
         case .storeSequence(let name, let version, let json):
             let key = "\(name)@\(version)"
             if inBatch { undo.append(.sequence(key, committed.sequences[key], nextOrder: committed.nextSequenceOrder)) }
@@ -132,18 +133,19 @@ public struct InMemoryWorkflowStore: WorkflowStore, Sendable {
     }
 
     public mutating func journal(_ key: InvocationKey, _ outcome: HandlerOutcome) throws {
-        let old = journalEntries.updateValue(outcome, forKey: key)
-        if inBatch { undo.append(.journal(key, old)) }
+        let change = journalLog.append(key, outcome)
+        if inBatch { undo.append(.journal(change)) }
     }
 
-    public func journaledOutcome(_ key: InvocationKey) throws -> HandlerOutcome? { journalEntries[key] }
+    public func journaledOutcome(_ key: InvocationKey) throws -> HandlerOutcome? { journalLog.outcome(key) }
 
-    public func journaledKeys() throws -> [InvocationKey] { Array(journalEntries.keys) }
+    public func journaledKeys() throws -> [InvocationKey] { journalLog.keys }
 
     public mutating func forgetJournal(_ keys: [InvocationKey]) throws {
+        defer { if !inBatch { journalLog.compact() } }
         for key in keys {
-            let old = journalEntries.removeValue(forKey: key)
-            if inBatch, let old { undo.append(.journal(key, old)) }
+            guard let change = journalLog.forget(key) else { continue }
+            if inBatch { undo.append(.journal(change)) }
         }
     }
 
@@ -175,5 +177,5 @@ public struct InMemoryWorkflowStore: WorkflowStore, Sendable {
 
     /// Instances stored (for tests and reports).
     public var storedInstanceCount: Int { committed.instances.count }
-    public var journalCount: Int { journalEntries.count }
+    public var journalCount: Int { journalLog.count }
 }

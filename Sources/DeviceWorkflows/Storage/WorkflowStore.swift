@@ -19,7 +19,8 @@ public protocol WorkflowStore: SyncOutboxStore {
     /// `telemetry`); other effects are not the store's business and are ignored. The
     /// effect is consumed, so a snapshot moves into the store without a copy.
     mutating func apply(_ effect: consuming EngineEffect) throws
-    /// Records a handler's result durably, before the engine hears of it.
+    /// Records a handler's result durably, before the engine hears of it. A key is
+    /// journaled at most once before it is forgotten (a host dispatches each key once).
     mutating func journal(_ key: InvocationKey, _ outcome: HandlerOutcome) throws
     func journaledOutcome(_ key: InvocationKey) throws -> HandlerOutcome?
     /// Every journaled key (a relaunched host looks up only these).
