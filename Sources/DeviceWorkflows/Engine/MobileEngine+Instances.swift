@@ -93,7 +93,7 @@ extension MobileEngine {
         guard instances[index].state == .waiting else {
             throw .invalidInput("instance \(instanceID) is \(instances[index].state.rawValue), not Waiting")
         }
-        guard let (node, step, wait) = waitingStep(named: stepName, at: index) else {
+        guard let (node, step) = waitingStep(named: stepName, at: index) else {
             let waiting = waitingStepNames(at: index)
             throw .invalidInput("step '\(stepName)' of instance \(instanceID) is not waiting for input"
                 + (waiting.isEmpty ? "" : "; waiting: \(waiting.joined(separator: ", "))"))
@@ -115,7 +115,7 @@ extension MobileEngine {
         guard allowed.contains(value) else {
             throw .invalidInput("'\(value)' is not a choice of step '\(stepName)'; expected one of: \(allowed.joined(separator: ", "))")
         }
-        instances[index].data[wait.storeAs ?? step.id] = .string(value)
+        instances[index].data[step.answerKey] = .string(value)
         for (key, field) in extra { instances[index].data[key] = field }
         instances[index].nodes[Int(node)].deadline = nil
         if config.inputGate == .beforeHandler && !instances[index].nodes[Int(node)].gatePassed {
@@ -124,16 +124,21 @@ extension MobileEngine {
         } else {
             instances[index].nodes[Int(node)].state = .completed
             instances[index].nodes[Int(node)].completedAt = now
-            telemetry(.stepCompleted, index: index, block: step.id, detail: "input \(value)", now: now)
+            telemetry(.stepCompleted, index: index, block: step.id, detail: "input " + value, now: now)
         }
         setState(index, .running, now: now, into: &effects)
         markDirty(index)
         markChanged(index)
     }
 
-    func waitingStep(named name: String, at index: Int) -> (Int32, StepSpec, WaitForInput)? {
-        for (n, node) in instances[index].nodes.enumerated().reversed() where node.state == .waiting {
-            if let step = programOf[index].step(node.kind), step.id == name, let wait = step.wait { return (Int32(n), step, wait) }
+    func waitingStep(named name: String, at index: Int) -> (Int32, StepSpec)? {
+        var n = instances[index].nodes.count - 1
+        while n >= 0 {
+            if instances[index].nodes[n].state == .waiting, let step = programOf[index].step(instances[index].nodes[n].kind),
+               step.waits, step.id == name {
+                return (Int32(n), step)
+            }
+            n -= 1
         }
         return nil
     }

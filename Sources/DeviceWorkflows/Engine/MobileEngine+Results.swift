@@ -15,9 +15,9 @@ extension MobileEngine {
         switch outcome {
         case .success(let output):
             instances[index].data[step.id] = output
-            if config.inputGate == .afterHandler, let wait = step.wait {
+            if config.inputGate == .afterHandler, step.waits {
                 instances[index].nodes[n].state = .waiting
-                instances[index].nodes[n].deadline = wait.timeout.map { now + $0 }
+                instances[index].nodes[n].deadline = step.waitTimeout.map { now + $0 }
                 pendingCallbacks.append(.stepPending(instanceID: instances[index].id, stepName: step.id, handler: step.handler))
                 setState(index, .waiting, now: now, into: &effects)
             } else {

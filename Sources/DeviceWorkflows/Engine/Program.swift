@@ -21,6 +21,12 @@ final class StepSpec: Sendable {
     let when: Expression?
     /// The values a waiting step accepts (its choices, or yes/no).
     let choiceValues: [String]
+    /// What the hot paths need of `wait`, read without copying it (its prompt and
+    /// choices are references): whether the step waits, for how long, and the key its
+    /// answer is stored under.
+    let waits: Bool
+    let waitTimeout: TimeSpan?
+    let answerKey: String
 
     init(_ step: StepBlock, sequenceName: String) {
         self.sequenceName = sequenceName
@@ -33,6 +39,9 @@ final class StepSpec: Sendable {
         wait = step.waitForInput
         when = step.when
         choiceValues = step.waitForInput?.effectiveChoices.map(\.value) ?? []
+        waits = step.waitForInput != nil
+        waitTimeout = step.waitForInput?.timeout
+        answerKey = step.waitForInput?.storeAs ?? step.id
     }
 
     init(id: String, handler: String, params: [String: JSONValue], sequenceName: String) {
@@ -46,6 +55,9 @@ final class StepSpec: Sendable {
         wait = nil
         when = nil
         choiceValues = []
+        waits = false
+        waitTimeout = nil
+        answerKey = id
     }
 }
 
