@@ -180,8 +180,12 @@ extension MobileEngine {
     /// the driver acts on is always already stored.
     mutating func flush(now: Instant, into effects: inout [EngineEffect]) {
         if !recordedTelemetry.isEmpty {
+            // The batch leaves with its buffer; the next one starts at the size of this one
+            // rather than growing to it again by doubling (a tick records tens of thousands).
+            let recorded = recordedTelemetry.count
             effects.append(.telemetry(recordedTelemetry))
             recordedTelemetry = []
+            recordedTelemetry.reserveCapacity(recorded)
         }
         if !changedList.isEmpty {
             for index in changedList.sorted() {
