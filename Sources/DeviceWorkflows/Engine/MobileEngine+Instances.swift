@@ -34,7 +34,7 @@ extension MobileEngine {
                 throw .resourceLimit("instances use about \(estimatedTotal) bytes (memoryBudgetBytes is \(config.memoryBudgetBytes))")
             }
         }
-        let index = createInstance(program, data: data, dedupKey: dedupKey, parent: nil, now: now, into: &effects)
+        let index = createInstance(program, data: data, dedupKey: dedupKey, parent: nil, now: now)
         flush(now: now, into: &effects)
         return instances[index].id
     }
@@ -42,7 +42,7 @@ extension MobileEngine {
     /// Creates and registers an instance; it runs on the next tick. Returns its index.
     mutating func createInstance(
         _ program: Program, data: [String: JSONValue], dedupKey: String?, parent: WorkflowInstance.ParentLink?,
-        now: Instant, into effects: inout [EngineEffect]
+        now: Instant
     ) -> Int {
         let id = Self.uuid(&generator)
         let instance = WorkflowInstance(
@@ -78,14 +78,14 @@ extension MobileEngine {
     public mutating func completeStep(
         _ instanceID: String, stepName: String, output: JSONValue, now: Instant, into effects: inout [EngineEffect]
     ) throws(MobileEngineError) {
-        try acceptInput(instanceID, stepName: stepName, output: output, now: now, into: &effects)
+        try acceptInput(instanceID, stepName: stepName, output: output, now: now)
         flush(now: now, into: &effects)
     }
 
     /// `completeStep` without the flush: for a driver that ticks right after (the tick
     /// persists the instance once, with everything else that changed).
     mutating func acceptInput(
-        _ instanceID: String, stepName: String, output: JSONValue, now: Instant, into effects: inout [EngineEffect]
+        _ instanceID: String, stepName: String, output: JSONValue, now: Instant
     ) throws(MobileEngineError) {
         guard !isShutdown else { throw .shutdown }
         lastNow = now
@@ -126,7 +126,7 @@ extension MobileEngine {
             instances[index].nodes[Int(node)].completedAt = now
             telemetry(.stepCompleted, index: index, block: step.id, detail: "input " + value, now: now)
         }
-        setState(index, .running, now: now, into: &effects)
+        setState(index, .running, now: now)
         markDirty(index)
         markChanged(index)
     }
@@ -166,13 +166,13 @@ extension MobileEngine {
         guard !instances[index].state.isTerminal else {
             throw .invalidInput("instance \(instanceID) is already \(instances[index].state.rawValue)")
         }
-        requestCancel(index, now: now, into: &effects)
-        drive(index, now: now, into: &effects)
+        requestCancel(index, now: now)
+        drive(index, now: now)
         flush(now: now, into: &effects)
     }
 
     /// Marks the instance cancelled-as-requested and stops every unshielded node.
-    mutating func requestCancel(_ index: Int, now: Instant, into effects: inout [EngineEffect]) {
+    mutating func requestCancel(_ index: Int, now: Instant) {
         let program = programOf[index]
         instances[index].cancelRequested = true
         if instances[index].state == .paused { instances[index].state = .running }
@@ -181,7 +181,7 @@ extension MobileEngine {
             guard case .block = instances[index].nodes[n].kind else { continue }
             if let child = instances[index].nodes[n].childInstance, let childIndex = indexByNumber[child],
                !instances[childIndex].state.isTerminal {
-                requestCancel(childIndex, now: now, into: &effects)
+                requestCancel(childIndex, now: now)
                 markDirty(childIndex)
             }
             dropInvocation(index, Int32(n))
@@ -197,14 +197,14 @@ extension MobileEngine {
     public mutating func pauseInstance(_ instanceID: String, now: Instant, into effects: inout [EngineEffect]) throws(MobileEngineError) {
         guard let index = indexByID[instanceID] else { throw .notFound("instance \(instanceID)") }
         guard !instances[index].state.isTerminal else { throw .invalidInput("instance \(instanceID) is already \(instances[index].state.rawValue)") }
-        setState(index, .paused, now: now, into: &effects)
+        setState(index, .paused, now: now)
         flush(now: now, into: &effects)
     }
 
     public mutating func resumeInstance(_ instanceID: String, now: Instant, into effects: inout [EngineEffect]) throws(MobileEngineError) {
         guard let index = indexByID[instanceID] else { throw .notFound("instance \(instanceID)") }
         guard instances[index].state == .paused else { throw .invalidInput("instance \(instanceID) is not Paused") }
-        setState(index, .running, now: now, into: &effects)
+        setState(index, .running, now: now)
         markDirty(index)
         flush(now: now, into: &effects)
     }

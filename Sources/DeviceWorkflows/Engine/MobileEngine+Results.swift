@@ -3,6 +3,10 @@ public import LabKernel
 extension MobileEngine {
     /// A handler answered. Results for invocations the engine no longer waits for (timed
     /// out, cancelled, from before a restart) are ignored.
+    ///
+    /// What the result causes (the snapshot, telemetry, callbacks) comes out at the next
+    /// flush, normally the `tick` that follows; `effects` is taken so every call of the
+    /// engine's API has the same shape.
     public mutating func handlerFinished(_ key: InvocationKey, _ outcome: HandlerOutcome, now: Instant, into effects: inout [EngineEffect]) {
         lastNow = now
         guard let index = indexByNumber[key.instance], Int(key.node) < instances[index].nodes.count else { return }
@@ -19,21 +23,21 @@ extension MobileEngine {
                 instances[index].nodes[n].state = .waiting
                 instances[index].nodes[n].deadline = step.waitTimeout.map { now + $0 }
                 pendingCallbacks.append(.stepPending(instanceID: instances[index].id, stepName: step.id, handler: step.handler))
-                setState(index, .waiting, now: now, into: &effects)
+                setState(index, .waiting, now: now)
             } else {
                 instances[index].nodes[n].state = .completed
                 instances[index].nodes[n].completedAt = now
                 telemetry(.stepCompleted, index: index, block: step.id, detail: step.handler, now: now)
             }
         case .retryable, .permanent:
-            stepFailed(index, key.node, outcome, now: now, into: &effects)
+            stepFailed(index, key.node, outcome, now: now)
         }
         markDirty(index)
         markChanged(index)
     }
 
     /// A step attempt failed: retry after the backoff if the policy allows, else fail it.
-    mutating func stepFailed(_ index: Int, _ n: Int32, _ outcome: HandlerOutcome, now: Instant, into effects: inout [EngineEffect]) {
+    mutating func stepFailed(_ index: Int, _ n: Int32, _ outcome: HandlerOutcome, now: Instant) {
         guard let step = programOf[index].step(instances[index].nodes[Int(n)].kind) else { return }
         let message: String
         let retryable: Bool
@@ -60,12 +64,12 @@ extension MobileEngine {
     }
 
     /// Ends an instance: listeners, telemetry, and the parent waiting on it.
-    mutating func finishInstance(_ index: Int, _ state: InstanceState, error: String?, now: Instant, into effects: inout [EngineEffect]) {
+    mutating func finishInstance(_ index: Int, _ state: InstanceState, error: String?, now: Instant) {
         guard !instances[index].state.isTerminal else { return }
         for n in instances[index].nodes.indices where instances[index].nodes[n].inFlight { dropInvocation(index, Int32(n)) }
         instances[index].error = error
         instances[index].finishedAt = now
-        setState(index, state, now: now, into: &effects)
+        setState(index, state, now: now)
         let id = instances[index].id
         switch state {
         case .completed: pendingCallbacks.append(.instanceCompleted(instanceID: id, output: instances[index].data))
@@ -94,14 +98,14 @@ extension MobileEngine {
     }
 
     /// Fails an instance from outside its tree (step limit, lifetime).
-    mutating func abort(_ index: Int, _ reason: String, now: Instant, into effects: inout [EngineEffect]) {
+    mutating func abort(_ index: Int, _ reason: String, now: Instant) {
         for n in instances[index].nodes.indices where !instances[index].nodes[n].state.isFinished {
             dropInvocation(index, Int32(n))
             instances[index].nodes[n].state = .cancelled
             instances[index].nodes[n].completedAt = now
             instances[index].nodes[n].deadline = nil
         }
-        finishInstance(index, .failed, error: reason, now: now, into: &effects)
+        finishInstance(index, .failed, error: reason, now: now)
     }
 
     /// Forgets an invocation in flight; its result will be ignored.
@@ -113,7 +117,7 @@ extension MobileEngine {
     }
 
     /// Starts the child instance of a sub_sequence block, or fails the block.
-    mutating func startChild(of parent: Int, _ start: Interpreter.ChildStart, now: Instant, into effects: inout [EngineEffect]) {
+    mutating func startChild(of parent: Int, _ start: Interpreter.ChildStart, now: Instant) {
         let n = Int(start.node)
         guard let program = program(named: start.block.sequenceName, version: start.block.version) else {
             instances[parent].nodes[n].state = .failed
@@ -123,11 +127,11 @@ extension MobileEngine {
             return
         }
         let link = WorkflowInstance.ParentLink(instance: instances[parent].sequenceNumber, node: start.node)
-        let child = createInstance(program, data: start.block.input, dedupKey: nil, parent: link, now: now, into: &effects)
+        let child = createInstance(program, data: start.block.input, dedupKey: nil, parent: link, now: now)
         instances[parent].nodes[n].childInstance = instances[child].sequenceNumber
     }
 
-    mutating func setState(_ index: Int, _ state: InstanceState, now: Instant, into effects: inout [EngineEffect]) {
+    mutating func setState(_ index: Int, _ state: InstanceState, now: Instant) {
         guard instances[index].state != state else { return }
         if state.isTerminal && !instances[index].state.isTerminal { activeCount -= 1 }
         instances[index].state = state

@@ -10,7 +10,7 @@ extension MobileEngine {
     public mutating func tick(now: Instant, into effects: inout [EngineEffect], shouldYield: () -> Bool = { false }) {
         guard !isShutdown else { return }
         lastNow = now
-        fireTimers(now: now, into: &effects)
+        fireTimers(now: now)
         collectGarbage(now: now, into: &effects)
         let order = dirtyList.sorted()
         dirtyList.removeAll(keepingCapacity: true)
@@ -20,14 +20,14 @@ extension MobileEngine {
                 break
             }
             flags[index] &= ~1
-            drive(index, now: now, into: &effects)
+            drive(index, now: now)
         }
-        grantDispatches(now: now, into: &effects)
+        grantDispatches(now: now)
         flush(now: now, into: &effects)
     }
 
     /// Runs the interpreter on one instance and acts on what it asks for.
-    mutating func drive(_ index: Int, now: Instant, into effects: inout [EngineEffect]) {
+    mutating func drive(_ index: Int, now: Instant) {
         guard !instances[index].state.isTerminal, instances[index].state != .paused else { return }
         // One interpreter serves every walk: the instance is swapped into it and back, and
         // its output buffers keep their capacity, so a walk copies and allocates nothing of
@@ -53,24 +53,24 @@ extension MobileEngine {
             if queued.isEmpty || !queued.contains(key) { dispatchQueue.append(key) }
         }
         let childStarts = walker.childStarts
-        for start in childStarts { startChild(of: index, start, now: now, into: &effects) }
+        for start in childStarts { startChild(of: index, start, now: now) }
         switch progress {
-        case .done: finishInstance(index, .completed, error: nil, now: now, into: &effects)
-        case .failed(let error): finishInstance(index, .failed, error: error, now: now, into: &effects)
-        case .cancelled: finishInstance(index, .cancelled, error: nil, now: now, into: &effects)
+        case .done: finishInstance(index, .completed, error: nil, now: now)
+        case .failed(let error): finishInstance(index, .failed, error: error, now: now)
+        case .cancelled: finishInstance(index, .cancelled, error: nil, now: now)
         case .blocked:
             if instances[index].pendingUpdate != nil {
                 switchIfUpdateReady(index, now: now)
                 if instances[index].pendingUpdate == nil {
-                    drive(index, now: now, into: &effects)
+                    drive(index, now: now)
                     return
                 }
             }
             let waiting = instances[index].nodes.contains { $0.state == .waiting }
             if instances[index].cancelRequested && !instances[index].nodes.contains(where: { isActive($0, programOf[index]) }) {
-                finishInstance(index, .cancelled, error: nil, now: now, into: &effects)
+                finishInstance(index, .cancelled, error: nil, now: now)
             } else {
-                setState(index, waiting ? .waiting : .running, now: now, into: &effects)
+                setState(index, waiting ? .waiting : .running, now: now)
             }
         }
     }
@@ -98,7 +98,7 @@ extension MobileEngine {
         generator: SeededGenerator(seed: 0))
 
     /// Grants queued dispatches, oldest first, while handler slots are free.
-    mutating func grantDispatches(now: Instant, into effects: inout [EngineEffect]) {
+    mutating func grantDispatches(now: Instant) {
         guard !dispatchQueue.isEmpty else { return }
         // Compacted in place: the kept keys move to the front, the buffer is reused.
         var kept = 0
@@ -122,7 +122,7 @@ extension MobileEngine {
             unqueue(key)
             guard instances[index].stepsExecuted < Int(config.maxStepsPerInstance) else {
                 abort(index, "step limit exceeded: the instance ran \(instances[index].stepsExecuted) steps (maxStepsPerInstance)",
-                      now: now, into: &effects)
+                      now: now)
                 continue
             }
             dispatch(index, key, now: now)

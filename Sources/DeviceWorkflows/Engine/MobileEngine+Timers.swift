@@ -61,11 +61,11 @@ extension MobileEngine {
     }
 
     /// Handler timeouts, input timeouts and due retries.
-    mutating func fireTimers(now: Instant, into effects: inout [EngineEffect]) {
+    mutating func fireTimers(now: Instant) {
         for index in instances.indices {
             guard let due = nextTimer(index), due <= now, !instances[index].state.isTerminal else { continue }
             if instances[index].createdAt + config.instanceLifetime <= now {
-                abort(index, "instance lifetime exceeded (maxInstanceLifetimeSecs is \(config.maxInstanceLifetimeSecs))", now: now, into: &effects)
+                abort(index, "instance lifetime exceeded (maxInstanceLifetimeSecs is \(config.maxInstanceLifetimeSecs))", now: now)
                 continue
             }
             for n in instances[index].nodes.indices {
@@ -77,7 +77,7 @@ extension MobileEngine {
                         inFlightCount -= 1
                         instances[index].nodes[n].inFlight = false
                         stepFailed(index, Int32(n), .retryable("the handler did not answer in time (handlerTimeoutMs or the step's timeout)"),
-                                   now: now, into: &effects)
+                                   now: now)
                     } else if node.state == .waiting {
                         instances[index].nodes[n].state = .failed
                         instances[index].nodeErrors[Int32(n)] = "no input within the wait timeout"

@@ -43,30 +43,30 @@ extension MobileEngine {
                 skip = completedSteps(index)
             }
             if active {
-                requestCancel(index, now: now, into: &effects)
-                drive(index, now: now, into: &effects)
+                requestCancel(index, now: now)
+                drive(index, now: now)
             }
             guard activeCount < Int(config.maxConcurrentInstances) else {
                 flush(now: now, into: &effects)
                 throw .resourceLimit("\(activeCount) instances are active (maxConcurrentInstances is \(config.maxConcurrentInstances))")
             }
-            let created = createInstance(program, data: data, dedupKey: nil, parent: nil, now: now, into: &effects)
+            let created = createInstance(program, data: data, dedupKey: nil, parent: nil, now: now)
             instances[created].skipSteps = skip
             flush(now: now, into: &effects)
             return instances[created].id
         case .graceful:
             guard active else { throw .invalidInput("instance \(instanceID) is already \(instances[index].state.rawValue)") }
             instances[index].pendingUpdate = WorkflowInstance.PendingUpdate(sequenceName: program.sequence.name, version: program.sequence.version)
-            if instances[index].state == .paused { setState(index, .running, now: now, into: &effects) }
+            if instances[index].state == .paused { setState(index, .running, now: now) }
             markDirty(index)
             markChanged(index)
-            drive(index, now: now, into: &effects)
+            drive(index, now: now)
             flush(now: now, into: &effects)
             return nil
         case .fail:
             guard active else { throw .invalidInput("instance \(instanceID) is already \(instances[index].state.rawValue)") }
-            requestCancel(index, now: now, into: &effects)
-            finishInstance(index, .failed, error: "failed by update_sequence", now: now, into: &effects)
+            requestCancel(index, now: now)
+            finishInstance(index, .failed, error: "failed by update_sequence", now: now)
             flush(now: now, into: &effects)
             return nil
         case .cancel:

@@ -127,7 +127,7 @@ public struct EngineHost<Store: WorkflowStore> {
         pendingResults.removeAll(keepingCapacity: true)
         for (key, outcome) in results { engine.handlerFinished(key, outcome, now: now, into: &effects) }
         for (id, step, output) in pendingAnswers {
-            do { try engine.acceptInput(id, stepName: step, output: output, now: now, into: &effects) } catch {
+            do { try engine.acceptInput(id, stepName: step, output: output, now: now) } catch {
                 refusedAnswers.append((id, step, "\(error)"))
             }
         }
