@@ -120,7 +120,7 @@ struct Interpreter {
                 return .done
             }
             record(.stepStarted, block: step.id, detail: step.handler)
-            if inputGate == .beforeHandler, let wait = step.wait { enterWaiting(n, step, wait) }
+            if inputGate == .beforeHandler, step.waits { enterWaiting(n, step) }
         case .router:
             guard case .router(let router) = program.blocks[Int(b)] else { return nil }
             if let chosen = router.routes.firstIndex(where: { $0.condition.isTrue(in: instance.data) }) {
@@ -383,9 +383,9 @@ struct Interpreter {
         return .blocked
     }
 
-    mutating func enterWaiting(_ n: Int32, _ step: StepSpec, _ wait: WaitForInput) {
+    mutating func enterWaiting(_ n: Int32, _ step: StepSpec) {
         instance.nodes[Int(n)].state = .waiting
-        instance.nodes[Int(n)].deadline = wait.timeout.map { now + $0 }
+        instance.nodes[Int(n)].deadline = step.waitTimeout.map { now + $0 }
         effects.append(.stepPending(instanceID: instance.id, stepName: step.id, handler: step.handler))
     }
 

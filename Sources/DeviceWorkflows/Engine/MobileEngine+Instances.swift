@@ -66,7 +66,7 @@ extension MobileEngine {
         instances.append(instance)
         programOf.append(program)
         flags.append(0)
-        timers.append(InstanceTimers(state: instance.state, createdAt: instance.createdAt, nodes: instance.nodes))
+        timers.append(summarizeTimers(index))
         estimatedSizes.append(0)
         return index
     }

@@ -4,7 +4,7 @@ public import LabKernel
 ///
 /// The engine asks for timers on every tick (`fireTimers`) and a driver asks for the next
 /// deadline after it (`nextDeadline`). Walking every instance's tree for them read every
-/// tree of the device each tick, however few had a timer; these summaries are 40 bytes an
+/// tree of the device each tick, however few had a timer; these summaries are 32 bytes an
 /// instance beside the instances. An instance changed since its last flush may have timers
 /// its summary does not show yet, so it is read in full (the flush brings its summary up
 /// to date).
@@ -15,10 +15,6 @@ struct InstanceTimers: Sendable {
     private var inputTimeout = none
     private var created = none
     private static let none = Int64.max
-
-    static let finished = InstanceTimers()
-
-    private init() {}
 
     /// Takes the instance's parts rather than the instance: handed an element of the
     /// engine's instances, a call that is not inlined copies the whole instance first.
