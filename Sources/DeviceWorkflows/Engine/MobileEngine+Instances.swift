@@ -68,6 +68,7 @@ extension MobileEngine {
         flags.append(0)
         timers.append(summarizeTimers(index))
         estimatedSizes.append(0)
+        if instance.state.isTerminal, let finished = instance.finishedAt { collectionDue(finished) }
         return index
     }
 

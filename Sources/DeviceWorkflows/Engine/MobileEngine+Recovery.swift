@@ -46,6 +46,7 @@ extension MobileEngine {
         timers = []
         estimatedSizes = []
         estimatedTotal = 0
+        nextCollection = nil
         indexByID = [:]
         indexByNumber = [:]
         dirtyList = []

@@ -21,7 +21,10 @@ extension MobileEngine {
             instances[index].data[step.id] = output
             if config.inputGate == .afterHandler, step.waits {
                 instances[index].nodes[n].state = .waiting
-                instances[index].nodes[n].deadline = step.waitTimeout.map { now + $0 }
+                if let timeout = step.waitTimeout {
+                    instances[index].nodes[n].deadline = now + timeout
+                    timers[index].include(inputTimeout: now + timeout)
+                }
                 pendingCallbacks.append(.stepPending(instanceID: instances[index].id, stepName: step.id, handler: step.handler))
                 setState(index, .waiting, now: now)
             } else {
@@ -50,6 +53,7 @@ extension MobileEngine {
         instances[index].nodes[Int(n)].deadline = nil
         if retryable, let retry = step.retry, attempt < retry.maxAttempts {
             instances[index].nodes[Int(n)].retryAt = now + retry.backoff(after: attempt)
+            timers[index].include(retry: now + retry.backoff(after: attempt))
             telemetry(.stepFailed, index: index, block: step.id, detail: "attempt \(attempt) of \(retry.maxAttempts): \(message); retrying",
                       now: now)
         } else {
@@ -69,6 +73,7 @@ extension MobileEngine {
         for n in instances[index].nodes.indices where instances[index].nodes[n].inFlight { dropInvocation(index, Int32(n)) }
         instances[index].error = error
         instances[index].finishedAt = now
+        collectionDue(now)
         setState(index, state, now: now)
         let id = instances[index].id
         switch state {

@@ -7,6 +7,13 @@ extension MobileEngine {
     /// `shouldYield` is asked between instances; a driver returns true once the tick has
     /// used `maxTickDurationMs` (of wall time live, of modelled time in simulation), and
     /// the instances not reached stay dirty for the next tick.
+    ///
+    /// While nothing is left waiting for a handler slot, an instance's steps are granted
+    /// and its snapshot taken right after its walk, while its tree is still in cache (see
+    /// `grantRightAway` and `persistRightAway`); on a busy device, doing each in a pass of
+    /// its own over every instance read every tree from memory three times a tick. Both
+    /// happen only where the outcome is the one the passes would give, and the effects
+    /// come out in the same order.
     public mutating func tick(now: Instant, into effects: inout [EngineEffect], shouldYield: () -> Bool = { false }) {
         guard !isShutdown else { return }
         lastNow = now
@@ -14,14 +21,20 @@ extension MobileEngine {
         collectGarbage(now: now, into: &effects)
         let order = dirtyList.sorted()
         dirtyList.removeAll(keepingCapacity: true)
+        var granting = grantsRightAway && dispatchQueue.isEmpty
         for (position, index) in order.enumerated() {
             if shouldYield() {
                 for rest in order[position...] { dirtyList.append(rest) }
                 break
             }
             flags[index] &= ~1
+            let queuedBefore = dispatchQueue.count
             drive(index, now: now)
+            guard granting else { continue }
+            granting = grantRightAway(from: queuedBefore, now: now)
+            if granting { persistRightAway(index, now: now) }
         }
+        releaseGrantedRightAway()
         grantDispatches(now: now)
         flush(now: now, into: &effects)
     }
@@ -97,65 +110,18 @@ extension MobileEngine {
         updatedAt: .zero, finishedAt: nil, sequenceNumber: 0, stepsExecuted: 0, error: nil, parent: nil,
         generator: SeededGenerator(seed: 0))
 
-    /// Grants queued dispatches, oldest first, while handler slots are free.
-    mutating func grantDispatches(now: Instant) {
-        guard !dispatchQueue.isEmpty else { return }
-        // Compacted in place: the kept keys move to the front, the buffer is reused.
-        var kept = 0
-        for position in dispatchQueue.indices {
-            let key = dispatchQueue[position]
-            guard let index = indexByNumber[key.instance], Int(key.node) < instances[index].nodes.count else {
-                unqueue(key)
-                continue
-            }
-            let node = instances[index].nodes[Int(key.node)]
-            guard node.state == .running, !node.inFlight, node.attempt + 1 == key.attempt, !instances[index].state.isTerminal else {
-                unqueue(key)
-                continue
-            }
-            guard inFlightCount < Int(config.maxConcurrentSteps), instances[index].state != .paused else {
-                queued.insert(key)
-                dispatchQueue[kept] = key
-                kept += 1
-                continue
-            }
-            unqueue(key)
-            guard instances[index].stepsExecuted < Int(config.maxStepsPerInstance) else {
-                abort(index, "step limit exceeded: the instance ran \(instances[index].stepsExecuted) steps (maxStepsPerInstance)",
-                      now: now)
-                continue
-            }
-            dispatch(index, key, now: now)
-        }
-        dispatchQueue.removeSubrange(kept...)
-    }
-
-    /// Forgets that `key` was kept in the queue (no hashing when nothing was kept).
-    mutating func unqueue(_ key: InvocationKey) {
-        if !queued.isEmpty { queued.remove(key) }
-    }
-
-    mutating func dispatch(_ index: Int, _ key: InvocationKey, now: Instant) {
-        let n = Int(key.node)
-        guard let step = programOf[index].step(instances[index].nodes[n].kind) else { return }
-        instances[index].nodes[n].attempt = key.attempt
-        instances[index].nodes[n].inFlight = true
-        instances[index].nodes[n].retryAt = nil
-        let timeout = step.timeout.map { min($0, config.handlerTimeout) } ?? config.handlerTimeout
-        instances[index].nodes[n].deadline = now + timeout
-        instances[index].stepsExecuted += 1
-        inFlightCount += 1
-        pendingCallbacks.append(.invoke(HandlerInvocation(key: key, instanceID: instances[index].id, step: step,
-                                                          context: instances[index].data)))
-        markChanged(index)
-    }
-
     // MARK: Timers and garbage
 
     /// Deletes terminal instances older than `maxInstanceLifetimeSecs`.
     mutating func collectGarbage(now: Instant, into effects: inout [EngineEffect]) {
-        let expired = instances.indices.filter {
-            instances[$0].state.isTerminal && (instances[$0].finishedAt.map { $0 + config.instanceLifetime <= now } ?? false)
+        // Looking at every instance on every tick read each one's state, a cache miss an
+        // instance on a busy device, to find nothing to collect nearly always.
+        guard let due = nextCollection, due <= now else { return }
+        nextCollection = nil
+        var expired: [Int] = []
+        for index in instances.indices where instances[index].state.isTerminal {
+            guard let finished = instances[index].finishedAt else { continue }
+            if finished + config.instanceLifetime <= now { expired.append(index) } else { collectionDue(finished) }
         }
         guard !expired.isEmpty else { return }
         let gone = Set(expired)
@@ -174,7 +140,46 @@ extension MobileEngine {
         indexByNumber = Dictionary(uniqueKeysWithValues: instances.enumerated().map { ($1.sequenceNumber, $0) })
     }
 
+    /// Notes that a terminal instance that finished at `finished` expires in time.
+    mutating func collectionDue(_ finished: Instant) {
+        let due = finished + config.instanceLifetime
+        if nextCollection.map({ due < $0 }) ?? true { nextCollection = due }
+    }
+
     // MARK: Flushing
+
+    /// Takes instance `index`'s snapshot, as of now, and marks it unchanged.
+    mutating func snapshot(_ index: Int, now: Instant) -> InstanceSnapshot {
+        flags[index] &= ~2
+        updateEstimatedSize(index)
+        instances[index].updatedAt = now
+        timers[index] = summarizeTimers(index)
+        // The snapshot shares the tree; the instance's next change would copy it to a
+        // buffer of exactly its size, and the walk's next new node would then copy it
+        // again to grow. Copying now, with room for the program's largest tree
+        // (`Program.treeBound`), is one copy, into a spare snapshot's buffer when there is
+        // one (see `SpareSnapshots`).
+        if let spare = spareSnapshots.pop() {
+            spare.reuse(for: &instances[index], capacity: programOf[index].treeCapacity(for: instances[index].nodes.count))
+            reusedSnapshots += 1
+            return spare
+        }
+        let snapshot = InstanceSnapshot(instances[index])
+        if !instances[index].state.isTerminal {
+            instances[index].nodes.reserveCapacity(programOf[index].treeCapacity(for: instances[index].nodes.count))
+        }
+        return snapshot
+    }
+
+    /// Takes the snapshot of an instance just walked (and granted), when nothing else in
+    /// this tick can change it any more: it starts no child instances (a finishing child
+    /// changes its parent), and its steps are granted. A parent's cancel reaches its
+    /// children before their walks, since children come later in the order.
+    mutating func persistRightAway(_ index: Int, now: Instant) {
+        guard flags[index] & 2 != 0, !programOf[index].startsChildren else { return }
+        persistedRightAway.append((index, snapshot(index, now: now)))
+        snapshotsTakenRightAway += 1
+    }
 
     /// Persists every changed instance, then releases invocations and callbacks, so what
     /// the driver acts on is always already stored.
@@ -187,28 +192,18 @@ extension MobileEngine {
             recordedTelemetry = []
             recordedTelemetry.reserveCapacity(recorded)
         }
-        if !changedList.isEmpty {
-            for index in changedList.sorted() {
-                flags[index] &= ~2
-                updateEstimatedSize(index)
-                instances[index].updatedAt = now
-                timers[index] = summarizeTimers(index)
-                // The snapshot shares the tree; the instance's next change would copy it to
-                // a buffer of exactly its size, and the walk's next new node would then
-                // copy it again to grow. Copying now, with room for the program's largest
-                // tree (`Program.treeBound`), is one copy, into a spare snapshot's buffer
-                // when there is one (see `SpareSnapshots`).
-                if let spare = spareSnapshots.pop() {
-                    spare.reuse(for: &instances[index], capacity: programOf[index].treeCapacity(for: instances[index].nodes.count))
-                    reusedSnapshots += 1
-                    effects.append(.persist(spare))
-                } else {
-                    effects.append(.persist(InstanceSnapshot(instances[index])))
-                    if !instances[index].state.isTerminal {
-                        instances[index].nodes.reserveCapacity(programOf[index].treeCapacity(for: instances[index].nodes.count))
-                    }
+        if !changedList.isEmpty || !persistedRightAway.isEmpty {
+            // In index order, merged with the snapshots taken right after walks.
+            var early = 0
+            for index in changedList.sorted() where flags[index] & 2 != 0 {
+                while early < persistedRightAway.count, persistedRightAway[early].index <= index {
+                    effects.append(.persist(persistedRightAway[early].snapshot))
+                    early += 1
                 }
+                effects.append(.persist(snapshot(index, now: now)))
             }
+            for position in early..<persistedRightAway.count { effects.append(.persist(persistedRightAway[position].snapshot)) }
+            persistedRightAway.removeAll(keepingCapacity: true)
             changedList.removeAll(keepingCapacity: true)
         }
         if !pendingCallbacks.isEmpty {

@@ -33,6 +33,11 @@ struct InstanceTimers: Sendable {
         }
     }
 
+    /// Takes in a timer set between flushes (a retry after a failed result, the wait after
+    /// a handler), so the summary never shows a timer later than the tree's.
+    mutating func include(retry t: Instant) { retry = min(retry, t.nanoseconds) }
+    mutating func include(inputTimeout t: Instant) { inputTimeout = min(inputTimeout, t.nanoseconds) }
+
     /// The earliest timer of `kinds`; the lifetime timer ends `lifetime` after creation.
     func earliest(_ kinds: TimerKinds, lifetime: TimeSpan) -> Instant? {
         var t = Self.none
@@ -57,9 +62,17 @@ extension MobileEngine {
     }
 
     /// Handler timeouts, input timeouts and due retries.
+    ///
+    /// Reads only the summaries, also for instances changed since their last flush: their
+    /// changes since then only cleared timers (results, answers, cancels) or added them
+    /// through `include` (see `handlerFinished` and `stepFailed`), so a summary may show a
+    /// timer that is gone, never miss one that is due. A summary that is due sends the
+    /// instance's tree to be checked, which decides. Reading every changed instance's tree
+    /// here cost a pass over all the trees of a busy device before the walk read them again.
     mutating func fireTimers(now: Instant) {
+        let lifetime = config.instanceLifetime
         for index in instances.indices {
-            guard let due = nextTimer(index), due <= now, !instances[index].state.isTerminal else { continue }
+            guard let due = timers[index].earliest(.all, lifetime: lifetime), due <= now, !instances[index].state.isTerminal else { continue }
             if instances[index].createdAt + config.instanceLifetime <= now {
                 abort(index, "instance lifetime exceeded (maxInstanceLifetimeSecs is \(config.maxInstanceLifetimeSecs))", now: now)
                 continue

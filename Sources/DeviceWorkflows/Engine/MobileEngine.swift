@@ -65,9 +65,20 @@ public struct MobileEngine: Sendable {
     public internal(set) var inFlightCount = 0
     /// Listener callbacks and invocations held back until the persists are out.
     var pendingCallbacks: [EngineEffect] = []
+    /// Invocations granted right after their instance's walk, and snapshots taken then
+    /// (see `tick`), held for their places among the tick's effects.
+    var grantedRightAway: [EngineEffect] = []
+    var persistedRightAway: [(index: Int, snapshot: InstanceSnapshot)] = []
+    /// Off only in tests, which compare a tick's effects with and without it.
+    var grantsRightAway = true
+    /// Snapshots taken right after a walk, for tests to see that the path runs.
+    var snapshotsTakenRightAway = 0
     /// With `memoryBudgetBytes` set: each instance's estimated size as of its last flush,
     /// and their sum, so `start` checks the budget without walking every instance.
     var estimatedSizes: [Int] = []
+    /// When the earliest terminal instance expires (`maxInstanceLifetimeSecs` after it
+    /// finished), or nil with none: garbage collection looks at the instances only then.
+    var nextCollection: Instant?
     var estimatedTotal = 0
     /// The interpreter every walk reuses (see `drive`).
     var walker = Interpreter(instance: MobileEngine.placeholder, program: .empty, now: .zero, inputGate: .afterHandler, timestamp: nil)

@@ -80,6 +80,8 @@ final class Program: Sendable {
     /// The most nodes an instance's tree can reach, when that is bounded (no loop or
     /// for_each): a tree copied with this much room never grows again.
     let treeBound: Int?
+    /// Whether an instance can start child instances (the sequence has a sub_sequence).
+    let startsChildren: Bool
 
     init(sequence: SequenceDefinition, json: String) {
         self.sequence = sequence
@@ -127,6 +129,7 @@ final class Program: Sendable {
         for (index, block) in blocks.enumerated() { byID[block.id] = Int32(index) }
         self.indexByID = byID
         self.treeBound = Self.treeBound(of: root, kinds: kinds, lists: lists)
+        self.startsChildren = kinds.contains(.subSequence)
     }
 
     /// A list node, plus its blocks' nodes. A router, split or scope instantiates one of

@@ -1,0 +1,121 @@
+import LabTestSupport
+import Testing
+import LabKernel
+@testable import DeviceWorkflows
+
+@Suite("Engine ticks")
+struct EngineTickTests {
+    static let sequences = ["onboarding-flow", "try-catch-refund", "kyc-checks", "sub-sequence-kyc", "race-first-response",
+                            "parallel-checks", "cancellation-scope-cleanup", "loop-poll"]
+
+    /// Runs a mixed device for 60 ticks with handlers that fail, answer late or never, and
+    /// returns every tick's effects.
+    static func run(slots: UInt32, rightAway: Bool) throws -> (ticks: [[EngineEffect]], engine: MobileEngine) {
+        var engine = MobileEngine(config: config {
+            $0.maxConcurrentSteps = slots
+            $0.handlerTimeoutMs = 1_500
+        }, handlers: BuiltinHandlers.names, seed: StreamSeed(11))
+        engine.grantsRightAway = rightAway
+        var effects: [EngineEffect] = []
+        for name in sequences { _ = try engine.loadSequence(json: workflowJSON(name), into: &effects) }
+        // A parent busy with its own steps while its child finishes: both change it in one tick.
+        _ = try engine.loadSequence(json: sequence(#"{"type":"step","id":"c","handler":"noop"}"#, name: "child"), into: &effects)
+        _ = try engine.loadSequence(json: sequence(#"""
+            {"type":"parallel","id":"p","branches":[
+              [{"type":"subSequence","id":"sub","sequence_name":"child"}],
+              [{"type":"step","id":"a","handler":"noop"},{"type":"step","id":"b","handler":"noop"},{"type":"step","id":"c","handler":"noop"}]]}
+            """#, name: "parent"), into: &effects)
+        // Started last: granting right away stops at the first parent with a step to grant.
+        for i in 0..<60 { _ = try engine.start(i < 48 ? sequences[i % sequences.count] : "parent", now: .zero, into: &effects) }
+        var ticks: [[EngineEffect]] = []
+        var results: [(InvocationKey, HandlerOutcome)] = []
+        var answers: [(String, String)] = []
+        var now = Instant.zero
+        for tick in 0..<60 {
+            var effects: [EngineEffect] = []
+            for (key, outcome) in results { engine.handlerFinished(key, outcome, now: now, into: &effects) }
+            for (id, step) in answers {
+                try? engine.completeStep(id, stepName: step, output: .string(EngineBenchmark.answers[step]?.stringValue ?? "yes"),
+                                         now: now, into: &effects)
+            }
+            results.removeAll()
+            answers.removeAll()
+            engine.tick(now: now, into: &effects)
+            for effect in effects {
+                switch effect {
+                case .invoke(let invocation):
+                    let roll = (invocation.key.instance &* 31 &+ UInt64(invocation.key.node) &* 7 &+ UInt64(invocation.key.attempt)) % 10
+                    let reliable = invocation.sequenceName == "parent" || invocation.sequenceName == "child"
+                    if roll == 0 && !reliable { continue }  // never answers: the handler timeout fails the attempt
+                    results.append((invocation.key, roll < 3 && !reliable ? .retryable("flaky") : .success(["tick": .number(Double(tick))])))
+                case .stepPending(let id, let step, _):
+                    answers.append((id, step))
+                case .persist, .delete, .storeSequence, .removeSequence, .telemetry, .instanceCompleted, .instanceFailed:
+                    break
+                }
+            }
+            ticks.append(effects)
+            now = now + .milliseconds(500)
+        }
+        return (ticks, engine)
+    }
+
+    @Test("granting and persisting right after each walk gives every tick the same effects, in the same order, as separate passes", arguments: [UInt32(3), 1_000])
+    func rightAwayMatchesPasses(slots: UInt32) throws {
+        let (fused, engine) = try Self.run(slots: slots, rightAway: true)
+        let (passes, _) = try Self.run(slots: slots, rightAway: false)
+        // With three slots the queue is seldom empty, so the path runs less often.
+        #expect(engine.snapshotsTakenRightAway > (slots == 3 ? 0 : 100), "the path under test ran")
+        #expect(fused.count == passes.count)
+        for (tick, (a, b)) in zip(fused, passes).enumerated() where a != b {
+            let first = (0..<min(a.count, b.count)).first { a[$0] != b[$0] } ?? min(a.count, b.count)
+            let mine = a.count > first ? Self.describe(a[first]) : "none"
+            let theirs = b.count > first ? Self.describe(b[first]) : "none"
+            Issue.record("tick \(tick): \(a.count) effects against \(b.count); the first difference at \(first): \(mine) against \(theirs)")
+        }
+        let finished = engine.allInstances.filter { $0.state.isTerminal }.count
+        #expect(finished > 20, "the device made progress (\(finished) finished)")
+    }
+
+    static func describe(_ effect: EngineEffect) -> String {
+        switch effect {
+        case .persist(let snapshot): return "persist of instance \(snapshot.instance.sequenceNumber)"
+        case .invoke(let invocation): return "invoke \(invocation.key)"
+        case .telemetry(let events): return "\(events.count) telemetry events"
+        case .delete, .storeSequence, .removeSequence, .instanceCompleted, .instanceFailed, .stepPending: return "\(effect)"
+        }
+    }
+
+    @Test("between ticks a timer summary never shows a timer later than the instance's tree")
+    func summariesStayAhead() throws {
+        var engine = MobileEngine(config: config { $0.maxConcurrentSteps = 5 }, handlers: BuiltinHandlers.names, seed: StreamSeed(5))
+        var effects: [EngineEffect] = []
+        for name in ["try-catch-refund", "onboarding-flow"] { _ = try engine.loadSequence(json: workflowJSON(name), into: &effects) }
+        for i in 0..<20 { _ = try engine.start(i % 2 == 0 ? "onboarding-flow" : "try-catch-refund", now: .zero, into: &effects) }
+        var now = Instant.zero
+        var checked = 0
+        var retries = 0
+        var waits = 0
+        for _ in 0..<40 {
+            var effects: [EngineEffect] = []
+            engine.tick(now: now, into: &effects)
+            now = now + .milliseconds(250)
+            // Results arrive between ticks: some fail (a retry is set), some open a wait.
+            for effect in effects {
+                guard case .invoke(let invocation) = effect else { continue }
+                let outcome: HandlerOutcome = invocation.handler == "flaky" ? .retryable("flaky") : .success([:])
+                engine.handlerFinished(invocation.key, outcome, now: now, into: &effects)
+            }
+            for index in engine.instances.indices where !engine.instances[index].state.isTerminal {
+                let summary = engine.timers[index].earliest(.all, lifetime: engine.config.instanceLifetime)
+                let tree = engine.summarizeTimers(index).earliest(.all, lifetime: engine.config.instanceLifetime)
+                if let tree { #expect(summary.map { $0 <= tree } == true) }
+                checked += 1
+                retries += engine.instances[index].nodes.filter { $0.retryAt != nil }.count
+                waits += engine.instances[index].nodes.filter { $0.deadline != nil && !$0.inFlight }.count
+            }
+        }
+        #expect(checked > 100)
+        #expect(retries > 10 && waits > 10, "retries (\(retries)) and input waits (\(waits)) were set between ticks")
+    }
+}
