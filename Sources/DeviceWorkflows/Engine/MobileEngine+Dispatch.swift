@@ -56,7 +56,7 @@ extension MobileEngine {
         return HandlerInvocation(key: key, instanceID: instances[index].id, step: step, context: instances[index].data)
     }
 
-    /// Grants the keys an instance's walk just queued (from `position` on), as the grant
+    /// Grants the keys instance `index`'s walk just queued (from `position` on), as the grant
     /// at the end of the tick would, and says whether granting right away can go on.
     ///
     /// It stops (leaving this key and every later one to that grant) at the first key it
@@ -67,10 +67,11 @@ extension MobileEngine {
     /// when the tick began, so these keys are the oldest, and a slot free now is free
     /// then (a walk only frees slots). The invocations are held back and released after
     /// the walks, where the grant would have put them among the callbacks.
-    mutating func grantRightAway(from position: Int, now: Instant) -> Bool {
+    mutating func grantRightAway(_ index: Int, from position: Int, now: Instant) -> Bool {
         while dispatchQueue.count > position {
             let key = dispatchQueue[position]
-            guard let index = indexByNumber[key.instance], Int(key.node) < instances[index].nodes.count,
+            // The walk queues only its own instance's keys: no lookup by number.
+            guard key.instance == instances[index].sequenceNumber, Int(key.node) < instances[index].nodes.count,
                   !programOf[index].startsChildren else { return false }
             let node = instances[index].nodes[Int(key.node)]
             guard node.state == .running, !node.inFlight, node.attempt + 1 == key.attempt, !instances[index].state.isTerminal,

@@ -31,7 +31,7 @@ extension MobileEngine {
             let queuedBefore = dispatchQueue.count
             drive(index, now: now)
             guard granting else { continue }
-            granting = grantRightAway(from: queuedBefore, now: now)
+            granting = grantRightAway(index, from: queuedBefore, now: now)
             if granting { persistRightAway(index, now: now) }
         }
         releaseGrantedRightAway()
