@@ -3,6 +3,27 @@ public import LabKernel
 extension MobileEngine {
     // MARK: Granting handler slots
 
+    /// What the grant does with a queued key.
+    enum GrantVerdict {
+        /// The step no longer waits for this attempt (finished, cancelled, re-queued).
+        case drop
+        /// No handler slot is free, or the instance is paused: the key stays queued.
+        case hold
+        /// The instance has used up `maxStepsPerInstance`.
+        case overLimit
+        case grant
+    }
+
+    func verdict(on key: InvocationKey, at index: Int) -> GrantVerdict {
+        guard Int(key.node) < instances[index].nodes.count else { return .drop }
+        let node = instances[index].nodes[Int(key.node)]
+        guard node.state == .running, !node.inFlight, node.attempt + 1 == key.attempt, !instances[index].state.isTerminal else {
+            return .drop
+        }
+        guard inFlightCount < Int(config.maxConcurrentSteps), instances[index].state != .paused else { return .hold }
+        return instances[index].stepsExecuted < Int(config.maxStepsPerInstance) ? .grant : .overLimit
+    }
+
     /// Grants queued dispatches, oldest first, while handler slots are free.
     mutating func grantDispatches(now: Instant) {
         guard !dispatchQueue.isEmpty else { return }
@@ -10,28 +31,25 @@ extension MobileEngine {
         var kept = 0
         for position in dispatchQueue.indices {
             let key = dispatchQueue[position]
-            guard let index = indexByNumber[key.instance], Int(key.node) < instances[index].nodes.count else {
+            guard let index = indexByNumber[key.instance] else {
                 unqueue(key)
                 continue
             }
-            let node = instances[index].nodes[Int(key.node)]
-            guard node.state == .running, !node.inFlight, node.attempt + 1 == key.attempt, !instances[index].state.isTerminal else {
+            switch verdict(on: key, at: index) {
+            case .drop:
                 unqueue(key)
-                continue
-            }
-            guard inFlightCount < Int(config.maxConcurrentSteps), instances[index].state != .paused else {
+            case .hold:
                 queued.insert(key)
                 dispatchQueue[kept] = key
                 kept += 1
-                continue
-            }
-            unqueue(key)
-            guard instances[index].stepsExecuted < Int(config.maxStepsPerInstance) else {
+            case .overLimit:
+                unqueue(key)
                 abort(index, "step limit exceeded: the instance ran \(instances[index].stepsExecuted) steps (maxStepsPerInstance)",
                       now: now)
-                continue
+            case .grant:
+                unqueue(key)
+                if let invocation = dispatch(index, key, now: now) { pendingCallbacks.append(.invoke(invocation)) }
             }
-            if let invocation = dispatch(index, key, now: now) { pendingCallbacks.append(.invoke(invocation)) }
         }
         dispatchQueue.removeSubrange(kept...)
     }
@@ -71,12 +89,8 @@ extension MobileEngine {
         while dispatchQueue.count > position {
             let key = dispatchQueue[position]
             // The walk queues only its own instance's keys: no lookup by number.
-            guard key.instance == instances[index].sequenceNumber, Int(key.node) < instances[index].nodes.count,
-                  !programOf[index].startsChildren else { return false }
-            let node = instances[index].nodes[Int(key.node)]
-            guard node.state == .running, !node.inFlight, node.attempt + 1 == key.attempt, !instances[index].state.isTerminal,
-                  inFlightCount < Int(config.maxConcurrentSteps), instances[index].state != .paused,
-                  instances[index].stepsExecuted < Int(config.maxStepsPerInstance) else { return false }
+            guard key.instance == instances[index].sequenceNumber, !programOf[index].startsChildren,
+                  verdict(on: key, at: index) == .grant else { return false }
             dispatchQueue.remove(at: position)
             if let invocation = dispatch(index, key, now: now) { grantedRightAway.append(.invoke(invocation)) }
         }
