@@ -1,4 +1,4 @@
-public import LabKernel
+import LabKernel
 
 /// Keys as stored values (a device's key store on disk): each by its 32-byte seed or
 /// secret in hex. Whoever stores them must protect the file; decoding re-derives the rest.

@@ -1,4 +1,4 @@
-public import ChatCrypto
+import ChatCrypto
 public import LabKernel
 
 /// The d3chat client of one device as a sans-I/O core: encryption per the profile,

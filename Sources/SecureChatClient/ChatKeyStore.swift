@@ -1,5 +1,5 @@
 public import ChatCrypto
-public import LabCrypto
+import LabCrypto
 public import LabKernel
 
 /// A device's keys and pairwise sessions: what must survive a restart for the device

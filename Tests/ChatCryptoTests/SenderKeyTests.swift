@@ -13,7 +13,7 @@ struct SenderKeyTests {
     func roundTrip() throws {
         var sender = try chain()
         var receiver = SenderKeyReceiver(channelID: "c-1", distribution: try SenderKeyDistribution(bytes: sender.distribution.bytes))
-        let m = try (0..<5).map { n in sender.encrypt(Array("m\(n)".utf8)) }
+        let m = (0..<5).map { n in sender.encrypt(Array("m\(n)".utf8)) }
         #expect(m[0][0] == 0x03 && m[0].count == 5 + 2 + 16 + 64)
         #expect(try receiver.decrypt(m[0]) == Array("m0".utf8))
         #expect(try receiver.decrypt(m[3]) == Array("m3".utf8))

@@ -89,19 +89,19 @@ extension CryptoBenchmark.Fixture {
             crypto_scalarmult_base(ephemeralPublic, ephemeralSecret)
             // Initiator.
             _ = crypto_sign_verify_detached(bundle.signedPreKeySignature, bundle.signedPreKey, 32, bundle.identityKey)
-            crypto_sign_ed25519_pk_to_curve25519(bobX, bundle.identityKey)
+            _ = crypto_sign_ed25519_pk_to_curve25519(bobX, bundle.identityKey)
             ikm.update(repeating: 0xFF, count: 32)
-            crypto_scalarmult(ikm + 32, aliceCurve, bundle.signedPreKey)
-            crypto_scalarmult(ikm + 64, ephemeralSecret, bobX)
-            crypto_scalarmult(ikm + 96, ephemeralSecret, bundle.signedPreKey)
-            crypto_scalarmult(ikm + 128, ephemeralSecret, bundle.oneTimePreKey!.key)
+            _ = crypto_scalarmult(ikm + 32, aliceCurve, bundle.signedPreKey)
+            _ = crypto_scalarmult(ikm + 64, ephemeralSecret, bobX)
+            _ = crypto_scalarmult(ikm + 96, ephemeralSecret, bundle.signedPreKey)
+            _ = crypto_scalarmult(ikm + 128, ephemeralSecret, bundle.oneTimePreKey!.key)
             ProfileInfo.x3dh.withUnsafeBufferPointer { b.hkdf(ikm, 160, info: $0.baseAddress!, $0.count, blocks: 1) }
             // Responder.
-            crypto_sign_ed25519_pk_to_curve25519(aliceX, alice.publicKey)
-            crypto_scalarmult(ikm + 32, spk, aliceX)
-            crypto_scalarmult(ikm + 64, bobCurve, ephemeralPublic)
-            crypto_scalarmult(ikm + 96, spk, ephemeralPublic)
-            crypto_scalarmult(ikm + 128, opk, ephemeralPublic)
+            _ = crypto_sign_ed25519_pk_to_curve25519(aliceX, alice.publicKey)
+            _ = crypto_scalarmult(ikm + 32, spk, aliceX)
+            _ = crypto_scalarmult(ikm + 64, bobCurve, ephemeralPublic)
+            _ = crypto_scalarmult(ikm + 96, spk, ephemeralPublic)
+            _ = crypto_scalarmult(ikm + 128, opk, ephemeralPublic)
             ProfileInfo.x3dh.withUnsafeBufferPointer { b.hkdf(ikm, 160, info: $0.baseAddress!, $0.count, blocks: 1) }
             b.sink ^= Int(b.keyNonce[0])
         }

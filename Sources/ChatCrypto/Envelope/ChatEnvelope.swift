@@ -1,4 +1,4 @@
-public import LabKernel
+import LabKernel
 
 /// How encrypted content travels in a message's `content` string (protocol_version 2).
 ///

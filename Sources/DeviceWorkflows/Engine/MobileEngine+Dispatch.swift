@@ -1,4 +1,4 @@
-public import LabKernel
+import LabKernel
 
 extension MobileEngine {
     // MARK: Granting handler slots

@@ -1,4 +1,4 @@
-public import LabKernel
+import LabKernel
 
 /// An instance's earliest timer of each kind, as of its last flush.
 ///

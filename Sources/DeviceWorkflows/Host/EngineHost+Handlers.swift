@@ -1,4 +1,4 @@
-public import LabKernel
+import LabKernel
 
 /// A handler as the host keeps it. Wrapped so the closure is stored as its own type and
 /// called directly: a closure stored straight in a dictionary is kept in the dictionary's

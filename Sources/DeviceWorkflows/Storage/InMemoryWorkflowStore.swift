@@ -1,4 +1,4 @@
-public import LabKernel
+import LabKernel
 
 /// The workflow store as plain values, for simulations of many devices. Snapshots are
 /// kept as the engine's `InstanceSnapshot` objects (a persist moves a reference, it does not

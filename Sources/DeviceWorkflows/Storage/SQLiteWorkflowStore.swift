@@ -1,4 +1,4 @@
-public import LabKernel
+import LabKernel
 public import LabStore
 
 /// The device database: one SQLite file per device, in WAL mode.

@@ -1,4 +1,4 @@
-public import LabKernel
+import LabKernel
 
 /// Where a device keeps its workflow state: sequences, instance snapshots (context and
 /// execution tree), the handler-result journal, telemetry and the sync outbox.

@@ -1,4 +1,4 @@
-public import LabKernel
+import LabKernel
 
 /// How a metric's values are stored and how people write bounds on them.
 public enum MetricUnit: String, Sendable, Hashable {

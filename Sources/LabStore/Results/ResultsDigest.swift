@@ -9,7 +9,7 @@ public enum ResultsDigest {
         var state = crypto_hash_sha256_state()
         crypto_hash_sha256_init(&state)
         func absorb(_ bytes: [UInt8]) {
-            bytes.withUnsafeBufferPointer { crypto_hash_sha256_update(&state, $0.baseAddress, UInt64($0.count)) }
+            _ = bytes.withUnsafeBufferPointer { crypto_hash_sha256_update(&state, $0.baseAddress, UInt64($0.count)) }
         }
         for table in ResultsSchema.deterministicTables {
             absorb(Array("table:\(table.name)\n".utf8))

@@ -3,7 +3,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-public import LabKernel
+import LabKernel
 
 /// A real device core on real sockets: an `EngineHost` with sync on, its store on disk,
 /// talking HTTP to a served mobile sync server. Time is the wall clock since the device

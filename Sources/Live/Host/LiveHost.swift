@@ -1,5 +1,5 @@
 import Foundation
-public import Hummingbird
+import Hummingbird
 public import Logging
 import NIOCore
 import ServiceLifecycle

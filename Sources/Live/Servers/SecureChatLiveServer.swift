@@ -6,7 +6,7 @@ public import LabKernel
 import HummingbirdCore
 import NIOWebSocket
 public import NIOCore
-public import SecureChatServer
+import SecureChatServer
 public import ServiceLifecycle
 
 /// The d3chat reference server on a real port: the `ChatServer` core behind Hummingbird,

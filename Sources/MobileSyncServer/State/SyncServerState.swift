@@ -1,4 +1,4 @@
-public import LabKernel
+import LabKernel
 
 /// Everything the sync server knows, as values. The live driver persists each change to
 /// SQLite (`SQLiteSyncServerStore`) and loads the whole state at start; the simulator

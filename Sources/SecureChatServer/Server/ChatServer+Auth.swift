@@ -1,5 +1,5 @@
 import LabCrypto
-public import LabKernel
+import LabKernel
 
 /// Who is calling, from a valid access token.
 struct Caller {

@@ -1,4 +1,4 @@
-public import LabKernel
+import LabKernel
 
 extension VirtualDevice {
     static let nanosecondsPerHour = Int128(3_600_000_000_000)

@@ -1,4 +1,4 @@
-public import LabKernel
+import LabKernel
 
 extension VirtualDevice {
     /// The next session start: a Poisson process that runs only in waking hours.

@@ -43,7 +43,7 @@ extension FleetWorld {
     }
 
     mutating func startSync(_ device: Int, now: Instant, queue: inout EventQueue<Event>) {
-        guard var slot = engines[device], let metrics = syncMetrics else { return }
+        guard let slot = engines[device], let metrics = syncMetrics else { return }
         slot.clock = now
         guard let (request, sent) = try? slot.makeSyncRequest() else { return }
         let outboxCount = (try? slot.store.outboxCount()) ?? 0

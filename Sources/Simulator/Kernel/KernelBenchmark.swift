@@ -1,4 +1,4 @@
-public import LabKernel
+import LabKernel
 
 /// `fleetlab bench kernel`: the kernel against a bare binary-heap loop on the same
 /// event pattern, measured in the same process.

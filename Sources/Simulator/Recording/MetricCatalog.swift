@@ -1,4 +1,4 @@
-public import LabKernel
+import LabKernel
 public import LabStore
 
 /// Every metric a run can record: its kind, unit and meaning. Scenario thresholds are

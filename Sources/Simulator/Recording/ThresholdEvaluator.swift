@@ -1,4 +1,4 @@
-public import LabKernel
+import LabKernel
 public import LabStore
 
 /// Checks a scenario's thresholds against what the recorder holds at the end of a run.

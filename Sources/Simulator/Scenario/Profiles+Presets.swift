@@ -1,4 +1,4 @@
-public import LabKernel
+import LabKernel
 
 extension PowerProfile {
     /// Named battery behaviours; a scenario picks one by name and may override any field.

@@ -1,4 +1,4 @@
-public import LabKernel
+import LabKernel
 
 extension Scenario: Decodable {
     enum CodingKeys: String, CodingKey, CaseIterable {
