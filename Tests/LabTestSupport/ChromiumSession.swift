@@ -58,7 +58,10 @@ public final class ChromiumSession {
         pid = child
         writeFD = toChrome[1]
         readFD = fromChrome[0]
-        let target = try send("Target.createTarget", ["url": url])
+        // The first answer waits for the browser to start. On a cold machine, with the rest
+        // of the suite using both cores, that alone took over 20 s once in CI, so the
+        // start gets its own, longer allowance; every later command keeps the default.
+        let target = try send("Target.createTarget", ["url": url], timeout: 90)
         guard let targetID = target["targetId"] as? String else { throw Failure.protocolError("no target id") }
         let attached = try send("Target.attachToTarget", ["targetId": targetID, "flatten": true])
         guard let session = attached["sessionId"] as? String else { throw Failure.protocolError("no session id") }
