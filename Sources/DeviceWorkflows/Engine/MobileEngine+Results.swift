@@ -22,8 +22,9 @@ extension MobileEngine {
             if config.inputGate == .afterHandler, step.waits {
                 instances[index].nodes[n].state = .waiting
                 if let timeout = step.waitTimeout {
-                    instances[index].nodes[n].deadline = now + timeout
-                    timers[index].include(inputTimeout: now + timeout)
+                    let deadline = now + timeout
+                    instances[index].nodes[n].deadline = deadline
+                    timers[index].include(inputTimeout: deadline)
                 }
                 pendingCallbacks.append(.stepPending(instanceID: instances[index].id, stepName: step.id, handler: step.handler))
                 setState(index, .waiting, now: now)
@@ -52,8 +53,9 @@ extension MobileEngine {
         let attempt = Int(instances[index].nodes[Int(n)].attempt)
         instances[index].nodes[Int(n)].deadline = nil
         if retryable, let retry = step.retry, attempt < retry.maxAttempts {
-            instances[index].nodes[Int(n)].retryAt = now + retry.backoff(after: attempt)
-            timers[index].include(retry: now + retry.backoff(after: attempt))
+            let retryAt = now + retry.backoff(after: attempt)
+            instances[index].nodes[Int(n)].retryAt = retryAt
+            timers[index].include(retry: retryAt)
             telemetry(.stepFailed, index: index, block: step.id, detail: "attempt \(attempt) of \(retry.maxAttempts): \(message); retrying",
                       now: now)
         } else {

@@ -5,9 +5,11 @@ import LabKernel
 /// The engine asks for timers on every tick (`fireTimers`) and a driver asks for the next
 /// deadline after it (`nextDeadline`). Walking every instance's tree for them read every
 /// tree of the device each tick, however few had a timer; these summaries are 32 bytes an
-/// instance beside the instances. An instance changed since its last flush may have timers
-/// its summary does not show yet, so it is read in full (the flush brings its summary up
-/// to date).
+/// instance beside the instances. Between flushes a summary can only be early: a timer set
+/// then goes into it as it is set (`include`), a cleared one stays until the flush brings
+/// the summary up to date. `fireTimers` can act on an early summary (the tree decides);
+/// `nextDeadline` must not report a timer that is gone, so it reads an instance changed
+/// since its flush in full.
 struct InstanceTimers: Sendable {
     /// Raw nanoseconds; `none` when there is no such timer (and for a finished instance).
     private var retry = none
@@ -51,7 +53,7 @@ struct InstanceTimers: Sendable {
 
 extension MobileEngine {
     /// The earliest timer of `kinds` of instance `index`, or nil (none, or finished).
-    func nextTimer(_ index: Int, kinds: TimerKinds = .all) -> Instant? {
+    func nextTimer(_ index: Int, kinds: TimerKinds) -> Instant? {
         // Changed since its last flush: its summary may be out of date.
         let timers = flags[index] & 2 != 0 ? summarizeTimers(index) : timers[index]
         return timers.earliest(kinds, lifetime: config.instanceLifetime)
@@ -73,7 +75,7 @@ extension MobileEngine {
         let lifetime = config.instanceLifetime
         for index in instances.indices {
             guard let due = timers[index].earliest(.all, lifetime: lifetime), due <= now, !instances[index].state.isTerminal else { continue }
-            if instances[index].createdAt + config.instanceLifetime <= now {
+            if instances[index].createdAt + lifetime <= now {
                 abort(index, "instance lifetime exceeded (maxInstanceLifetimeSecs is \(config.maxInstanceLifetimeSecs))", now: now)
                 continue
             }
