@@ -121,17 +121,17 @@ public final class InstanceSnapshot: @unchecked Sendable, Equatable {
         swap(&spareTree, &instance.nodes)
     }
 
-    /// Makes this retired snapshot hold `live` (sharing its tree), and gives `live` a
-    /// private copy of its tree in the buffer this snapshot kept, growing that buffer (to
-    /// `capacity`) only if the tree outgrew it.
-    func reuse(for live: inout WorkflowInstance, capacity: Int) {
+    /// Makes this retired snapshot a snapshot of `live`: the header shared, the tree
+    /// copied into the buffer this snapshot kept, growing that buffer (to `capacity`) only
+    /// if the tree outgrew it. `live` keeps its own tree where it is.
+    func reuse(for live: WorkflowInstance, capacity: Int) {
         var tree: [ExecNode] = []
         swap(&tree, &spareTree)
         tree.removeAll(keepingCapacity: true)
         if tree.capacity < live.nodes.count { tree.reserveCapacity(capacity) }
         tree.append(contentsOf: live.nodes)
         instance = live
-        swap(&tree, &live.nodes)
+        swap(&tree, &instance.nodes)
     }
 }
 
