@@ -171,6 +171,20 @@ struct StoreConformanceTests {
         #expect(host.engine.reusedSnapshots >= 20 * (ticks - 2), "reused \(host.engine.reusedSnapshots) in \(ticks) ticks")
     }
 
+    @Test("a snapshot something else still holds is never refilled by a later flush")
+    func heldSnapshotsStay() throws {
+        var host = try host(.memory)
+        var held: (store: InMemoryWorkflowStore, instances: [WorkflowInstance])?
+        _ = try runOnboarding(&host, count: 20) { host, tick in
+            // A copy of the store holds every snapshot of tick 2; the store lets go of them.
+            guard tick == 2, let store = host.store.base as? InMemoryWorkflowStore else { return }
+            held = (store, try store.loadState().instances)
+        }
+        let (store, instances) = try #require(held)
+        #expect(host.engine.reusedSnapshots > 0)
+        #expect(try store.loadState().instances == instances, "a held snapshot changed")
+    }
+
     @Test("a tick is one transaction: snapshots, the journal of the handlers it ran and the journal it consumed", arguments: StoreKind.allCases)
     func oneTransactionPerTick(kind: StoreKind) throws {
         var host = try host(kind)

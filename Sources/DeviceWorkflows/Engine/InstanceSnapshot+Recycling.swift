@@ -19,13 +19,8 @@ public struct SpareSnapshots: Sendable {
 
     public var count: Int { snapshots.count }
 
-    /// Keeps `snapshot` if this was its last owner.
-    public mutating func offer(_ snapshot: consuming InstanceSnapshot) {
-        var owned = snapshot
-        guard isKnownUniquelyReferenced(&owned) else { return }
-        owned.retire()
-        snapshots.append(owned)
-    }
+    /// Keeps `snapshot` (whether anything else still holds it is checked when it is taken).
+    public mutating func offer(_ snapshot: consuming InstanceSnapshot) { snapshots.append(snapshot) }
 
     /// Starts a new commit's collection (the previous one's spares are freed if nobody
     /// took them).
@@ -41,5 +36,14 @@ public struct SpareSnapshots: Sendable {
         }
     }
 
-    mutating func pop() -> InstanceSnapshot? { snapshots.popLast() }
+    /// A spare nothing else holds, retired (its tree buffer taken aside); spares still
+    /// held elsewhere are dropped.
+    mutating func pop() -> InstanceSnapshot? {
+        while var spare = snapshots.popLast() {
+            guard isKnownUniquelyReferenced(&spare) else { continue }
+            spare.retire()
+            return spare
+        }
+        return nil
+    }
 }
