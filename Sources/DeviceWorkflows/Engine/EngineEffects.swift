@@ -123,15 +123,17 @@ public final class InstanceSnapshot: @unchecked Sendable, Equatable {
 
     /// Makes this retired snapshot a snapshot of `live`: the header shared, the tree
     /// copied into the buffer this snapshot kept, growing that buffer (to `capacity`) only
-    /// if the tree outgrew it. `live` keeps its own tree where it is.
-    func reuse(for live: WorkflowInstance, capacity: Int) {
+    /// if the tree outgrew it. `live` keeps its own tree where it is (and is not changed:
+    /// passed `inout` so it is not copied on the way in).
+    func reuse(for live: inout WorkflowInstance, capacity: Int) {
         var tree: [ExecNode] = []
         swap(&tree, &spareTree)
         tree.removeAll(keepingCapacity: true)
         if tree.capacity < live.nodes.count { tree.reserveCapacity(capacity) }
         tree.append(contentsOf: live.nodes)
-        instance = live
-        swap(&tree, &instance.nodes)
+        var header = copy live
+        swap(&tree, &header.nodes)
+        instance = header
     }
 }
 

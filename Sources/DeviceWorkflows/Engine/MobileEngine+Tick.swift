@@ -161,7 +161,7 @@ extension MobileEngine {
         // at once. Without a spare, the snapshot shares the tree and the instance gets a
         // copy with that room, so its walks do not copy it again to grow.
         if let spare = spareSnapshots.pop() {
-            spare.reuse(for: instances[index], capacity: programOf[index].treeCapacity(for: instances[index].nodes.count))
+            spare.reuse(for: &instances[index], capacity: programOf[index].treeCapacity(for: instances[index].nodes.count))
             reusedSnapshots += 1
             return spare
         }
