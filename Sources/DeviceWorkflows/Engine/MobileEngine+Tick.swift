@@ -156,10 +156,10 @@ extension MobileEngine {
         timers[index] = summarizeTimers(index)
         // A spare snapshot (see `SpareSnapshots`) gets a copy of the tree, and the instance
         // keeps its own where it is: the trees stay where the walks last read them. (Giving
-        // the instance the copy moved every tree to another buffer every tick, about
-        // 1.05x slower.) Spares grow to the program's largest tree (`Program.treeBound`)
-        // at once. Without a spare, the snapshot shares the tree and the instance gets a
-        // copy with that room, so its walks do not copy it again to grow.
+        // the instance the copy moved every busy tree to another buffer every tick, which
+        // measured 1.05-1.17x slower.) Spares grow to the program's largest tree
+        // (`Program.treeBound`) at once. Without a spare, the snapshot shares the tree and
+        // the instance gets a copy with that room, so its walks do not copy it to grow.
         if let spare = spareSnapshots.pop() {
             spare.reuse(for: &instances[index], capacity: programOf[index].treeCapacity(for: instances[index].nodes.count))
             reusedSnapshots += 1

@@ -99,6 +99,7 @@ extension MobileEngine {
         instances[index].sequenceName = program.sequence.name
         instances[index].sequenceVersion = program.sequence.version
         instances[index].nodes = [ExecNode(kind: .list(owner: -1, list: 0), parent: -1, state: .pending)]
+        // Snapshots copy the tree and leave it here, so it gets its room now, once.
         instances[index].nodes.reserveCapacity(program.treeCapacity(for: 1))
         instances[index].nodeErrors = [:]
         instances[index].forEachItems = [:]
