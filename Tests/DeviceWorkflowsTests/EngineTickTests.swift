@@ -129,3 +129,37 @@ struct EngineTickTests {
         #expect(retries > 10 && waits > 10, "retries (\(retries)) and input waits (\(waits)) were set between ticks")
     }
 }
+
+@Suite("Instance numbers: where each number's instance is")
+struct InstanceNumbersTests {
+    @Test("lookups find what was set, holes and numbers outside the range find nothing, an earlier number still fits")
+    func lookups() {
+        var numbers = InstanceNumbers([5, 6, 9])
+        #expect(numbers[5] == 0 && numbers[6] == 1 && numbers[9] == 2)
+        #expect(numbers[7] == nil && numbers[8] == nil && numbers[4] == nil && numbers[10] == nil && numbers[.max] == nil)
+        numbers.set(12, 3)
+        numbers.set(2, 4)
+        #expect(numbers[12] == 3 && numbers[2] == 4 && numbers[5] == 0 && numbers[9] == 2 && numbers[3] == nil)
+        #expect(InstanceNumbers()[0] == nil)
+    }
+
+    @Test("after garbage collection every surviving instance is found at its new index")
+    func afterCollection() throws {
+        var host = EngineHost(engine: MobileEngine(config: config { $0.maxInstanceLifetimeSecs = 60 }, handlers: BuiltinHandlers.names,
+                                                   seed: StreamSeed(3)),
+                              store: InMemoryWorkflowStore())
+        host.standingAnswers = EngineBenchmark.answers
+        _ = try host.loadSequence(json: workflowJSON("onboarding-flow"))
+        let early = try (0..<5).map { _ in try host.start("onboarding-flow") }
+        try host.runUntilIdle()
+        host.advance(to: host.now + .seconds(30))
+        let late = try (0..<5).map { _ in try host.start("onboarding-flow") }
+        host.advance(to: host.now + .seconds(45))
+        try host.tick()  // the early ones are past their lifetime and go; the late ones stay
+        for id in early { #expect(host.engine.indexByID[id] == nil) }
+        for (index, instance) in host.engine.instances.enumerated() {
+            #expect(host.engine.indexByNumber[instance.sequenceNumber] == index)
+        }
+        #expect(Set(host.engine.instances.map(\.id)) == Set(late))
+    }
+}
