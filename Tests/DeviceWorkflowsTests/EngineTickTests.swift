@@ -130,17 +130,32 @@ struct EngineTickTests {
     }
 }
 
-@Suite("Instance numbers: where each number's instance is")
-struct InstanceNumbersTests {
+@Suite("Numbered slots: values by instance number")
+struct NumberedSlotsTests {
     @Test("lookups find what was set, holes and numbers outside the range find nothing, an earlier number still fits")
     func lookups() {
-        var numbers = InstanceNumbers([5, 6, 9])
+        var numbers = NumberedSlots(indexing: [5, 6, 9])
         #expect(numbers[5] == 0 && numbers[6] == 1 && numbers[9] == 2)
         #expect(numbers[7] == nil && numbers[8] == nil && numbers[4] == nil && numbers[10] == nil && numbers[.max] == nil)
-        numbers.set(12, 3)
-        numbers.set(2, 4)
+        numbers[12] = 3
+        numbers[2] = 4
         #expect(numbers[12] == 3 && numbers[2] == 4 && numbers[5] == 0 && numbers[9] == 2 && numbers[3] == nil)
-        #expect(InstanceNumbers()[0] == nil)
+        #expect(NumberedSlots<Int>()[0] == nil)
+        #expect(numbers.count == 5 && numbers.values == [4, 0, 1, 2, 3])
+        // Removing from the front trims it; removing a hole or an unknown number changes nothing.
+        #expect(numbers.removeValue(forKey: 2) == 4 && numbers.removeValue(forKey: 5) == 0)
+        #expect(numbers.removeValue(forKey: 7) == nil && numbers.removeValue(forKey: 40) == nil)
+        #expect(numbers.count == 3 && numbers.values == [1, 2, 3] && numbers[6] == 1 && numbers[12] == 3)
+    }
+
+    @Test("removing in number order, as garbage collection does, keeps the rest and takes new and earlier numbers")
+    func removalInOrder() {
+        var slots = NumberedSlots(indexing: Array(0..<1_000))
+        for number in 0..<990 { #expect(slots.removeValue(forKey: UInt64(number)) == number) }
+        #expect(slots.count == 10 && slots.values == Array(990..<1_000) && slots[989] == nil && slots[995] == 995)
+        slots[1_000] = 7
+        slots[5] = 8
+        #expect(slots.count == 12 && slots.values == [8] + Array(990..<1_000) + [7] && slots[5] == 8 && slots[6] == nil)
     }
 
     @Test("after garbage collection every surviving instance is found at its new index")

@@ -62,7 +62,7 @@ extension MobileEngine {
     mutating func append(_ instance: WorkflowInstance, program: Program) -> Int {
         let index = instances.count
         indexByID[instance.id] = index
-        indexByNumber.set(instance.sequenceNumber, index)
+        indexByNumber[instance.sequenceNumber] = index
         instances.append(instance)
         programOf.append(program)
         flags.append(0)

@@ -48,7 +48,7 @@ extension MobileEngine {
         estimatedTotal = 0
         nextCollection = nil
         indexByID = [:]
-        indexByNumber = InstanceNumbers()
+        indexByNumber = NumberedSlots()
         dirtyList = []
         changedList = []
         inFlightCount = 0

@@ -137,7 +137,7 @@ extension MobileEngine {
         dirtyList = dirtyList.compactMap { newIndex[$0] }
         changedList = changedList.compactMap { newIndex[$0] }
         indexByID = Dictionary(uniqueKeysWithValues: instances.enumerated().map { ($1.id, $0) })
-        indexByNumber = InstanceNumbers(instances.map(\.sequenceNumber))
+        indexByNumber = NumberedSlots(indexing: instances.map(\.sequenceNumber))
     }
 
     /// Notes that a terminal instance that finished at `finished` expires in time.

@@ -54,7 +54,7 @@ public struct MobileEngine: Sendable {
     var dirtyList: [Int] = []
     var changedList: [Int] = []
     var indexByID: [String: Int] = [:]
-    var indexByNumber = InstanceNumbers()
+    var indexByNumber = NumberedSlots<Int>()
     /// Steps ready for a handler, oldest first, by instance number and node.
     var dispatchQueue: [InvocationKey] = []
     /// Keys that stayed in the queue past a grant (no handler slot was free, or the

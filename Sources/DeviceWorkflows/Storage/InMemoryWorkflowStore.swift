@@ -10,7 +10,7 @@ import LabKernel
 public struct InMemoryWorkflowStore: WorkflowStore, Sendable {
     struct Contents: Sendable {
         var sequences: [String: (order: Int, json: String)] = [:]
-        var instances: [UInt64: InstanceSnapshot] = [:]
+        var instances = NumberedSlots<InstanceSnapshot>()
         /// Telemetry in the batches it came in (a flush's events stay one array, stored
         /// without a copy), each with the id of its first event.
         var telemetry: [(firstID: Int64, events: [TelemetryEvent])] = []
@@ -152,7 +152,7 @@ public struct InMemoryWorkflowStore: WorkflowStore, Sendable {
     public func loadState() throws -> MobileEngine.StoredState {
         MobileEngine.StoredState(
             sequences: committed.sequences.values.sorted { $0.order < $1.order }.map(\.json),
-            instances: committed.instances.values.map(\.instance).sorted { $0.sequenceNumber < $1.sequenceNumber })
+            instances: committed.instances.values.map(\.instance))
     }
 
     public func telemetry(limit: Int) throws -> [(id: Int64, event: TelemetryEvent)] {
