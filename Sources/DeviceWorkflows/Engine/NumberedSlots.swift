@@ -42,8 +42,9 @@ struct NumberedSlots<Value>: Sendable where Value: Sendable {
         }
         let offset = Int(number - first)
         if offset >= slots.count { slots.append(contentsOf: repeatElement(nil, count: offset - slots.count + 1)) }
-        let old = slots[offset]
-        slots[offset] = value
+        // Swapped in, not read then overwritten: that retained and released the old value.
+        var old: Value? = value
+        swap(&old, &slots[offset])
         if old == nil { count += 1 }
         if offset < head { head = offset }
         return old
@@ -54,8 +55,9 @@ struct NumberedSlots<Value>: Sendable where Value: Sendable {
     mutating func removeValue(forKey number: UInt64) -> Value? {
         guard number >= first, number - first < UInt64(slots.count) else { return nil }
         let offset = Int(number - first)
-        guard let old = slots[offset] else { return nil }
-        slots[offset] = nil
+        guard slots[offset] != nil else { return nil }
+        var old: Value?
+        swap(&old, &slots[offset])
         count -= 1
         if offset == head {
             while head < slots.count, slots[head] == nil { head += 1 }
