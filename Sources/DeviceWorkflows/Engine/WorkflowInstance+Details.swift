@@ -45,7 +45,10 @@ extension WorkflowInstance {
         }
     }
 
-    /// The details box, made this version's own first if another version shares it.
+    /// The details box, made this version's own first if another version shares it. The
+    /// plain setters below write only a changed value: a snapshot shares the box, and
+    /// finishing an instance set its `error` to nil, copying the box for nothing (one
+    /// allocation per instance, and a box the snapshot no longer shared).
     mutating func editDetails() -> Details {
         if !isKnownUniquelyReferenced(&details) { details = details.copy() }
         return details
@@ -53,28 +56,28 @@ extension WorkflowInstance {
 
     public var id: String {
         get { details.id }
-        set { editDetails().id = newValue }
+        set { if newValue != details.id { editDetails().id = newValue } }
     }
 
     public var sequenceName: String {
         get { details.sequenceName }
-        set { editDetails().sequenceName = newValue }
+        set { if newValue != details.sequenceName { editDetails().sequenceName = newValue } }
     }
 
     public var dedupKey: String? {
         get { details.dedupKey }
-        set { editDetails().dedupKey = newValue }
+        set { if newValue != details.dedupKey { editDetails().dedupKey = newValue } }
     }
 
     public var error: String? {
         get { details.error }
-        set { editDetails().error = newValue }
+        set { if newValue != details.error { editDetails().error = newValue } }
     }
 
     /// The instance and node of a parent running this one as a sub_sequence.
     public var parent: ParentLink? {
         get { details.parent }
-        set { editDetails().parent = newValue }
+        set { if newValue != details.parent { editDetails().parent = newValue } }
     }
 
     /// Why nodes failed, by node.
@@ -108,6 +111,6 @@ extension WorkflowInstance {
     /// A graceful update waiting for the current step to finish: the sequence to switch to.
     public var pendingUpdate: PendingUpdate? {
         get { details.pendingUpdate }
-        set { editDetails().pendingUpdate = newValue }
+        set { if newValue != details.pendingUpdate { editDetails().pendingUpdate = newValue } }
     }
 }
