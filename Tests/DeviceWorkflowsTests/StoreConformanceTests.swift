@@ -173,21 +173,19 @@ struct StoreConformanceTests {
 
     @Test("a busy instance gets its own old snapshot back: spares are refilled in the order the store let go of them")
     func sparesGoBackToTheirInstances() throws {
-        var host = EngineHost(engine: MobileEngine(config: config(), handlers: BuiltinHandlers.names, seed: StreamSeed(1)),
-                              store: InMemoryWorkflowStore())
-        host.standingAnswers = EngineBenchmark.answers
-        _ = try host.loadSequence(json: workflowJSON("onboarding-flow"))
-        let ids = try (0..<50).map { _ in try host.start("onboarding-flow") }
-        let numbers = ids.map { host.engine.instance($0)!.sequenceNumber }
+        var host = try host(.memory)
+        var numbers: [UInt64] = []
         var held: [[ObjectIdentifier?]] = []
         var same = 0
         var compared = 0
-        for _ in 0..<6 {
-            try host.tick()
-            held.append(numbers.map { number in host.store.committed.instances[number].map(ObjectIdentifier.init) })
-            guard held.count >= 3 else { continue }
-            // Each tick persists every instance; the snapshots its commit let go of are the
-            // ones from two ticks back, and the next flush refills them.
+        _ = try runOnboarding(&host, count: 50) { host, tick in
+            guard let store = host.store.base as? InMemoryWorkflowStore else { return }
+            if tick == 0 { numbers = host.engine.instances.map(\.sequenceNumber) }
+            // Up to tick 6 every tick persists every instance; the snapshots a commit lets
+            // go of are the ones from two ticks back, and the next flush refills them.
+            guard (1...6).contains(tick) else { return }
+            held.append(numbers.map { number in store.committed.instances[number].map(ObjectIdentifier.init) })
+            guard held.count >= 3 else { return }
             for (now, before) in zip(held[held.count - 1], held[held.count - 3]) {
                 compared += 1
                 if now != nil && now == before { same += 1 }
