@@ -181,7 +181,7 @@ enum WorkflowReport {
         guard let sequence = engine.sequence(named: instance.sequenceName, version: instance.sequenceVersion) else { return [] }
         var steps: [String: StepBlock] = [:]
         Block.visit(sequence.blocks) { if case .step(let s) = $0 { steps[s.id] = s } }
-        return engine.waitingSteps().filter { $0.instanceID == instance.id }.compactMap { entry in
+        return engine.waitingSteps().filter { $0.instanceID == instance.instanceID }.compactMap { entry in
             guard let wait = steps[entry.step]?.waitForInput else { return nil }
             return ["step": .string(entry.step), "prompt": .string(wait.prompt),
                     "choices": .array(wait.effectiveChoices.map { ["label": .string($0.label), "value": .string($0.value)] })]

@@ -36,7 +36,10 @@ struct EngineAPITests {
         #expect(host.state(id) == .waiting, "a refused answer changes nothing")
         #expect { try host.completeStep(id, step: "after", output: "a") } throws: { "\($0)".contains("is not waiting for input; waiting: ask") }
         #expect { try host.completeStep("nope", step: "ask", output: "a") } throws: { "\($0)".contains("not found: instance nope") }
-        try host.completeStep(id, step: "ask", output: "a")
+        let unknown = "00000000-0000-4000-8000-000000000000"
+        #expect { try host.completeStep(unknown, step: "ask", output: "a") } throws: { "\($0)".contains("not found: instance \(unknown)") }
+        // Ids are UUIDs, and a UUID is the same in either case.
+        try host.completeStep(id.uppercased(), step: "ask", output: "a")
         #expect { try host.completeStep(id, step: "ask", output: "a") } throws: { "\($0)".contains("not Waiting") }
     }
 

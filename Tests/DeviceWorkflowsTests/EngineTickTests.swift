@@ -56,7 +56,7 @@ struct EngineTickTests {
                     if roll == 0 && !reliable { continue }  // never answers: the handler timeout fails the attempt
                     results.append((invocation.key, roll < 3 && !reliable ? .retryable("flaky") : .success(["tick": .number(Double(tick))])))
                 case .stepPending(let id, let step, _):
-                    answers.append((id, step))
+                    answers.append((id.text, step))
                 case .persist, .delete, .storeSequence, .removeSequence, .telemetry, .instanceCompleted, .instanceFailed:
                     break
                 }
@@ -171,7 +171,7 @@ struct NumberedSlotsTests {
         let late = try (0..<5).map { _ in try host.start("onboarding-flow") }
         host.advance(to: host.now + .seconds(45))
         try host.tick()  // the early ones are past their lifetime and go; the late ones stay
-        for id in early { #expect(host.engine.indexByID[id] == nil) }
+        for id in early { #expect(host.engine.instance(id) == nil) }
         for (index, instance) in host.engine.instances.enumerated() {
             #expect(host.engine.indexByNumber[instance.sequenceNumber] == index)
         }

@@ -55,7 +55,7 @@ struct StoreConformanceTests {
         instance.data["marker"] = "rolled back"
         try host.store.begin()
         try host.store.apply(.persist(InstanceSnapshot(instance)))
-        try host.store.apply(.delete(instanceID: id, number: instance.sequenceNumber))
+        try host.store.apply(.delete(instanceID: instance.instanceID, number: instance.sequenceNumber))
         host.store.rollback()
         #expect(try host.store.loadState().instances.first?.data["marker"] == nil)
         instance.data["marker"] = "kept"
@@ -335,7 +335,7 @@ struct StoreConformanceTests {
     @Test("an instance's boxed details keep value semantics: changing a copy (a snapshot's or the engine's) never changes the other")
     func detailsCopyOnWrite() {
         var live = MobileEngine.placeholder
-        live.id = "a"
+        live.sequenceName = "a"
         let snapshot = live
         live.nodeErrors[3] = "boom"
         live.forEachItems[2] = ["x"]
@@ -343,11 +343,11 @@ struct StoreConformanceTests {
         live.error = "failed"
         live.pendingUpdate = .init(sequenceName: "n", version: 2)
         #expect(snapshot.nodeErrors.isEmpty && snapshot.forEachItems.isEmpty && snapshot.skipSteps.isEmpty)
-        #expect(snapshot.error == nil && snapshot.pendingUpdate == nil && snapshot.id == "a")
+        #expect(snapshot.error == nil && snapshot.pendingUpdate == nil && snapshot.sequenceName == "a")
         #expect(live.nodeErrors == [3: "boom"] && live.skipSteps == ["s"] && live != snapshot)
         var copy = live
-        copy.id = "b"
-        #expect(live.id == "a" && copy.id == "b" && copy.nodeErrors == live.nodeErrors)
+        copy.sequenceName = "b"
+        #expect(live.sequenceName == "a" && copy.sequenceName == "b" && copy.nodeErrors == live.nodeErrors)
         #expect(MemoryLayout<WorkflowInstance>.stride <= 128)
     }
 }

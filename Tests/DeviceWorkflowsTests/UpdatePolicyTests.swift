@@ -39,7 +39,7 @@ struct UpdatePolicyTests {
         host.handlerRuns.keys.filter { key in
             host.engine.allInstances.contains { instance in
                 instance.sequenceNumber == key.instance && instance.nodes.indices.contains(Int(key.node))
-                    && host.engine.programOf[host.engine.indexByID[instance.id]!].step(instance.nodes[Int(key.node)].kind)?.handler == handler
+                    && host.engine.programOf[host.engine.indexByID[instance.instanceID]!].step(instance.nodes[Int(key.node)].kind)?.handler == handler
             }
         }.count
     }

@@ -66,6 +66,25 @@ struct RandomTests {
             #expect(UUIDText.isValid(text) && Array(text.utf8)[14] == UInt8(ascii: "4"), "\(text)")
         }
     }
+
+    @Test("a UUID kept as its 16 bytes writes the text it was parsed from, and parses only hyphenated hex")
+    func uuidValues() throws {
+        var g = SeededGenerator(seed: 0)
+        let first = UUIDValue.random(using: &g)
+        #expect(first.text == "99ec5f36-cb75-42b4-bf6e-1f784956452a")
+        #expect(first.high == 0x99ec_5f36_cb75_42b4 && first.low == 0xbf6e_1f78_4956_452a)
+        for _ in 0..<1_000 {
+            let value = UUIDValue.random(using: &g)
+            #expect(UUIDValue(value.text) == value)
+        }
+        let upper = try #require(UUIDValue("99EC5F36-CB75-42B4-BF6E-1F784956452A"))
+        #expect(upper == first && upper.hashValue == first.hashValue && upper.text == first.text)
+        for bad in ["", "99ec5f36cb7542b4bf6e1f784956452a", "99ec5f36-cb75-42b4-bf6e-1f784956452", "99ec5f36-cb75-42b4-bf6e-1f784956452g",
+                    "99ec5f36_cb75-42b4-bf6e-1f784956452a", "99ec5f36-cb75-42b4-bf6e-1f784956452aa", "i-1"] {
+            #expect(UUIDValue(bad) == nil && !UUIDText.isValid(bad), "\(bad)")
+        }
+        #expect(UUIDValue(high: 1, low: 2) < UUIDValue(high: 1, low: 3) && UUIDValue(high: 1, low: 9) < UUIDValue(high: 2, low: 0))
+    }
 }
 
 func pow2(_ x: Double) -> Double { x * x }

@@ -31,7 +31,7 @@ public struct InvocationKey: Hashable, Sendable, Comparable, CustomStringConvert
 /// A handler call the driver must make.
 public struct HandlerInvocation: Sendable, Equatable {
     public var key: InvocationKey
-    public var instanceID: String
+    public var instanceID: InstanceID
     /// The instance's context.data when the step was dispatched (sharing the engine's).
     public var context: ContextData
     public var data: [String: JSONValue] { context.dictionary }
@@ -45,7 +45,7 @@ public struct HandlerInvocation: Sendable, Equatable {
     /// The step's params alone.
     public var params: [String: JSONValue] { step.params }
 
-    init(key: InvocationKey, instanceID: String, step: StepSpec, context: ContextData) {
+    init(key: InvocationKey, instanceID: InstanceID, step: StepSpec, context: ContextData) {
         self.key = key
         self.instanceID = instanceID
         self.step = step
@@ -53,7 +53,7 @@ public struct HandlerInvocation: Sendable, Equatable {
     }
 
     /// An invocation of a step outside a loaded sequence (a delegated step coming back).
-    public init(key: InvocationKey, instanceID: String, sequenceName: String, blockID: String, handler: String,
+    public init(key: InvocationKey, instanceID: InstanceID, sequenceName: String, blockID: String, handler: String,
                 params: [String: JSONValue], data: [String: JSONValue]) {
         self.init(key: key, instanceID: instanceID,
                   step: StepSpec(id: blockID, handler: handler, params: params, sequenceName: sequenceName), context: ContextData(data))
@@ -91,7 +91,7 @@ public struct TelemetryEvent: Sendable, Equatable {
         case instanceStateChanged = "instance_state_changed"
     }
     public var kind: Kind
-    public var instanceID: String
+    public var instanceID: InstanceID
     public var blockID: String?
     public var detail: String
     public var timestamp: String
@@ -147,7 +147,7 @@ public enum EngineEffect: Sendable, Equatable {
     /// Store the instance as it is now (replacing any earlier snapshot).
     case persist(InstanceSnapshot)
     /// Remove an instance (garbage collection).
-    case delete(instanceID: String, number: UInt64)
+    case delete(instanceID: InstanceID, number: UInt64)
     /// Store a loaded sequence definition (its JSON) so a restart has it.
     case storeSequence(name: String, version: Int, json: String)
     case removeSequence(name: String, version: Int)
@@ -156,9 +156,9 @@ public enum EngineEffect: Sendable, Equatable {
     case telemetry([TelemetryEvent])
     /// Listener callbacks (the seed's `EngineListener`). The output is the instance's
     /// context.data, shared with it: a listener that wants JSON asks for `.json`.
-    case instanceCompleted(instanceID: String, output: ContextData)
-    case instanceFailed(instanceID: String, error: String)
-    case stepPending(instanceID: String, stepName: String, handler: String)
+    case instanceCompleted(instanceID: InstanceID, output: ContextData)
+    case instanceFailed(instanceID: InstanceID, error: String)
+    case stepPending(instanceID: InstanceID, stepName: String, handler: String)
 
     /// An effect for the store (`WorkflowStore.apply`), told apart without copying it.
     public var isStorage: Bool {

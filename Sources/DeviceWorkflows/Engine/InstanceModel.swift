@@ -128,17 +128,24 @@ public struct PackedInstant: Sendable, Equatable {
     }
 }
 
+/// An instance's id: a UUID (orch8's ids are), kept as its 16 bytes. Events and
+/// effects of every step carry it; as text it was a heap string each of them retained,
+/// and the cache miss of reading that string's object, an instance apart, came back in
+/// every place that touched it (see `docs/benchmarks.md`, stop 14). `text` is the id
+/// as stores, listeners and the API write it.
+public typealias InstanceID = UUIDValue
+
 /// A workflow instance: its context, execution tree and bookkeeping.
 ///
-/// What changes on every step is stored inline; what rarely changes (the id and names,
-/// errors, for_each items, update bookkeeping) is in a `Details` box shared between
-/// versions until one of them changes it (see `WorkflowInstance+Details.swift`). An
-/// instance is copied into every snapshot and swapped through the interpreter on every
-/// walk: boxed, it is 128 bytes with four references instead of 256 with nine.
+/// What changes on every step is stored inline; what rarely changes (names, errors,
+/// for_each items, update bookkeeping) is in a `Details` box shared between versions
+/// until one of them changes it (see `WorkflowInstance+Details.swift`). An instance is
+/// copied into every snapshot and swapped through the interpreter on every walk: boxed,
+/// it is 128 bytes with four references instead of 256 with nine. The id is inline (read
+/// on every step; a box would be a cache miss more), and the version and step count are
+/// 32-bit, so that it stays in those 128 bytes.
 public struct WorkflowInstance: Sendable, Equatable {
     var details: Details
-    public var sequenceVersion: Int
-    public var state: InstanceState
     /// `context.data` (see `ContextData`: versions share structure).
     public var data: ContextData
     public var nodes: [ExecNode]
@@ -147,20 +154,37 @@ public struct WorkflowInstance: Sendable, Equatable {
     @PackedInstant public var finishedAt: Instant?
     /// Order of creation on this engine; instances are always processed in this order.
     public var sequenceNumber: UInt64
-    /// Steps dispatched so far (retries included), for `maxStepsPerInstance`.
-    public var stepsExecuted: Int
     /// The stream this instance draws from (a_b_split).
     public var generator: SeededGenerator
+    public let instanceID: InstanceID
+    private var storedVersion: Int32
+    private var storedStepsExecuted: Int32
+    public var state: InstanceState
     public var cancelRequested = false
 
-    init(id: String, sequenceName: String, sequenceVersion: Int, state: InstanceState, data: ContextData, nodes: [ExecNode],
+    public var sequenceVersion: Int {
+        get { Int(storedVersion) }
+        set { storedVersion = Int32(clamping: newValue) }
+    }
+
+    /// Steps dispatched so far (retries included), for `maxStepsPerInstance`.
+    public var stepsExecuted: Int {
+        get { Int(storedStepsExecuted) }
+        set { storedStepsExecuted = Int32(clamping: newValue) }
+    }
+
+    /// The id as text.
+    public var id: String { instanceID.text }
+
+    init(id: InstanceID, sequenceName: String, sequenceVersion: Int, state: InstanceState, data: ContextData, nodes: [ExecNode],
          nodeErrors: [Int32: String] = [:], forEachItems: [Int32: [JSONValue]] = [:], dedupKey: String?, createdAt: Instant,
          updatedAt: Instant, finishedAt: Instant?, sequenceNumber: UInt64, stepsExecuted: Int, error: String?,
          cancelRequested: Bool = false, parent: ParentLink?, generator: SeededGenerator, skipSteps: Set<String> = [],
          pendingUpdate: PendingUpdate? = nil) {
-        details = Details(id: id, sequenceName: sequenceName, dedupKey: dedupKey, error: error, parent: parent, nodeErrors: nodeErrors,
+        details = Details(sequenceName: sequenceName, dedupKey: dedupKey, error: error, parent: parent, nodeErrors: nodeErrors,
                           forEachItems: forEachItems, skipSteps: skipSteps, pendingUpdate: pendingUpdate)
-        self.sequenceVersion = sequenceVersion
+        self.instanceID = id
+        self.storedVersion = Int32(clamping: sequenceVersion)
         self.state = state
         self.data = data
         self.nodes = nodes
@@ -168,7 +192,7 @@ public struct WorkflowInstance: Sendable, Equatable {
         self.updatedAt = updatedAt
         self.finishedAt = finishedAt
         self.sequenceNumber = sequenceNumber
-        self.stepsExecuted = stepsExecuted
+        self.storedStepsExecuted = Int32(clamping: stepsExecuted)
         self.generator = generator
         self.cancelRequested = cancelRequested
     }

@@ -386,7 +386,7 @@ struct Interpreter {
     mutating func enterWaiting(_ n: Int32, _ step: StepSpec) {
         instance.nodes[Int(n)].state = .waiting
         instance.nodes[Int(n)].deadline = step.waitTimeout.map { now + $0 }
-        effects.append(.stepPending(instanceID: instance.id, stepName: step.id, handler: step.handler))
+        effects.append(.stepPending(instanceID: instance.instanceID, stepName: step.id, handler: step.handler))
     }
 
     // MARK: Helpers
@@ -455,6 +455,6 @@ struct Interpreter {
 
     mutating func record(_ kind: TelemetryEvent.Kind, block: String?, detail: String) {
         guard let timestamp else { return }
-        telemetry.append(TelemetryEvent(kind: kind, instanceID: instance.id, blockID: block, detail: detail, timestamp: timestamp))
+        telemetry.append(TelemetryEvent(kind: kind, instanceID: instance.instanceID, blockID: block, detail: detail, timestamp: timestamp))
     }
 }

@@ -71,7 +71,7 @@ extension MobileEngine {
         instances[index].stepsExecuted += 1
         inFlightCount += 1
         markChanged(index)
-        return HandlerInvocation(key: key, instanceID: instances[index].id, step: step, context: instances[index].data)
+        return HandlerInvocation(key: key, instanceID: instances[index].instanceID, step: step, context: instances[index].data)
     }
 
     /// Grants the keys instance `index`'s walk just queued (from `position` on), as the grant

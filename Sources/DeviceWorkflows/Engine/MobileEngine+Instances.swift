@@ -44,7 +44,7 @@ extension MobileEngine {
         _ program: Program, data: [String: JSONValue], dedupKey: String?, parent: WorkflowInstance.ParentLink?,
         now: Instant
     ) -> Int {
-        let id = Self.uuid(&generator)
+        let id = InstanceID.random(using: &generator)
         let instance = WorkflowInstance(
             id: id, sequenceName: program.sequence.name, sequenceVersion: program.sequence.version, state: .scheduled,
             data: ContextData(data), nodes: [ExecNode(kind: .list(owner: -1, list: 0), parent: -1, state: .pending)], dedupKey: dedupKey,
@@ -61,7 +61,7 @@ extension MobileEngine {
 
     mutating func append(_ instance: WorkflowInstance, program: Program) -> Int {
         let index = instances.count
-        indexByID[instance.id] = index
+        indexByID[instance.instanceID] = index
         indexByNumber[instance.sequenceNumber] = index
         instances.append(instance)
         programOf.append(program)
@@ -79,14 +79,16 @@ extension MobileEngine {
     public mutating func completeStep(
         _ instanceID: String, stepName: String, output: JSONValue, now: Instant, into effects: inout [EngineEffect]
     ) throws(MobileEngineError) {
-        try acceptInput(instanceID, stepName: stepName, output: output, now: now)
+        guard !isShutdown else { throw .shutdown }
+        guard let id = InstanceID(instanceID) else { throw .notFound("instance \(instanceID)") }
+        try acceptInput(id, stepName: stepName, output: output, now: now)
         flush(now: now, into: &effects)
     }
 
     /// `completeStep` without the flush: for a driver that ticks right after (the tick
     /// persists the instance once, with everything else that changed).
     mutating func acceptInput(
-        _ instanceID: String, stepName: String, output: JSONValue, now: Instant
+        _ instanceID: InstanceID, stepName: String, output: JSONValue, now: Instant
     ) throws(MobileEngineError) {
         guard !isShutdown else { throw .shutdown }
         lastNow = now
@@ -146,9 +148,9 @@ extension MobileEngine {
 
     /// Every step waiting for input, as (instance, step), in creation order: what an app
     /// shows after a relaunch, when no `stepPending` callback will come again.
-    public func waitingSteps() -> [(instanceID: String, step: String)] {
+    public func waitingSteps() -> [(instanceID: InstanceID, step: String)] {
         instances.indices.filter { instances[$0].state == .waiting }.flatMap { index in
-            waitingStepNames(at: index).map { (instances[index].id, $0) }
+            waitingStepNames(at: index).map { (instances[index].instanceID, $0) }
         }
     }
 
@@ -163,7 +165,7 @@ extension MobileEngine {
     public mutating func cancelInstance(_ instanceID: String, now: Instant, into effects: inout [EngineEffect]) throws(MobileEngineError) {
         guard !isShutdown else { throw .shutdown }
         lastNow = now
-        guard let index = indexByID[instanceID] else { throw .notFound("instance \(instanceID)") }
+        guard let index = index(of: instanceID) else { throw .notFound("instance \(instanceID)") }
         guard !instances[index].state.isTerminal else {
             throw .invalidInput("instance \(instanceID) is already \(instances[index].state.rawValue)")
         }
@@ -196,22 +198,19 @@ extension MobileEngine {
 
     /// Holds an instance: no step starts until `resumeInstance` (handlers in flight finish).
     public mutating func pauseInstance(_ instanceID: String, now: Instant, into effects: inout [EngineEffect]) throws(MobileEngineError) {
-        guard let index = indexByID[instanceID] else { throw .notFound("instance \(instanceID)") }
+        guard let index = index(of: instanceID) else { throw .notFound("instance \(instanceID)") }
         guard !instances[index].state.isTerminal else { throw .invalidInput("instance \(instanceID) is already \(instances[index].state.rawValue)") }
         setState(index, .paused, now: now)
         flush(now: now, into: &effects)
     }
 
     public mutating func resumeInstance(_ instanceID: String, now: Instant, into effects: inout [EngineEffect]) throws(MobileEngineError) {
-        guard let index = indexByID[instanceID] else { throw .notFound("instance \(instanceID)") }
+        guard let index = index(of: instanceID) else { throw .notFound("instance \(instanceID)") }
         guard instances[index].state == .paused else { throw .invalidInput("instance \(instanceID) is not Paused") }
         setState(index, .running, now: now)
         markDirty(index)
         flush(now: now, into: &effects)
     }
-
-    /// A random (version 4) UUID drawn from the engine's stream.
-    static func uuid(_ generator: inout SeededGenerator) -> String { UUIDText.random(using: &generator) }
 
     /// Brings instance `index`'s share of `estimatedTotal` up to date (when a budget is set).
     mutating func updateEstimatedSize(_ index: Int) {

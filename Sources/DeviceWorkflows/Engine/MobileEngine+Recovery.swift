@@ -58,7 +58,7 @@ extension MobileEngine {
         for var instance in stored.instances.sorted(by: { $0.sequenceNumber < $1.sequenceNumber }) {
             guard let program = program(named: instance.sequenceName, version: instance.sequenceVersion) else {
                 problems.append("instance \(instance.id) uses \(instance.sequenceName) v\(instance.sequenceVersion), which is not loaded; it is dropped")
-                effects.append(.delete(instanceID: instance.id, number: instance.sequenceNumber))
+                effects.append(.delete(instanceID: instance.instanceID, number: instance.sequenceNumber))
                 continue
             }
             if !instance.state.isTerminal {

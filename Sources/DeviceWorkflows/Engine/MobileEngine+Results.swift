@@ -26,7 +26,7 @@ extension MobileEngine {
                     instances[index].nodes[n].deadline = deadline
                     timers[index].include(inputTimeout: deadline)
                 }
-                pendingCallbacks.append(.stepPending(instanceID: instances[index].id, stepName: step.id, handler: step.handler))
+                pendingCallbacks.append(.stepPending(instanceID: instances[index].instanceID, stepName: step.id, handler: step.handler))
                 setState(index, .waiting, now: now)
             } else {
                 instances[index].nodes[n].state = .completed
@@ -77,7 +77,7 @@ extension MobileEngine {
         instances[index].finishedAt = now
         collectionDue(now)
         setState(index, state, now: now)
-        let id = instances[index].id
+        let id = instances[index].instanceID
         switch state {
         case .completed: pendingCallbacks.append(.instanceCompleted(instanceID: id, output: instances[index].data))
         case .failed: pendingCallbacks.append(.instanceFailed(instanceID: id, error: error ?? "failed"))
@@ -150,7 +150,7 @@ extension MobileEngine {
     /// Records a telemetry event; `flush` emits what was recorded.
     mutating func telemetry(_ kind: TelemetryEvent.Kind, index: Int, block: String?, detail: @autoclosure () -> String, now: Instant) {
         guard config.telemetryEnabled else { return }
-        recordedTelemetry.append(TelemetryEvent(kind: kind, instanceID: instances[index].id, blockID: block, detail: detail(),
+        recordedTelemetry.append(TelemetryEvent(kind: kind, instanceID: instances[index].instanceID, blockID: block, detail: detail(),
                                                 timestamp: stamp(now)))
     }
 }

@@ -106,7 +106,7 @@ extension MobileEngine {
 
     /// What an instance slot holds while its instance is in the interpreter.
     static let placeholder = WorkflowInstance(
-        id: "", sequenceName: "", sequenceVersion: 0, state: .scheduled, data: [:], nodes: [], dedupKey: nil, createdAt: .zero,
+        id: InstanceID(high: 0, low: 0), sequenceName: "", sequenceVersion: 0, state: .scheduled, data: [:], nodes: [], dedupKey: nil, createdAt: .zero,
         updatedAt: .zero, finishedAt: nil, sequenceNumber: 0, stepsExecuted: 0, error: nil, parent: nil,
         generator: SeededGenerator(seed: 0))
 
@@ -125,7 +125,7 @@ extension MobileEngine {
         }
         guard !expired.isEmpty else { return }
         let gone = Set(expired)
-        for index in expired { effects.append(.delete(instanceID: instances[index].id, number: instances[index].sequenceNumber)) }
+        for index in expired { effects.append(.delete(instanceID: instances[index].instanceID, number: instances[index].sequenceNumber)) }
         let keep = instances.indices.filter { !gone.contains($0) }
         instances = keep.map { instances[$0] }
         programOf = keep.map { programOf[$0] }
@@ -136,7 +136,7 @@ extension MobileEngine {
         for (new, old) in keep.enumerated() { newIndex[old] = new }
         dirtyList = dirtyList.compactMap { newIndex[$0] }
         changedList = changedList.compactMap { newIndex[$0] }
-        indexByID = Dictionary(uniqueKeysWithValues: instances.enumerated().map { ($1.id, $0) })
+        indexByID = Dictionary(uniqueKeysWithValues: instances.enumerated().map { ($1.instanceID, $0) })
         indexByNumber = NumberedSlots(indexing: instances.map(\.sequenceNumber))
     }
 

@@ -6,7 +6,7 @@ extension MobileEngine {
     /// reached are `pending`; blocks on a route, variant or catch branch that was not taken
     /// are `skipped` (the real engine leaves them `pending`; skipped says more).
     public func timeline(of instanceID: String) -> [TimelineEntry] {
-        guard let index = indexByID[instanceID] else { return [] }
+        guard let index = index(of: instanceID) else { return [] }
         let instance = instances[index], program = programOf[index]
         var latest: [Int32: ExecNode] = [:]
         var skipped: Set<Int32> = []
@@ -57,7 +57,7 @@ extension MobileEngine {
     /// its completion; `waited` marks steps with `wait_for_input` (their time includes the
     /// wait for a person).
     public func stepDurations(of instanceID: String) -> [(step: String, waited: Bool, duration: TimeSpan)] {
-        guard let index = indexByID[instanceID] else { return [] }
+        guard let index = index(of: instanceID) else { return [] }
         return instances[index].nodes.compactMap { node in
             guard node.state == .completed, let step = programOf[index].step(node.kind),
                   let started = node.startedAt, let completed = node.completedAt else { return nil }
@@ -67,7 +67,7 @@ extension MobileEngine {
 
     /// What a driver asks about a finished instance, without copying it.
     public func facts(of instanceID: String) -> (sequence: String, state: InstanceState, createdAt: Instant, topLevel: Bool)? {
-        guard let index = indexByID[instanceID] else { return nil }
+        guard let index = index(of: instanceID) else { return nil }
         return (instances[index].sequenceName, instances[index].state, instances[index].createdAt, instances[index].parent == nil)
     }
 

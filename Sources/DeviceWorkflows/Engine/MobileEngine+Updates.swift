@@ -24,7 +24,7 @@ extension MobileEngine {
     ) throws(MobileEngineError) -> String? {
         guard !isShutdown else { throw .shutdown }
         lastNow = now
-        guard let index = indexByID[instanceID] else { throw .notFound("instance \(instanceID)") }
+        guard let index = index(of: instanceID) else { throw .notFound("instance \(instanceID)") }
         let target = sequenceName ?? instances[index].sequenceName
         guard let program = program(named: target) else { throw .notFound("sequence '\(target)' is not loaded") }
         var inputData: [String: JSONValue] = [:]

@@ -53,7 +53,7 @@ public struct MobileEngine: Sendable {
     var timers: [InstanceTimers] = []
     var dirtyList: [Int] = []
     var changedList: [Int] = []
-    var indexByID: [String: Int] = [:]
+    var indexByID: [InstanceID: Int] = [:]
     var indexByNumber = NumberedSlots<Int>()
     /// Steps ready for a handler, oldest first, by instance number and node.
     var dispatchQueue: [InvocationKey] = []
@@ -197,12 +197,16 @@ public struct MobileEngine: Sendable {
     }
 
     public func getInstance(_ id: String) throws(MobileEngineError) -> InstanceSummary {
-        guard let index = indexByID[id] else { throw .notFound("instance \(id)") }
+        guard let index = index(of: id) else { throw .notFound("instance \(id)") }
         return summary(index)
     }
 
+    /// The index of the instance with id `text`; nil for an unknown id or text that is
+    /// not a UUID (no instance has one).
+    func index(of text: String) -> Int? { InstanceID(text).flatMap { indexByID[$0] } }
+
     /// The full record (for drivers, the sync reporter and tests).
-    public func instance(_ id: String) -> WorkflowInstance? { indexByID[id].map { instances[$0] } }
+    public func instance(_ id: String) -> WorkflowInstance? { index(of: id).map { instances[$0] } }
 
     public var allInstances: [WorkflowInstance] { instances }
 

@@ -10,7 +10,6 @@ extension WorkflowInstance {
         // so no other version, on any thread, sees a change. For the same reason no access
         // can overlap another, and the runtime's exclusivity checks (a call on every read,
         // several per step) are turned off for them.
-        @exclusivity(unchecked) var id: String
         @exclusivity(unchecked) var sequenceName: String
         @exclusivity(unchecked) var dedupKey: String?
         @exclusivity(unchecked) var error: String?
@@ -20,9 +19,8 @@ extension WorkflowInstance {
         @exclusivity(unchecked) var skipSteps: Set<String>
         @exclusivity(unchecked) var pendingUpdate: PendingUpdate?
 
-        init(id: String, sequenceName: String, dedupKey: String?, error: String?, parent: ParentLink?, nodeErrors: [Int32: String],
+        init(sequenceName: String, dedupKey: String?, error: String?, parent: ParentLink?, nodeErrors: [Int32: String],
              forEachItems: [Int32: [JSONValue]], skipSteps: Set<String>, pendingUpdate: PendingUpdate?) {
-            self.id = id
             self.sequenceName = sequenceName
             self.dedupKey = dedupKey
             self.error = error
@@ -34,12 +32,12 @@ extension WorkflowInstance {
         }
 
         func copy() -> Details {
-            Details(id: id, sequenceName: sequenceName, dedupKey: dedupKey, error: error, parent: parent, nodeErrors: nodeErrors,
+            Details(sequenceName: sequenceName, dedupKey: dedupKey, error: error, parent: parent, nodeErrors: nodeErrors,
                     forEachItems: forEachItems, skipSteps: skipSteps, pendingUpdate: pendingUpdate)
         }
 
         static func == (a: Details, b: Details) -> Bool {
-            a === b || (a.id == b.id && a.sequenceName == b.sequenceName && a.dedupKey == b.dedupKey && a.error == b.error
+            a === b || (a.sequenceName == b.sequenceName && a.dedupKey == b.dedupKey && a.error == b.error
                 && a.parent == b.parent && a.nodeErrors == b.nodeErrors && a.forEachItems == b.forEachItems
                 && a.skipSteps == b.skipSteps && a.pendingUpdate == b.pendingUpdate)
         }
@@ -52,11 +50,6 @@ extension WorkflowInstance {
     mutating func editDetails() -> Details {
         if !isKnownUniquelyReferenced(&details) { details = details.copy() }
         return details
-    }
-
-    public var id: String {
-        get { details.id }
-        set { if newValue != details.id { editDetails().id = newValue } }
     }
 
     public var sequenceName: String {

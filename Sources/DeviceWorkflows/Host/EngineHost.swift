@@ -55,7 +55,7 @@ public struct EngineHost<Store: WorkflowStore> {
     var pendingResults: [(InvocationKey, HandlerOutcome)] = []
     /// Reused across ticks: a tick of ten thousand instances emits tens of thousands.
     var buffer: [EngineEffect] = []
-    var pendingAnswers: [(String, String, JSONValue)] = []
+    var pendingAnswers: [(InstanceID, String, JSONValue)] = []
     /// Invocations gathered by `apply`, run at its next commit (reused between ticks).
     var deferredInvocations: [HandlerInvocation] = []
     var inTransaction = false
@@ -128,7 +128,7 @@ public struct EngineHost<Store: WorkflowStore> {
         for (key, outcome) in results { engine.handlerFinished(key, outcome, now: now, into: &effects) }
         for (id, step, output) in pendingAnswers {
             do { try engine.acceptInput(id, stepName: step, output: output, now: now) } catch {
-                refusedAnswers.append((id, step, "\(error)"))
+                refusedAnswers.append((id.text, step, "\(error)"))
             }
         }
         pendingAnswers.removeAll()
@@ -232,20 +232,20 @@ public struct EngineHost<Store: WorkflowStore> {
                 }
             case .instanceCompleted(let id, let output):
                 try commitIfNeeded()
-                completedOutputs[id] = output
+                completedOutputs[id.text] = output
             case .instanceFailed(let id, let error):
                 try commitIfNeeded()
-                failed[id] = error
+                failed[id.text] = error
             case .stepPending(let id, let step, _):
                 if sync != nil {
                     try beginBatch()
-                    try queueApproval(id, step: step)
+                    try queueApproval(id.text, step: step)
                 }
                 try commitIfNeeded()
                 if let answer = nextAnswer(for: step) {
                     pendingAnswers.append((id, step, answer))
                 } else {
-                    unanswered.append((id, step))
+                    unanswered.append((id.text, step))
                 }
             }
         }

@@ -151,7 +151,7 @@ public final class SQLiteWorkflowStore: WorkflowStore {
                 "INSERT INTO telemetry (kind, instance_id, block_id, detail, timestamp) VALUES (?,?,?,?,?)")
             for event in events {
                 try insert.bind(event.kind.rawValue, at: 1)
-                try insert.bind(event.instanceID, at: 2)
+                try insert.bind(event.instanceID.text, at: 2)
                 if let block = event.blockID { try insert.bind(block, at: 3) } else { try insert.bindNull(at: 3) }
                 try insert.bind(event.detail, at: 4)
                 try insert.bind(event.timestamp, at: 5)
@@ -256,8 +256,8 @@ public final class SQLiteWorkflowStore: WorkflowStore {
     public func telemetry(limit: Int) throws -> [(id: Int64, event: TelemetryEvent)] {
         try database.query("SELECT id, kind, instance_id, block_id, detail, timestamp FROM telemetry ORDER BY id LIMIT ?",
                            [.integer(Int64(limit))]).compactMap { row in
-            guard let kind = row[1].text.flatMap(TelemetryEvent.Kind.init) else { return nil }
-            return (row[0].integer ?? 0, TelemetryEvent(kind: kind, instanceID: row[2].text ?? "", blockID: row[3].text,
+            guard let kind = row[1].text.flatMap(TelemetryEvent.Kind.init), let id = row[2].text.flatMap(InstanceID.init) else { return nil }
+            return (row[0].integer ?? 0, TelemetryEvent(kind: kind, instanceID: id, blockID: row[3].text,
                                                         detail: row[4].text ?? "", timestamp: row[5].text ?? ""))
         }
     }

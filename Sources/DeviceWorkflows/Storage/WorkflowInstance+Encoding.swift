@@ -49,7 +49,7 @@ extension WorkflowInstance {
     }
 
     public init?(json: JSONValue) {
-        guard let o = json.objectValue, let id = o["id"]?.stringValue, let name = o["sequence_name"]?.stringValue,
+        guard let o = json.objectValue, let id = o["id"]?.stringValue.flatMap(InstanceID.init), let name = o["sequence_name"]?.stringValue,
               let version = o["sequence_version"]?.numberValue, let state = o["state"]?.stringValue.flatMap(InstanceState.init),
               let data = o["data"]?.objectValue, let created = instant(o["created_ns"]), let updated = instant(o["updated_ns"]),
               let seq = o["seq"]?.stringValue.flatMap(UInt64.init), let steps = o["steps"]?.numberValue,

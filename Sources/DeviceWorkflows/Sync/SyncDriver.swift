@@ -79,7 +79,7 @@ extension SyncDriver {
     /// `step_result`; the handler runs then, with the secrets held in memory only.
     public mutating func queueDelegation(_ invocation: HandlerInvocation) throws {
         let requestID = SyncOutboxWriter.requestID(invocation)
-        let delegation = StepDelegation(requestID: requestID, instanceID: invocation.instanceID, blockID: invocation.blockID,
+        let delegation = StepDelegation(requestID: requestID, instanceID: invocation.instanceID.text, blockID: invocation.blockID,
                                         handler: invocation.handler, params: .object(invocation.params))
         try store.enqueue(.delegation, key: delegation.key, payload: delegation.json)
         try store.setSyncValue("delegation:" + requestID, "\(invocation.key.instance)/\(invocation.key.node)/\(invocation.key.attempt)")
@@ -213,13 +213,15 @@ extension SyncDriver {
         if p["success"]?.boolValue == true {
             let resolved = p["resolved_params"]?.objectValue ?? [:]
             let name = p["handler"]?.stringValue ?? ""
-            let invocation = HandlerInvocation(key: key, instanceID: p["instance_id"]?.stringValue ?? "", sequenceName: "",
-                                               blockID: p["block_id"]?.stringValue ?? "", handler: name, params: resolved, data: [:])
-            if let handler = syncHandlers[name] {
+            if let handler = syncHandlers[name], let instanceID = p["instance_id"]?.stringValue.flatMap(InstanceID.init) {
+                let invocation = HandlerInvocation(key: key, instanceID: instanceID, sequenceName: "",
+                                                   blockID: p["block_id"]?.stringValue ?? "", handler: name, params: resolved, data: [:])
                 let result = handler(HandlerCall(invocation: invocation, now: syncClock, wallClock: syncWallClock))
                 outcome = Self.redact(result, secrets: JSONValue.object(resolved).strings)
-            } else {
+            } else if syncHandlers[name] == nil {
                 outcome = .permanent("no handler named '\(name)' is registered")
+            } else {
+                outcome = .permanent("step_result's instance_id is not a UUID: \(p["instance_id"]?.canonicalText ?? "missing")")
             }
             countDelegatedRun()
         } else {

@@ -120,7 +120,7 @@ extension MobileEngine {
     /// PascalCase, the current step and its handler (nested steps included, where the
     /// SDK only finds top-level ones), the step timeline.
     public func statusUpdate(of instanceID: String, now: Instant) -> StatusUpdate? {
-        guard let index = indexByID[instanceID] else { return nil }
+        guard let index = index(of: instanceID) else { return nil }
         let instance = instances[index]
         let current = currentStep(of: index)
         var handler: String?
@@ -134,7 +134,7 @@ extension MobileEngine {
 
     /// The approval request for a waiting step.
     public func approvalRequest(instanceID: String, step: String) -> ApprovalRequest? {
-        guard let index = indexByID[instanceID], let blockIndex = programOf[index].indexByID[step],
+        guard let index = index(of: instanceID), let blockIndex = programOf[index].indexByID[step],
               let spec = programOf[index].steps[Int(blockIndex)], let wait = spec.wait else { return nil }
         let choices = wait.choices.map { list in JSONValue.array(list.map { ["label": .string($0.label), "value": .string($0.value)] }) }
         return ApprovalRequest(instanceID: instanceID, blockID: step, sequenceName: instances[index].sequenceName, prompt: wait.prompt,

@@ -94,7 +94,7 @@ final class DeviceEngine {
         peek { $0.firstChoice(sequence: sequence, step: step) } ?? nil
     }
 
-    func waitingSteps() -> [(instanceID: String, step: String)] { peek { $0.waitingSteps() } ?? [] }
+    func waitingSteps() -> [(instanceID: String, step: String)] { peek { $0.waitingSteps().map { ($0.instanceID.text, $0.step) } } ?? [] }
 
     func token() -> UInt32 {
         nextToken &+= 1

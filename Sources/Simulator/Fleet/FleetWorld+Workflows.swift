@@ -164,7 +164,7 @@ extension FleetWorld {
         }
         process(effects, device: device, now: now, queue: &queue)
         for (instanceID, step) in waiting {
-            prompt(device, instanceID: instanceID, step: step, now: now, queue: &queue)
+            prompt(device, instanceID: instanceID.text, step: step, now: now, queue: &queue)
         }
         let queued = engines[device]!.queuedStarts
         engines[device]!.queuedStarts.removeAll()
@@ -207,11 +207,11 @@ extension FleetWorld {
                 }
                 invoke(invocation, device: device, now: now, queue: &queue)
             case .instanceCompleted(let id, _):
-                finished(device, instanceID: id, now: now)
+                finished(device, instanceID: id.text, now: now)
             case .instanceFailed(let id, _):
-                finished(device, instanceID: id, now: now)
+                finished(device, instanceID: id.text, now: now)
             case .stepPending(let id, let step, _):
-                prompt(device, instanceID: id, step: step, now: now, queue: &queue)
+                prompt(device, instanceID: id.text, step: step, now: now, queue: &queue)
             }
         }
     }
