@@ -259,9 +259,26 @@ struct EngineAPITests {
         let events = try host.store.telemetry(limit: 1_000).map(\.event)
         #expect(events.filter { $0.kind == .stepCompleted }.count == 10 - 1, "nine steps ran (one branch skipped)")
         #expect(events.contains { $0.kind == .instanceStateChanged && $0.detail == "Completed" })
+        #expect(events.contains { $0.kind == .stepCompleted && $0.blockID == "payment_approval" && $0.detail == "input approved" })
         let (quiet, _) = try runWorkflow("payment-verification", answers: ["payment_approval": "approved"],
                                          config: config { $0.telemetryEnabled = false })
         #expect(try quiet.store.telemetry(limit: 10).isEmpty)
+    }
+
+    @Test("standing answers changed between waits answer the waits after the change")
+    func standingAnswersChange() throws {
+        var host = try inlineHost([waitOne])
+        host.standingAnswers = ["ask": "a"]
+        let first = try host.start("t")
+        try host.runUntilIdle()
+        host.standingAnswers = ["ask": "b"]
+        let second = try host.start("t")
+        try host.runUntilIdle()
+        host.standingAnswers = [:]
+        let third = try host.start("t")
+        try host.runUntilIdle()
+        #expect(host.data(first)["pick"] == "a" && host.data(second)["pick"] == "b")
+        #expect(host.state(third) == .waiting && host.unanswered.map(\.instanceID) == [third])
     }
 
     @Test("after shutdown every call is refused")

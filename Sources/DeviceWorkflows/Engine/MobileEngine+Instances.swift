@@ -115,7 +115,7 @@ extension MobileEngine {
         case .null, .bool, .number, .array:
             throw .invalidInput("output must be {\"value\": <choice>} with one of: \(allowed.joined(separator: ", "))")
         }
-        guard allowed.contains(value) else {
+        guard let choice = allowed.firstIndex(of: value) else {
             throw .invalidInput("'\(value)' is not a choice of step '\(stepName)'; expected one of: \(allowed.joined(separator: ", "))")
         }
         instances[index].data[step.answerKey] = .string(value)
@@ -127,7 +127,7 @@ extension MobileEngine {
         } else {
             instances[index].nodes[Int(node)].state = .completed
             instances[index].nodes[Int(node)].completedAt = now
-            telemetry(.stepCompleted, index: index, block: step.id, detail: "input " + value, now: now)
+            telemetry(.stepCompleted, index: index, block: step.id, detail: step.choiceDetails[choice], now: now)
         }
         setState(index, .running, now: now)
         markDirty(index)

@@ -21,6 +21,9 @@ final class StepSpec: Sendable {
     let when: Expression?
     /// The values a waiting step accepts (its choices, or yes/no).
     let choiceValues: [String]
+    /// The telemetry detail of each choice given ("input <value>"), made once here rather
+    /// than concatenated on every answer.
+    let choiceDetails: [String]
     /// What the hot paths need of `wait`, read without copying it (its prompt and
     /// choices are references): whether the step waits, for how long, and the key its
     /// answer is stored under.
@@ -39,6 +42,7 @@ final class StepSpec: Sendable {
         wait = step.waitForInput
         when = step.when
         choiceValues = step.waitForInput?.effectiveChoices.map(\.value) ?? []
+        choiceDetails = choiceValues.map { "input " + $0 }
         waits = step.waitForInput != nil
         waitTimeout = step.waitForInput?.timeout
         answerKey = step.waitForInput?.storeAs ?? step.id
@@ -55,6 +59,7 @@ final class StepSpec: Sendable {
         wait = nil
         when = nil
         choiceValues = []
+        choiceDetails = []
         waits = false
         waitTimeout = nil
         answerKey = id

@@ -25,11 +25,18 @@ public struct EngineHost<Store: WorkflowStore> {
     /// Answers to give when a step waits: step id → values, used in order.
     public var answers: [String: [JSONValue]] = [:]
     /// Answers given every time a step waits, once `answers` has none left for it.
-    public var standingAnswers: [String: JSONValue] = [:]
+    public var standingAnswers: [String: JSONValue] = [:] { didSet { lastStandingAnswer = nil } }
+    /// The standing answer last looked up: the waits of one tick are mostly the same
+    /// step of many instances, and comparing its name with the last one (usually the very
+    /// same string) is cheaper than hashing it.
+    var lastStandingAnswer: (step: String, answer: JSONValue?)?
     public private(set) var now: Instant
     /// Completed instances' outputs (their context.data), by instance id.
-    public private(set) var completedOutputs: [String: ContextData] = [:]
-    public var completed: [String: JSONValue] { completedOutputs.mapValues(\.json) }
+    public private(set) var completedOutputs: [InstanceID: ContextData] = [:]
+    /// The same, as JSON by the ids' text.
+    public var completed: [String: JSONValue] {
+        Dictionary(uniqueKeysWithValues: completedOutputs.map { ($0.key.text, $0.value.json) })
+    }
     public private(set) var failed: [String: String] = [:]
     /// Steps that waited and had no answer left, in order.
     public private(set) var unanswered: [(instanceID: String, step: String)] = []
@@ -184,7 +191,10 @@ public struct EngineHost<Store: WorkflowStore> {
             answers[step] = queue
             return answer
         }
-        return standingAnswers[step]
+        if let last = lastStandingAnswer, last.step == step { return last.answer }
+        let answer = standingAnswers[step]
+        lastStandingAnswer = (step, answer)
+        return answer
     }
 
     // MARK: Applying effects
@@ -232,7 +242,7 @@ public struct EngineHost<Store: WorkflowStore> {
                 }
             case .instanceCompleted(let id, let output):
                 try commitIfNeeded()
-                completedOutputs[id.text] = output
+                completedOutputs[id] = output
             case .instanceFailed(let id, let error):
                 try commitIfNeeded()
                 failed[id.text] = error

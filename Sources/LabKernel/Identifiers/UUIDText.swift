@@ -46,20 +46,25 @@ public struct UUIDValue: Hashable, Comparable, Sendable, CustomStringConvertible
         self.init(high: high, low: low)
     }
 
-    /// Hyphenated lowercase text, written straight into the string's storage.
+    /// Hyphenated lowercase text, written straight into the string's storage, a nibble
+    /// at a time from the top (a hex digit is one comparison away; no table to index).
     public var text: String {
         String(unsafeUninitializedCapacity: 36) { out in
             var position = 0
-            for index in 0..<16 {
-                let byte = UInt8(truncatingIfNeeded: (index < 8 ? high : low) >> (8 * (7 - UInt64(index & 7))))
-                if index == 4 || index == 6 || index == 8 || index == 10 {
-                    out[position] = UInt8(ascii: "-")
+            // `hyphensAfter`: bit n set writes a hyphen after nibble n (8-4-4 | 4-12).
+            func write(_ word: UInt64, hyphensAfter: UInt16) {
+                for nibble in 0..<16 {
+                    let digit = UInt8(truncatingIfNeeded: word >> UInt64(60 - 4 * nibble)) & 0x0F
+                    out[position] = digit < 10 ? digit &+ UInt8(ascii: "0") : digit &+ (UInt8(ascii: "a") - 10)
                     position += 1
+                    if hyphensAfter >> UInt16(nibble) & 1 == 1 {
+                        out[position] = UInt8(ascii: "-")
+                        position += 1
+                    }
                 }
-                out[position] = lowercaseHexDigits[Int(byte >> 4)]
-                out[position + 1] = lowercaseHexDigits[Int(byte & 0x0F)]
-                position += 2
             }
+            write(high, hyphensAfter: 1 << 7 | 1 << 11 | 1 << 15)
+            write(low, hyphensAfter: 1 << 3)
             return position
         }
     }
