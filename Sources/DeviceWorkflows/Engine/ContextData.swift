@@ -35,6 +35,10 @@ public struct ContextData: Sendable {
     private var base: [String: JSONValue]
     private var recent: Change?
 
+    /// Where the references to the base's storage and to the newest change sit in the
+    /// struct, for the tick's cache hints (`MobileEngine+Prefetch.swift`).
+    static let referenceOffsets = [MemoryLayout<ContextData>.offset(of: \.base)!, MemoryLayout<ContextData>.offset(of: \.recent)!]
+
     public init(_ dictionary: [String: JSONValue] = [:]) {
         base = dictionary
         recent = nil

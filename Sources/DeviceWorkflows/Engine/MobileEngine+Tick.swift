@@ -23,6 +23,7 @@ extension MobileEngine {
         dirtyList.removeAll(keepingCapacity: true)
         var granting = grantsRightAway && dispatchQueue.isEmpty
         for (position, index) in order.enumerated() {
+            if position + Self.hintDistance < order.count { hintInstance(at: order[position + Self.hintDistance]) }
             if shouldYield() {
                 for rest in order[position...] { dirtyList.append(rest) }
                 break
