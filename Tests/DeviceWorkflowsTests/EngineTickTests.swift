@@ -178,7 +178,7 @@ struct NumberedSlotsTests {
         #expect(Set(host.engine.instances.map(\.id)) == Set(late))
     }
 
-    @Test("the tick's cache hints read an instance's own tree buffer, details box, context base and newest change")
+    @Test("the tick's cache hints read an instance's own tree buffer, details box, context base and newest change, and a snapshot's tree buffer")
     func hintLayout() throws {
         var host = EngineHost(engine: MobileEngine(config: config(), handlers: BuiltinHandlers.names, seed: StreamSeed(3)),
                               store: InMemoryWorkflowStore())
@@ -199,5 +199,9 @@ struct NumberedSlotsTests {
                               UnsafeRawPointer(Unmanaged.passUnretained(recent).toOpaque())])
         }
         #expect(host.engine.programOf[0].treeLines * 64 >= 32 + instance.nodes.count * MemoryLayout<ExecNode>.stride)
+        let snapshot = InstanceSnapshot(instance)
+        let object = UnsafeRawPointer(Unmanaged.passUnretained(snapshot).toOpaque())
+        let snapshotTree = object.load(fromByteOffset: HintLayout.snapshotTree, as: UnsafeRawPointer.self)
+        snapshot.instance.nodes.withUnsafeBufferPointer { #expect(UnsafeRawPointer($0.baseAddress!) == snapshotTree + 32) }
     }
 }

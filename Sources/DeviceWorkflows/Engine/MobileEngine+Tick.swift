@@ -23,7 +23,11 @@ extension MobileEngine {
         dirtyList.removeAll(keepingCapacity: true)
         var granting = grantsRightAway && dispatchQueue.isEmpty
         for (position, index) in order.enumerated() {
-            if position + Self.hintDistance < order.count { hintInstance(at: order[position + Self.hintDistance]) }
+            if position + Self.hintDistance < order.count {
+                hintInstance(at: order[position + Self.hintDistance])
+                // Only while persisting right away does each instance take a spare here.
+                if granting { spareSnapshots.hint(distance: Self.hintDistance, lines: programOf[order[position + Self.hintDistance]].treeLines) }
+            }
             if shouldYield() {
                 for rest in order[position...] { dirtyList.append(rest) }
                 break
