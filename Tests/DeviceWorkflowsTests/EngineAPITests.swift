@@ -281,6 +281,17 @@ struct EngineAPITests {
         #expect(host.state(third) == .waiting && host.unanswered.map(\.instanceID) == [third])
     }
 
+    @Test("a tick's answers are applied one by one: a refused one is reported with why and the others still go in")
+    func refusedAnswers() throws {
+        var host = try inlineHost([waitOne], answers: ["ask": ["c", "b"]])
+        let refused = try host.start("t")
+        let accepted = try host.start("t")
+        try host.runUntilIdle()
+        #expect(host.refusedAnswers.map(\.instanceID) == [refused])
+        #expect(host.refusedAnswers.first?.reason.contains("'c' is not a choice of step 'ask'") == true)
+        #expect(host.state(refused) == .waiting && host.state(accepted) == .completed && host.data(accepted)["pick"] == "b")
+    }
+
     @Test("after shutdown every call is refused")
     func shutdown() throws {
         var engine = MobileEngine(config: config(), handlers: BuiltinHandlers.names, seed: StreamSeed(1))

@@ -91,8 +91,16 @@ extension MobileEngine {
         _ instanceID: InstanceID, stepName: String, output: JSONValue, now: Instant
     ) throws(MobileEngineError) {
         guard !isShutdown else { throw .shutdown }
-        lastNow = now
         guard let index = indexByID[instanceID] else { throw .notFound("instance \(instanceID)") }
+        try acceptInput(at: index, stepName: stepName, output: output, now: now)
+    }
+
+    /// `acceptInput` for the instance at `index` (a driver that looked up a batch of
+    /// answers' instances at once).
+    mutating func acceptInput(at index: Int, stepName: String, output: JSONValue, now: Instant) throws(MobileEngineError) {
+        guard !isShutdown else { throw .shutdown }
+        lastNow = now
+        let instanceID = instances[index].instanceID
         guard instances[index].state == .waiting else {
             throw .invalidInput("instance \(instanceID) is \(instances[index].state.rawValue), not Waiting")
         }

@@ -26,6 +26,12 @@ extension MobileEngine {
     /// lines of several instances compete for the first-level cache.
     static let hintDistance = 4
 
+    /// Hints the tree and boxes of the instance numbered `number`, for a driver handing
+    /// the engine a batch of results or answers in instance order (`EngineHost.tick`).
+    func hintInstance(number: UInt64) {
+        if let index = indexByNumber[number] { hintInstance(at: index) }
+    }
+
     /// Hints the tree and boxes of the instance at `index`.
     func hintInstance(at index: Int) {
         let lines = programOf[index].treeLines
