@@ -37,7 +37,8 @@ public struct ContextData: Sendable {
 
     /// Where the references to the base's storage and to the newest change sit in the
     /// struct, for the tick's cache hints (`MobileEngine+Prefetch.swift`).
-    static let referenceOffsets = [MemoryLayout<ContextData>.offset(of: \.base)!, MemoryLayout<ContextData>.offset(of: \.recent)!]
+    static var baseOffset: Int { MemoryLayout<ContextData>.offset(of: \.base)! }
+    static var recentOffset: Int { MemoryLayout<ContextData>.offset(of: \.recent)! }
 
     public init(_ dictionary: [String: JSONValue] = [:]) {
         base = dictionary

@@ -24,20 +24,29 @@ extension MobileEngine {
     /// How many instances ahead of the walk the hints run. A walk and a persist take
     /// about two microseconds, twenty times a load from memory; much further ahead, the
     /// lines of several instances compete for the first-level cache.
-    static let hintDistance = 4
+    static var hintDistance: Int { 4 }
 
     /// Hints the tree and boxes of the instance numbered `number`, for a driver handing
     /// the engine a batch of results or answers in instance order (`EngineHost.tick`).
-    func hintInstance(number: UInt64) {
-        if let index = indexByNumber[number] { hintInstance(at: index) }
+    /// Mutating only so that the engine is passed by reference: a read-only method took
+    /// a copy of the whole engine struct on every call.
+    mutating func hintInstance(number: UInt64) {
+        if let index = indexByNumber[number] { instances.hint(at: index, lines: programOf[index].treeLines) }
     }
 
-    /// Hints the tree and boxes of the instance at `index`.
-    func hintInstance(at index: Int) {
-        let lines = programOf[index].treeLines
-        instances.withUnsafeBufferPointer { buffer in
+    /// Hints the tree and boxes of the instance at `index` (mutating for the same reason).
+    mutating func hintInstance(at index: Int) { instances.hint(at: index, lines: programOf[index].treeLines) }
+}
+
+extension [WorkflowInstance] {
+    /// Hints the details box, context base and newest change, and `lines` of the tree
+    /// buffer of the instance at `index`.
+    func hint(at index: Int, lines: Int) {
+        withUnsafeBufferPointer { buffer in
             let instance = UnsafeRawPointer(buffer.baseAddress! + index)
-            for offset in HintLayout.boxes { fleetlab_prefetch(instance.load(fromByteOffset: offset, as: UnsafeRawPointer?.self)) }
+            fleetlab_prefetch(instance.load(fromByteOffset: HintLayout.details, as: UnsafeRawPointer?.self))
+            fleetlab_prefetch(instance.load(fromByteOffset: HintLayout.contextBase, as: UnsafeRawPointer?.self))
+            fleetlab_prefetch(instance.load(fromByteOffset: HintLayout.contextRecent, as: UnsafeRawPointer?.self))
             guard let tree = instance.load(fromByteOffset: HintLayout.nodes, as: UnsafeRawPointer?.self) else { return }
             for line in 0..<lines { fleetlab_prefetch(tree + 64 * line) }
         }
@@ -47,23 +56,25 @@ extension MobileEngine {
 /// Where the references the hints follow sit: in a `WorkflowInstance`, and in an
 /// `InstanceSnapshot` object.
 enum HintLayout {
+    // Computed, not stored: the optimizer folds each to a constant, where a static `let`
+    // is a call to `swift_once` on every read.
+
     /// The tree's buffer.
-    static let nodes = MemoryLayout<WorkflowInstance>.offset(of: \.nodes)!
+    static var nodes: Int { MemoryLayout<WorkflowInstance>.offset(of: \.nodes)! }
 
     /// The boxes a snapshot retains: details, and the context's base and newest change.
-    static let boxes: [Int] = {
-        let data = MemoryLayout<WorkflowInstance>.offset(of: \.data)!
-        return [MemoryLayout<WorkflowInstance>.offset(of: \.details)!] + ContextData.referenceOffsets.map { data + $0 }
-    }()
+    static var details: Int { MemoryLayout<WorkflowInstance>.offset(of: \.details)! }
+    static var contextBase: Int { MemoryLayout<WorkflowInstance>.offset(of: \.data)! + ContextData.baseOffset }
+    static var contextRecent: Int { MemoryLayout<WorkflowInstance>.offset(of: \.data)! + ContextData.recentOffset }
 
     /// A Swift object's header (its type and reference count), before its first field.
-    static let objectHeader = 2 * MemoryLayout<UInt>.size
+    static var objectHeader: Int { 2 * MemoryLayout<UInt>.size }
 
     /// A snapshot object's tree buffer: its instance's (the object's first field).
-    static let snapshotTree = objectHeader + nodes
+    static var snapshotTree: Int { objectHeader + nodes }
 
     /// The lines of a snapshot object: its header and instance.
-    static let snapshotLines = (objectHeader + MemoryLayout<WorkflowInstance>.size + 63) / 64
+    static var snapshotLines: Int { (objectHeader + MemoryLayout<WorkflowInstance>.size + 63) / 64 }
 }
 
 extension SpareSnapshots {

@@ -24,9 +24,10 @@ extension MobileEngine {
         var granting = grantsRightAway && dispatchQueue.isEmpty
         for (position, index) in order.enumerated() {
             if position + Self.hintDistance < order.count {
-                hintInstance(at: order[position + Self.hintDistance])
+                let ahead = order[position + Self.hintDistance], lines = programOf[ahead].treeLines
+                instances.hint(at: ahead, lines: lines)
                 // Only while persisting right away does each instance take a spare here.
-                if granting { spareSnapshots.hint(distance: Self.hintDistance, lines: programOf[order[position + Self.hintDistance]].treeLines) }
+                if granting { spareSnapshots.hint(distance: Self.hintDistance, lines: lines) }
             }
             if shouldYield() {
                 for rest in order[position...] { dirtyList.append(rest) }
@@ -201,7 +202,8 @@ extension MobileEngine {
         if !changedList.isEmpty || !persistedRightAway.isEmpty {
             // In index order, merged with the snapshots taken right after walks.
             var early = 0
-            for index in changedList.sorted() where flags[index] & 2 != 0 {
+            changedList.sort()
+            for index in changedList where flags[index] & 2 != 0 {
                 while early < persistedRightAway.count, persistedRightAway[early].index <= index {
                     effects.append(.persist(persistedRightAway[early].snapshot))
                     early += 1
