@@ -13,42 +13,60 @@
 /// refilling it releases references to that instance's details and context, which its
 /// walk has just read, rather than another instance's, long gone cold. Taken last-offered
 /// first, they went to the instances in reverse; in order measured 1.10x faster by the
-/// median of 24 alternating pairs (docs/benchmarks.md, stop 13).
+/// median of 24 alternating pairs (docs/benchmarks.md, stop 13). The spare a persist a
+/// few instances ahead will take is known, so the tick hints it to the CPU
+/// (`MobileEngine+Prefetch.swift`).
 ///
 /// Stores offer spares only from transactions, and keep only those of the latest one: a
 /// driver that never collects them holds at most one batch's worth, freed at the next
 /// commit. (The simulator's devices apply effects outside transactions, so their stores
 /// free old snapshots at once, as before.)
 public struct SpareSnapshots: Sendable {
-    var snapshots: [InstanceSnapshot] = []
+    /// In the order offered; taken from `next` on, each taken slot left nil. (Taking
+    /// from the front, rather than reversing the array and popping from the back, leaves
+    /// the objects untouched until taken: the reversal retained and released every one,
+    /// a cache miss each, a tick after they were last used.)
+    var snapshots: [InstanceSnapshot?] = []
+    var next = 0
 
     public init() {}
 
-    public var count: Int { snapshots.count }
+    /// Spares not yet taken.
+    public var count: Int { snapshots.count - next }
 
     /// Keeps `snapshot` (whether anything else still holds it is checked when it is taken).
     public mutating func offer(_ snapshot: consuming InstanceSnapshot) { snapshots.append(snapshot) }
 
     /// Starts a new commit's collection (the previous one's spares are freed if nobody
     /// took them).
-    public mutating func reset() { snapshots.removeAll(keepingCapacity: true) }
+    public mutating func reset() {
+        snapshots.removeAll(keepingCapacity: true)
+        next = 0
+    }
 
-    /// Moves every spare into `other`, to be taken in the order they were offered.
+    /// Moves every spare into `other`, to be taken in the order they were offered, before
+    /// any `other` still had.
     public mutating func move(into other: inout SpareSnapshots) {
-        if other.snapshots.isEmpty {
+        if other.count == 0 {
+            other.reset()
             swap(&snapshots, &other.snapshots)
-            other.snapshots.reverse()
+            swap(&next, &other.next)
         } else {
-            other.snapshots.append(contentsOf: snapshots.reversed())
-            snapshots.removeAll(keepingCapacity: true)
+            snapshots.append(contentsOf: other.snapshots[other.next...])
+            other.reset()
+            swap(&snapshots, &other.snapshots)
+            swap(&next, &other.next)
         }
     }
 
     /// A spare nothing else holds, retired (its tree buffer taken aside); spares still
     /// held elsewhere are dropped.
     mutating func pop() -> InstanceSnapshot? {
-        while var spare = snapshots.popLast() {
-            guard isKnownUniquelyReferenced(&spare) else { continue }
+        while next < snapshots.count {
+            var taken: InstanceSnapshot?
+            swap(&taken, &snapshots[next])
+            next += 1
+            guard var spare = taken.take(), isKnownUniquelyReferenced(&spare) else { continue }
             spare.retire()
             return spare
         }

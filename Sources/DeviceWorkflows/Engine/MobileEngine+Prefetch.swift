@@ -79,17 +79,17 @@ enum HintLayout {
 
 extension SpareSnapshots {
     /// Hints the spare the persist `distance` places ahead will take (spares are taken
-    /// from the end): the object `2 * distance` ahead, and `distance` ahead, once that
-    /// object's line (holding its tree buffer's address) has arrived, `lines` of the tree
-    /// buffer the persist will copy into.
+    /// in order from `next`): the object `2 * distance` ahead, and `distance` ahead, once
+    /// that object's line (holding its tree buffer's address) has arrived, `lines` of the
+    /// tree buffer the persist will copy into.
     func hint(distance: Int, lines: Int) {
         snapshots.withUnsafeBufferPointer { buffer in
-            let far = buffer.count - 1 - 2 * distance
-            if far >= 0, let object = UnsafeRawPointer(buffer.baseAddress! + far).load(as: UnsafeRawPointer?.self) {
+            let far = next + 2 * distance
+            if far < buffer.count, let object = UnsafeRawPointer(buffer.baseAddress! + far).load(as: UnsafeRawPointer?.self) {
                 for line in 0..<HintLayout.snapshotLines { fleetlab_prefetch(object + 64 * line) }
             }
-            let near = buffer.count - 1 - distance
-            if near >= 0, let object = UnsafeRawPointer(buffer.baseAddress! + near).load(as: UnsafeRawPointer?.self),
+            let near = next + distance
+            if near < buffer.count, let object = UnsafeRawPointer(buffer.baseAddress! + near).load(as: UnsafeRawPointer?.self),
                let tree = object.load(fromByteOffset: HintLayout.snapshotTree, as: UnsafeRawPointer?.self) {
                 for line in 0..<lines { fleetlab_prefetch(tree + 64 * line) }
             }
