@@ -80,8 +80,8 @@ enum HintLayout {
 extension SpareSnapshots {
     /// Hints the spare the persist `distance` places ahead will take (spares are taken
     /// in order from `next`): the object `2 * distance` ahead, and `distance` ahead, once
-    /// that object's line (holding its tree buffer's address) has arrived, `lines` of the
-    /// tree buffer the persist will copy into.
+    /// that object's lines (holding the addresses) have arrived, the newest change of its
+    /// context and `lines` of the tree buffer the persist will copy into.
     func hint(distance: Int, lines: Int) {
         snapshots.withUnsafeBufferPointer { buffer in
             let far = next + 2 * distance
@@ -89,8 +89,10 @@ extension SpareSnapshots {
                 for line in 0..<HintLayout.snapshotLines { fleetlab_prefetch(object + 64 * line) }
             }
             let near = next + distance
-            if near < buffer.count, let object = UnsafeRawPointer(buffer.baseAddress! + near).load(as: UnsafeRawPointer?.self),
-               let tree = object.load(fromByteOffset: HintLayout.snapshotTree, as: UnsafeRawPointer?.self) {
+            if near < buffer.count, let object = UnsafeRawPointer(buffer.baseAddress! + near).load(as: UnsafeRawPointer?.self) {
+                // Refilling the spare releases the change its context last pointed at.
+                fleetlab_prefetch(object.load(fromByteOffset: HintLayout.objectHeader + HintLayout.contextRecent, as: UnsafeRawPointer?.self))
+                guard let tree = object.load(fromByteOffset: HintLayout.snapshotTree, as: UnsafeRawPointer?.self) else { return }
                 for line in 0..<lines { fleetlab_prefetch(tree + 64 * line) }
             }
         }
