@@ -112,7 +112,7 @@ extension MobileEngine {
 
     /// What an instance slot holds while its instance is in the interpreter.
     static let placeholder = WorkflowInstance(
-        id: InstanceID(high: 0, low: 0), sequenceName: "", sequenceVersion: 0, state: .scheduled, data: [:], nodes: [], dedupKey: nil, createdAt: .zero,
+        id: .zero, sequenceName: "", sequenceVersion: 0, state: .scheduled, data: [:], nodes: [], dedupKey: nil, createdAt: .zero,
         updatedAt: .zero, finishedAt: nil, sequenceNumber: 0, stepsExecuted: 0, error: nil, parent: nil,
         generator: SeededGenerator(seed: 0))
 

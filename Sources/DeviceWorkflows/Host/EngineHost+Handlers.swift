@@ -28,7 +28,7 @@ struct HandlerLookup {
 
 extension HandlerInvocation {
     /// What an invocation slot holds after its invocation was moved out.
-    static let vacant = HandlerInvocation(key: InvocationKey(instance: 0, node: -1, attempt: 0), instanceID: InstanceID(high: 0, low: 0),
+    static let vacant = HandlerInvocation(key: InvocationKey(instance: 0, node: -1, attempt: 0), instanceID: .zero,
                                           step: StepSpec(id: "", handler: "", params: [:], sequenceName: ""), context: ContextData())
 }
 

@@ -213,15 +213,16 @@ extension SyncDriver {
         if p["success"]?.boolValue == true {
             let resolved = p["resolved_params"]?.objectValue ?? [:]
             let name = p["handler"]?.stringValue ?? ""
-            if let handler = syncHandlers[name], let instanceID = p["instance_id"]?.stringValue.flatMap(InstanceID.init) {
+            if let handler = syncHandlers[name] {
+                // The instance is the one the delegation was stored for, as this device
+                // knows it (an instance gone since has its result ignored below anyway).
+                let instanceID = engine.indexByNumber[key.instance].map { engine.instances[$0].instanceID } ?? .zero
                 let invocation = HandlerInvocation(key: key, instanceID: instanceID, sequenceName: "",
                                                    blockID: p["block_id"]?.stringValue ?? "", handler: name, params: resolved, data: [:])
                 let result = handler(HandlerCall(invocation: invocation, now: syncClock, wallClock: syncWallClock))
                 outcome = Self.redact(result, secrets: JSONValue.object(resolved).strings)
-            } else if syncHandlers[name] == nil {
-                outcome = .permanent("no handler named '\(name)' is registered")
             } else {
-                outcome = .permanent("step_result's instance_id is not a UUID: \(p["instance_id"]?.canonicalText ?? "missing")")
+                outcome = .permanent("no handler named '\(name)' is registered")
             }
             countDelegatedRun()
         } else {

@@ -11,6 +11,9 @@ public struct UUIDValue: Hashable, Comparable, Sendable, CustomStringConvertible
         self.low = low
     }
 
+    /// The nil UUID, all zeros, which no random UUID is: what an empty slot holds.
+    public static var zero: UUIDValue { UUIDValue(high: 0, low: 0) }
+
     /// A random (version 4) UUID from `generator`: the same draws, and so the same UUID,
     /// as `UUIDText.random`.
     public static func random(using generator: inout SeededGenerator) -> UUIDValue {
