@@ -39,11 +39,14 @@ extension MobileEngine {
 }
 
 extension [WorkflowInstance] {
-    /// Hints the details box, context base and newest change, and `lines` of the tree
-    /// buffer of the instance at `index`.
+    /// Hints the instance at `index` itself, its details box, context base and newest
+    /// change, and `lines` of its tree buffer.
     func hint(at index: Int, lines: Int) {
         withUnsafeBufferPointer { buffer in
             let instance = UnsafeRawPointer(buffer.baseAddress! + index)
+            // Reading the references below brings the instance's first line; its state
+            // and id are on the second.
+            fleetlab_prefetch(instance + 64)
             fleetlab_prefetch(instance.load(fromByteOffset: HintLayout.details, as: UnsafeRawPointer?.self))
             fleetlab_prefetch(instance.load(fromByteOffset: HintLayout.contextBase, as: UnsafeRawPointer?.self))
             fleetlab_prefetch(instance.load(fromByteOffset: HintLayout.contextRecent, as: UnsafeRawPointer?.self))
