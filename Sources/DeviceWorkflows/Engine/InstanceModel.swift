@@ -143,7 +143,8 @@ public typealias InstanceID = UUIDValue
 /// copied into every snapshot and swapped through the interpreter on every walk: boxed,
 /// it is 128 bytes with four references instead of 256 with nine. The id is inline (read
 /// on every step; a box would be a cache miss more), and the version and step count are
-/// 32-bit, so that it stays in those 128 bytes.
+/// 32-bit (the step count unsigned, as wide as `maxStepsPerInstance`), so that it stays
+/// in those 128 bytes.
 public struct WorkflowInstance: Sendable, Equatable {
     var details: Details
     /// `context.data` (see `ContextData`: versions share structure).
@@ -158,7 +159,7 @@ public struct WorkflowInstance: Sendable, Equatable {
     public var generator: SeededGenerator
     public let instanceID: InstanceID
     private var storedVersion: Int32
-    private var storedStepsExecuted: Int32
+    private var storedStepsExecuted: UInt32
     public var state: InstanceState
     public var cancelRequested = false
 
@@ -170,7 +171,7 @@ public struct WorkflowInstance: Sendable, Equatable {
     /// Steps dispatched so far (retries included), for `maxStepsPerInstance`.
     public var stepsExecuted: Int {
         get { Int(storedStepsExecuted) }
-        set { storedStepsExecuted = Int32(clamping: newValue) }
+        set { storedStepsExecuted = UInt32(clamping: newValue) }
     }
 
     /// The id as text.
@@ -192,7 +193,7 @@ public struct WorkflowInstance: Sendable, Equatable {
         self.updatedAt = updatedAt
         self.finishedAt = finishedAt
         self.sequenceNumber = sequenceNumber
-        self.storedStepsExecuted = Int32(clamping: stepsExecuted)
+        self.storedStepsExecuted = UInt32(clamping: stepsExecuted)
         self.generator = generator
         self.cancelRequested = cancelRequested
     }
