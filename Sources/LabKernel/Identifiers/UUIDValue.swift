@@ -1,6 +1,6 @@
 /// A UUID as its 16 bytes, big-endian in two words: what a hot path keeps instead of
-/// the 36-character text (inline, no reference to count, a two-word hash). `text` is the
-/// hyphenated lowercase form orch8 writes.
+/// the 36-character text (inline, no reference to count, hashed by its own bits). `text`
+/// is the hyphenated lowercase form orch8 writes.
 public struct UUIDValue: Hashable, Comparable, Sendable, CustomStringConvertible {
     /// Bytes 0-7 and 8-15.
     public var high: UInt64
