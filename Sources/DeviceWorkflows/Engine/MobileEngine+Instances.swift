@@ -80,23 +80,14 @@ extension MobileEngine {
         _ instanceID: String, stepName: String, output: JSONValue, now: Instant, into effects: inout [EngineEffect]
     ) throws(MobileEngineError) {
         guard !isShutdown else { throw .shutdown }
-        guard let id = InstanceID(instanceID) else { throw .notFound("instance \(instanceID)") }
-        try acceptInput(id, stepName: stepName, output: output, now: now)
+        guard let index = index(of: instanceID) else { throw .notFound("instance \(instanceID)") }
+        try acceptInput(at: index, stepName: stepName, output: output, now: now)
         flush(now: now, into: &effects)
     }
 
-    /// `completeStep` without the flush: for a driver that ticks right after (the tick
-    /// persists the instance once, with everything else that changed).
-    mutating func acceptInput(
-        _ instanceID: InstanceID, stepName: String, output: JSONValue, now: Instant
-    ) throws(MobileEngineError) {
-        guard !isShutdown else { throw .shutdown }
-        guard let index = indexByID[instanceID] else { throw .notFound("instance \(instanceID)") }
-        try acceptInput(at: index, stepName: stepName, output: output, now: now)
-    }
-
-    /// `acceptInput` for the instance at `index` (a driver that looked up a batch of
-    /// answers' instances at once).
+    /// `completeStep` for the instance at `index`, without the flush: for a driver that
+    /// looked up a tick's answers together and ticks right after (the tick persists the
+    /// instance once, with everything else that changed).
     mutating func acceptInput(at index: Int, stepName: String, output: JSONValue, now: Instant) throws(MobileEngineError) {
         guard !isShutdown else { throw .shutdown }
         lastNow = now
