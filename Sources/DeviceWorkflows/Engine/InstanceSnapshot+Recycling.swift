@@ -47,16 +47,10 @@ public struct SpareSnapshots: Sendable {
     /// Moves every spare into `other`, to be taken in the order they were offered, before
     /// any `other` still had.
     public mutating func move(into other: inout SpareSnapshots) {
-        if other.count == 0 {
-            other.reset()
-            swap(&snapshots, &other.snapshots)
-            swap(&next, &other.next)
-        } else {
-            snapshots.append(contentsOf: other.snapshots[other.next...])
-            other.reset()
-            swap(&snapshots, &other.snapshots)
-            swap(&next, &other.next)
-        }
+        if other.count > 0 { snapshots.append(contentsOf: other.snapshots[other.next...]) }
+        other.reset()
+        swap(&snapshots, &other.snapshots)
+        swap(&next, &other.next)
     }
 
     /// A spare nothing else holds, retired (its tree buffer taken aside); spares still
