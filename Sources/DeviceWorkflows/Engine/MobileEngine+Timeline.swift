@@ -6,7 +6,11 @@ extension MobileEngine {
     /// reached are `pending`; blocks on a route, variant or catch branch that was not taken
     /// are `skipped` (the real engine leaves them `pending`; skipped says more).
     public func timeline(of instanceID: String) -> [TimelineEntry] {
-        guard let index = index(of: instanceID) else { return [] }
+        index(of: instanceID).map(timeline(at:)) ?? []
+    }
+
+    /// The timeline of the instance at `index`.
+    func timeline(at index: Int) -> [TimelineEntry] {
         let instance = instances[index], program = programOf[index]
         var latest: [Int32: ExecNode] = [:]
         var skipped: Set<Int32> = []

@@ -243,8 +243,8 @@ public struct EngineHost<Store: WorkflowStore> {
                     try store.begin()
                     inTransaction = true
                 }
-                var reported: String?
-                if sync != nil, case .persist(let snapshot) = effect, snapshot.instance.parent == nil { reported = snapshot.instance.id }
+                var reported: InstanceID?
+                if sync != nil, case .persist(let snapshot) = effect, snapshot.instance.parent == nil { reported = snapshot.instance.instanceID }
                 // Its last use: the effect moves into the store (a snapshot is not copied).
                 try store.apply(consume effect)
                 if let reported { try queueStatus(reported) }

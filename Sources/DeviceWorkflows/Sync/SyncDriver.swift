@@ -65,9 +65,9 @@ public enum SyncOutboxWriter {
 extension SyncDriver {
     // MARK: Filling the outbox
 
-    public mutating func queueStatus(_ instanceID: String) throws {
+    public mutating func queueStatus(_ instanceID: InstanceID) throws {
         guard let status = engine.statusUpdate(of: instanceID, now: syncClock) else { return }
-        try store.enqueue(.status, key: instanceID, payload: status.json)
+        try store.enqueue(.status, key: status.instanceID, payload: status.json)
     }
 
     public mutating func queueApproval(_ instanceID: String, step: String) throws {

@@ -119,15 +119,15 @@ extension MobileEngine {
     /// The status the reporter sends for an instance (wire-notes §a StatusUpdate): state in
     /// PascalCase, the current step and its handler (nested steps included, where the
     /// SDK only finds top-level ones), the step timeline.
-    public func statusUpdate(of instanceID: String, now: Instant) -> StatusUpdate? {
-        guard let index = index(of: instanceID) else { return nil }
+    public func statusUpdate(of instanceID: InstanceID, now: Instant) -> StatusUpdate? {
+        guard let index = indexByID[instanceID] else { return nil }
         let instance = instances[index]
         let current = currentStep(of: index)
         var handler: String?
         if let current, let blockIndex = programOf[index].indexByID[current], let step = programOf[index].steps[Int(blockIndex)] {
             handler = step.handler
         }
-        let steps = timeline(of: instanceID).map(\.json)
+        let steps = timeline(at: index).map(\.json)
         return StatusUpdate(instanceID: instance.id, sequenceName: instance.sequenceName, state: instance.state.rawValue,
                             currentStep: current, handler: handler, timestamp: wallClock.rfc3339(at: now), steps: .array(steps))
     }

@@ -25,7 +25,7 @@ extension DeviceEngine: SyncDriver {
                 try store.apply(effect)
                 if snapshot.instance.parent == nil {
                     var driver = self
-                    try driver.queueStatus(snapshot.instance.id)
+                    try driver.queueStatus(snapshot.instance.instanceID)
                 }
             case .delete, .storeSequence, .removeSequence, .telemetry:
                 try store.apply(effect)

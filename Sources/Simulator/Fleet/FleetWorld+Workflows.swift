@@ -194,7 +194,7 @@ extension FleetWorld {
                 if syncSim != nil, snapshot.instance.parent == nil {
                     var slot = engines[device]!
                     slot.clock = now
-                    try? slot.queueStatus(snapshot.instance.id)
+                    try? slot.queueStatus(snapshot.instance.instanceID)
                 }
             case .delete, .storeSequence, .removeSequence, .telemetry:
                 try? engines[device]!.store.apply(effect)
