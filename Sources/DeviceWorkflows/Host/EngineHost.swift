@@ -120,22 +120,27 @@ public struct EngineHost<Store: WorkflowStore> {
     /// emitted. (A fresh buffer per call grew by reallocation and was copied on its way to
     /// `apply`: three allocations for every instance started.)
     mutating func calling<T>(_ call: (inout MobileEngine, inout [EngineEffect]) throws -> T) throws -> T {
-        var effects = buffer
-        buffer = []
-        effects.removeAll(keepingCapacity: true)
+        var effects = takeBuffer()
         let result = try call(&engine, &effects)
         try apply(&effects)
         buffer = effects
         return result
     }
 
+    /// The effect buffer, emptied (its capacity kept), for a call to fill; put it back in
+    /// `buffer` once its effects are applied.
+    mutating func takeBuffer() -> [EngineEffect] {
+        var effects: [EngineEffect] = []
+        swap(&effects, &buffer)
+        effects.removeAll(keepingCapacity: true)
+        return effects
+    }
+
     /// One tick at the current time, after handing the engine every result and answer
     /// gathered since the last one.
     public mutating func tick() throws {
         guard !crashed else { throw Crash() }
-        var effects = buffer
-        buffer = []
-        effects.removeAll(keepingCapacity: true)
+        var effects = takeBuffer()
         let results = pendingResults
         pendingResults.removeAll(keepingCapacity: true)
         // Each result and answer reads a tree gone cold since the last tick: the engine
