@@ -53,3 +53,33 @@ struct TimeSpanTests {
         #expect(TimeSpan.approximately(seconds: .nan) == .zero)
     }
 }
+
+@Suite("Time arithmetic never traps")
+struct TimeSaturationTests {
+    @Test("constructors and operators saturate at the ends instead of overflowing")
+    func saturation() {
+        #expect(TimeSpan.milliseconds(999_999_999_999_999).nanoseconds == .max)
+        #expect(TimeSpan.seconds(.min).nanoseconds == .min)
+        #expect(TimeSpan.days(200_000).nanoseconds == .max)
+        #expect((TimeSpan(nanoseconds: .max) + .seconds(1)).nanoseconds == .max)
+        #expect((TimeSpan(nanoseconds: .min) - .seconds(1)).nanoseconds == .min)
+        #expect((TimeSpan.seconds(1) * .max).nanoseconds == .max && (TimeSpan.seconds(-1) * .max).nanoseconds == .min)
+        #expect((TimeSpan(nanoseconds: .min) / -1).nanoseconds == .max)
+        #expect((Instant.distantFuture + .days(1)) == .distantFuture)
+        #expect((Instant(nanoseconds: .min) - Instant(nanoseconds: 5)).nanoseconds == .min)
+        #expect(TimeSpan.minutes(90) == .hours(1) + .minutes(30), "in range nothing changes")
+    }
+
+    @Test("wall-clock instants: any parsed date converts, far ones saturate; more than three fraction digits are cut, not a trap")
+    func wallClock() {
+        let origin = WallClockOrigin.simulationEpoch
+        #expect(origin.instant(atUnixMilliseconds: origin.unixMilliseconds + 1_500) == .zero + .milliseconds(1_500))
+        let far = RFC3339.parse("9999-01-01T00:00:00Z")!, early = RFC3339.parse("0001-01-01T00:00:00Z")!
+        #expect(origin.instant(atUnixMilliseconds: far) == .distantFuture)
+        #expect(origin.instant(atUnixMilliseconds: early) == Instant(nanoseconds: .min))
+        #expect(origin.instant(atUnixMilliseconds: .max) == .distantFuture && origin.instant(atUnixMilliseconds: .min) == Instant(nanoseconds: .min))
+        #expect(RFC3339.parse("1970-01-01T00:00:00.123456789Z") == 123)
+        #expect(RFC3339.parse("1970-01-01T00:00:00.5Z") == 500)
+        #expect(WallClockOrigin.unixEpoch.unixMilliseconds(at: .distantFuture) == Int64.max / 1_000_000)
+    }
+}

@@ -16,18 +16,20 @@ public struct Instant: Hashable, Comparable, Sendable, CustomStringConvertible {
     @inlinable
     public static func < (lhs: Instant, rhs: Instant) -> Bool { lhs.nanoseconds < rhs.nanoseconds }
 
+    /// Saturates, like `TimeSpan`'s operators: a far-off deadline is "never", not a trap.
     @inlinable
     public static func + (lhs: Instant, rhs: TimeSpan) -> Instant {
-        let (sum, overflow) = lhs.nanoseconds.addingReportingOverflow(rhs.nanoseconds)
-        return Instant(nanoseconds: overflow ? (rhs.nanoseconds > 0 ? .max : .min) : sum)
+        Instant(nanoseconds: TimeSpan.saturating(lhs.nanoseconds, plus: rhs.nanoseconds))
     }
 
     @inlinable
-    public static func - (lhs: Instant, rhs: TimeSpan) -> Instant { lhs + TimeSpan(nanoseconds: -rhs.nanoseconds) }
+    public static func - (lhs: Instant, rhs: TimeSpan) -> Instant {
+        Instant(nanoseconds: (TimeSpan(nanoseconds: lhs.nanoseconds) - rhs).nanoseconds)
+    }
 
     @inlinable
     public static func - (lhs: Instant, rhs: Instant) -> TimeSpan {
-        TimeSpan(nanoseconds: lhs.nanoseconds - rhs.nanoseconds)
+        TimeSpan(nanoseconds: lhs.nanoseconds) - TimeSpan(nanoseconds: rhs.nanoseconds)
     }
 
     @inlinable

@@ -11,9 +11,20 @@ public struct WallClockOrigin: Hashable, Sendable {
 
     /// 2026-01-01T00:00:00Z, the default origin of simulations.
     public static let simulationEpoch = WallClockOrigin(unixMilliseconds: 1_767_225_600_000)
+    /// The Unix epoch: live drivers' instants are nanoseconds since it, so an instant a
+    /// server stored means the same moment after a restart.
+    public static let unixEpoch = WallClockOrigin(unixMilliseconds: 0)
 
     public func unixMilliseconds(at instant: Instant) -> Int64 {
-        unixMilliseconds + instant.nanoseconds / 1_000_000
+        TimeSpan.saturating(unixMilliseconds, plus: instant.nanoseconds / 1_000_000)
+    }
+
+    /// The instant of a wall-clock time (a client's `before=` date, say). Saturates far
+    /// outside the ±292 years an instant spans, so any parsed date compares sensibly.
+    public func instant(atUnixMilliseconds ms: Int64) -> Instant {
+        let (offset, overflow) = ms.subtractingReportingOverflow(unixMilliseconds)
+        guard !overflow else { return ms > unixMilliseconds ? .distantFuture : Instant(nanoseconds: .min) }
+        return Instant(nanoseconds: TimeSpan.saturating(offset, times: 1_000_000))
     }
 
     /// RFC 3339 in UTC with milliseconds: `2026-01-01T08:00:00.000Z`.
@@ -79,7 +90,13 @@ public enum RFC3339 {
                 i += 1
             }
             guard digits > 0 else { return nil }
-            for _ in digits..<3 where digits < 3 { millis *= 10 }
+            // Fewer than three digits are scaled up; more are cut (a range `digits..<3`
+            // with `digits` over 3 would trap before any `where` is checked).
+            var scaled = digits
+            while scaled < 3 {
+                millis *= 10
+                scaled += 1
+            }
         }
         var offset: Int64 = 0
         guard i < c.count else { return nil }
