@@ -64,6 +64,14 @@ struct SequenceLoaderTests {
         (#"{"name":"s","blocks":[{"type":"step","id":"t","handler":"noop","timeout":-5}]}"#, "t", "non-negative number of milliseconds"),
         (#"{"name":"s","blocks":[{"type":"loop","id":"l","condition":"true","max_iterations":0,"body":[{"type":"step","id":"y","handler":"noop"}]}]}"#,
          "l", "max_iterations is a whole number"),
+        // Numbers at the edges are refused by name, never converted into a trap.
+        (#"{"name":"s","blocks":[{"type":"step","id":"t","handler":"noop","timeout":999999999999999}]}"#, "t", "at most ten years"),
+        (#"{"name":"s","blocks":[{"type":"step","id":"t","handler":"noop","timeout":1e300}]}"#, "t", "at most ten years"),
+        (#"{"name":"s","blocks":[{"type":"step","id":"t","handler":"noop","wait_for_input":{"timeout":400000000000.5}}]}"#, "t", "at most ten years"),
+        (#"{"name":"s","blocks":[{"type":"step","id":"w","handler":"noop","when":"x[99999999999999999999] == 1"}]}"#, "w",
+         "index number 1e+20 is over 1000000"),
+        (#"{"name":"s","blocks":[{"type":"step","id":"r","handler":"noop","retry":{"max_attempts":1e300}}]}"#, "r", "max_attempts is a whole number"),
+        (#"{"name":"s","blocks":[{"type":"sub_sequence","id":"u","sequence_name":"x","version":1e300}]}"#, "u", "version is a whole number"),
     ])
     func rules(json: String, block: String?, rule: String) {
         let found = problems(json)
@@ -130,6 +138,9 @@ struct ExpressionTests {
         ("a == 1 b", "unexpected 'b'", 8),
         ("context.config.x", "only context.data is readable in a condition", 1),
         ("a # b", "unexpected character '#'", 3),
+        (String(repeating: "(", count: 10_000) + "a" + String(repeating: ")", count: 10_000), "a condition is at most 4096 bytes", 1),
+        (String(repeating: "(", count: 100) + "a" + String(repeating: ")", count: 100), "nested more than 64 levels deep", 66),
+        (String(repeating: "!", count: 200) + "a", "nested more than 64 levels deep", 66),
     ])
     func errors(source: String, message: String, position: Int) {
         do {

@@ -33,8 +33,15 @@ public struct Expression: Sendable, Equatable, CustomStringConvertible {
 
     public var description: String { source }
 
+    public static let maxLength = 4_096
+
     /// Parses `source`; the error names the position (1-based character offset).
     public init(parsing source: String) throws(ExpressionError) {
+        // Chains of `&&` build trees as deep as they are long, and evaluation recurses:
+        // the length bound keeps that depth (and the parser's time) small.
+        guard source.utf8.count <= Self.maxLength else {
+            throw ExpressionError(message: "a condition is at most \(Self.maxLength) bytes", position: 1)
+        }
         var parser = ExpressionParser(source: source)
         self.source = source
         self.root = try parser.parse()

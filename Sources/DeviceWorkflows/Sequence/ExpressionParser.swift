@@ -13,6 +13,13 @@ struct ExpressionParser {
     var index = 0
     var token: Token = .end
     var tokenStart = 0
+    /// Nesting so far (parentheses, lists, `!`): the parser recurses, so hostile input
+    /// like ten thousand `(` must end in an error, not a stack overflow.
+    var depth = 0
+    static let maxDepth = 64
+
+    /// The largest list index a path may name.
+    static let maxIndex = 1_000_000
 
     init(source: String) { characters = Array(source) }
 
@@ -57,9 +64,16 @@ struct ExpressionParser {
     mutating func parseNot() throws(ExpressionError) -> Expression.Node {
         if token == .symbol("!") {
             try advance()
+            try nest()
+            defer { depth -= 1 }
             return .not(try parseNot())
         }
         return try parseComparison()
+    }
+
+    mutating func nest() throws(ExpressionError) {
+        depth += 1
+        guard depth <= Self.maxDepth else { throw failure("nested more than \(Self.maxDepth) levels deep") }
     }
 
     mutating func parseComparison() throws(ExpressionError) -> Expression.Node {
@@ -96,12 +110,16 @@ struct ExpressionParser {
             return try parsePath(first: name)
         case .symbol("("):
             try advance()
+            try nest()
+            defer { depth -= 1 }
             let inner = try parseOr()
             guard token == .symbol(")") else { throw failure("expected ')'") }
             try advance()
             return inner
         case .symbol("["):
             try advance()
+            try nest()
+            defer { depth -= 1 }
             var items: [Expression.Node] = []
             if token != .symbol("]") {
                 while true {
@@ -131,7 +149,11 @@ struct ExpressionParser {
             } else if token == .symbol("[") && index <= characters.count {
                 try advance()
                 switch token {
-                case .number(let n) where n == n.rounded() && n >= 0: names.append(.index(Int(n)))
+                case .number(let n) where n == n.rounded() && n >= 0:
+                    // An index past any list a context can hold is refused, not converted:
+                    // `Int(1e20)` would trap.
+                    guard n <= Double(Self.maxIndex) else { throw failure("index \(describe(token)) is over \(Self.maxIndex)") }
+                    names.append(.index(Int(n)))
                 case .string(let s): names.append(.key(s))
                 default: throw failure("expected an index or a quoted key in '[...]'")
                 }

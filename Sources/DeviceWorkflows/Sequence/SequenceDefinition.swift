@@ -135,7 +135,9 @@ public struct RetryPolicy: Sendable, Equatable {
     public func backoff(after attempt: Int) -> TimeSpan {
         var delay = Double(initialBackoff.nanoseconds)
         for _ in 1..<max(1, attempt) { delay *= multiplier }
-        return TimeSpan(nanoseconds: Int64(min(Double(maxBackoff.nanoseconds), delay)))
+        // Compared in floating point, converted only below the cap: `Double(Int64.max)`
+        // rounds up past what `Int64(_:)` accepts.
+        return delay >= Double(maxBackoff.nanoseconds) ? maxBackoff : TimeSpan(nanoseconds: Int64(delay))
     }
 }
 

@@ -175,7 +175,12 @@ struct DecodingContext {
                 problem(id, path, "a sub_sequence needs sequence_name")
                 return nil
             }
-            let version = f.value("version").flatMap(\.numberValue).map { Int($0) }
+            var version: Int?
+            if let v = f.value("version") {
+                if let n = v.numberValue, n == n.rounded(), n >= 0, n <= Double(Int32.max) { version = Int(n) } else {
+                    problem(id, path + ".version", "version is a whole number from 0 to \(Int32.max)")
+                }
+            }
             return .subSequence(SubSequenceBlock(id: id, sequenceName: name, version: version, input: f.value("input")?.objectValue ?? [:]))
         case .abSplit: return abSplit(id, f, path)
         case .cancellationScope:
@@ -241,16 +246,17 @@ struct DecodingContext {
     mutating func retry(_ id: String, _ json: JSONValue?, _ path: String) -> RetryPolicy? {
         guard let json, json != .null else { return nil }
         let f = Fields(json.objectValue ?? [:])
-        let attempts = f.value("max_attempts", "maxAttempts")?.numberValue ?? 1
+        var attempts = f.value("max_attempts", "maxAttempts")?.numberValue ?? 1
         if attempts < 1 || attempts != attempts.rounded() || attempts > 1_000 {
             problem(id, path + ".max_attempts", "max_attempts is a whole number from 1 to 1000")
+            attempts = 1
         }
         let initial = duration(id, f.value("initial_backoff", "initialBackoff"), path + ".initial_backoff") ?? .seconds(1)
         let maximum = duration(id, f.value("max_backoff", "maxBackoff"), path + ".max_backoff") ?? .seconds(60)
         let multiplier = f.value("backoff_multiplier", "multiplier", "backoffMultiplier")?.numberValue ?? 2
         if multiplier < 1 || multiplier > 100 { problem(id, path + ".backoff_multiplier", "backoff_multiplier is between 1 and 100") }
         if maximum < initial { problem(id, path + ".max_backoff", "max_backoff must not be less than initial_backoff") }
-        return RetryPolicy(maxAttempts: max(1, Int(attempts)), initialBackoff: initial, maxBackoff: maximum, multiplier: multiplier)
+        return RetryPolicy(maxAttempts: Int(attempts), initialBackoff: initial, maxBackoff: maximum, multiplier: multiplier)
     }
 
     mutating func router(_ id: String, _ f: Fields, _ path: String) -> Block? {
@@ -360,14 +366,23 @@ struct DecodingContext {
         }
     }
 
+    /// The longest duration a sequence may name: ten years, in milliseconds. Longer ones
+    /// are refused by name rather than wrapped or saturated into "never".
+    static let maxDurationMs: Double = 315_360_000_000
+
     /// Integer milliseconds, or a fractional number of seconds (the engine's legacy form).
     mutating func duration(_ id: String, _ json: JSONValue?, _ path: String) -> TimeSpan? {
         guard let json, json != .null else { return nil }
-        guard let n = json.numberValue, n >= 0, n < 1e15 else {
+        guard let n = json.numberValue, n >= 0 else {
             problem(id, path, "a duration is a non-negative number of milliseconds")
             return nil
         }
-        return n == n.rounded() ? .milliseconds(Int64(n)) : .approximately(seconds: n)
+        let whole = n == n.rounded()
+        guard whole ? n <= Self.maxDurationMs : n * 1_000 <= Self.maxDurationMs else {
+            problem(id, path, "a duration is at most ten years (\(Int64(Self.maxDurationMs)) ms)")
+            return nil
+        }
+        return whole ? .milliseconds(Int64(n)) : .approximately(seconds: n)
     }
 }
 
