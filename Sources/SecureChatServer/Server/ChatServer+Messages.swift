@@ -43,7 +43,8 @@ extension ChatServer {
             guard let ms = RFC3339.parse(before) else {
                 throw ChatAPIError.validation(["query", "before"], "Input should be a valid datetime", type: "datetime_parsing")
             }
-            let cutoff = Instant(nanoseconds: (ms - wallClock.unixMilliseconds) * 1_000_000)
+            // Any parsed date works, from year 0001 to 9999: the conversion saturates.
+            let cutoff = wallClock.instant(atUnixMilliseconds: ms)
             // Binary search: messageIDs are in created_at order.
             var low = 0, high = channel.messageIDs.count
             while low < high {
