@@ -26,7 +26,8 @@ extension SyncServer {
     mutating func expireApprovals(now: Instant) {
         let nowMs = unixMs(now)
         for approval in state.approvals.values where approval.state == .pending {
-            guard let timeout = approval.timeoutSecs, timeout > 0, approval.createdAtMs + Int64(timeout) * 1000 <= nowMs else { continue }
+            guard let timeout = approval.timeoutSecs, timeout > 0,
+                  TimeSpan.saturating(approval.createdAtMs, plus: TimeSpan.saturating(Int64(timeout), times: 1000)) <= nowMs else { continue }
             var expired = approval
             expired.state = .expired
             state.put(expired)
