@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import LabCrypto
 import Live
 import Simulator
 
@@ -8,8 +9,10 @@ struct ServeCommand: AsyncParsableCommand {
         commandName: "serve",
         abstract: "Run the reference servers for real on 127.0.0.1 until Ctrl-C.",
         discussion: """
-        Each server listens on its own port. Ports: --port NAME=PORT (repeatable), e.g. \
-        --port host=9000. A taken port is reported before anything starts (exit status 2).
+        Each server listens on its own port and runs in a worker process of its own: a \
+        server that crashes is restarted (on the same port, over the same data) while the \
+        others go on. Ports: --port NAME=PORT (repeatable), e.g. --port host=9000. A taken \
+        port is reported before anything starts (exit status 2).
 
         SIGINT and SIGTERM stop every server gracefully.
         """)
@@ -26,46 +29,122 @@ struct ServeCommand: AsyncParsableCommand {
     @Flag(name: .customLong("no-auth"), help: "Accept every request without an API key (local development).")
     var noAuth = false
 
+    /// Set by the supervisor on the worker processes it starts: run this one server.
+    @Option(help: .hidden)
+    var worker: String?
+
+    /// A server `fleetlab serve` runs in a worker: its name, default port and how to open it.
+    struct Served: Sendable {
+        var name: String
+        var defaultPort: Int
+        var make: @Sendable (ServeCommand) throws -> any ReferenceServer
+    }
+
+    /// Every server `fleetlab serve` runs besides the host. A new system adds one line.
+    static let served: [Served] = [
+        Served(name: "mobile-sync", defaultPort: 7710) { try MobileSyncLiveServer(dataDirectory: $0.data, authRequired: !$0.noAuth) },
+        Served(name: "chat", defaultPort: 7720) { try SecureChatLiveServer(dataDirectory: $0.data) },
+    ]
+
     func run() async throws {
-        var portMap: [String: Int] = [:]
-        let servers: [any ReferenceServer]
+        let portMap = try parsePorts()
+        if let worker { return try await runWorker(worker, ports: portMap) }
+        let hostPort = portMap["host"] ?? 7700
         do {
-            servers = try Self.servers(data: data, authRequired: !noAuth)
+            try LiveHost.checkPorts(host: host, [("host", hostPort)] + Self.served.map { ($0.name, portMap[$0.name] ?? $0.defaultPort) })
         } catch {
-            throw CLIFailure.badInput("cannot open the servers' data under \(data): \(error)")
+            throw CLIFailure.badInput(error.description)
         }
+        try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
+        let supervisor = ServerSupervisor(executable: ServerSupervisor.currentExecutable, workers: Self.served.map { server in
+            let name = server.name
+            let base = ["serve", "--worker", name, "--host", host, "--data", data] + (noAuth ? ["--no-auth"] : [])
+            return (name, portMap[name] ?? server.defaultPort, { port in base + ["--port", "\(name)=\(port)"] })
+        }, log: { Console.error($0) })
+        let ready: [ServerSupervisor.Ready]
+        do {
+            ready = try supervisor.start()
+        } catch {
+            throw CLIFailure.badInput("\(error)")
+        }
+        let hostServer = HostServer(defaultPort: 7700, version: FleetlabVersion.string) {
+            let statuses = supervisor.statuses
+            return ready.map { r in
+                let status = statuses.first { $0.name == r.name }
+                return .init(name: r.name, summary: r.summary, port: status?.port ?? r.port, pid: status?.pid, restarts: status?.restarts)
+            }
+        }
+        let live = LiveHost(configuration: .init(host: host, ports: ["host": hostPort]), servers: [hostServer])
+        do {
+            try await live.run { endpoints in
+                let all = (endpoints.map { ($0.name, $0.url, $0.summary, [String]()) } + ready.map { ($0.name, $0.url, $0.summary, $0.details) })
+                    .sorted { Int($0.1.split(separator: ":").last ?? "") ?? 0 < Int($1.1.split(separator: ":").last ?? "") ?? 0 }
+                var lines = ["fleetlab serve \(FleetlabVersion.string) — listening (Ctrl-C to stop)"]
+                for (name, url, summary, details) in all {
+                    lines.append("  \(name)\(String(repeating: " ", count: max(1, 12 - name.count)))\(url)  \(summary)")
+                    for detail in details { lines.append("      \(detail)") }
+                }
+                FileHandle.standardOutput.write(Data((lines.joined(separator: "\n") + "\n").utf8))
+            }
+        } catch let error as LiveHostError {
+            supervisor.stop()
+            throw CLIFailure.badInput(error.description)
+        }
+        supervisor.stop()
+        print("fleetlab serve: stopped")
+    }
+
+    func parsePorts() throws -> [String: Int] {
+        var portMap: [String: Int] = [:]
+        let names = ["host"] + Self.served.map(\.name)
         for entry in ports {
             let parts = entry.split(separator: "=", maxSplits: 1).map(String.init)
             guard parts.count == 2, let port = Int(parts[1]), (0...65_535).contains(port) else {
                 throw CLIFailure.badInput("--port takes NAME=PORT with PORT in 0...65535, got '\(entry)'")
             }
-            guard servers.contains(where: { $0.name == parts[0] }) else {
-                throw CLIFailure.badInput("--port: no server named '\(parts[0])'; servers: \(servers.map(\.name).joined(separator: ", "))")
+            guard names.contains(parts[0]) else {
+                throw CLIFailure.badInput("--port: no server named '\(parts[0])'; servers: \(names.joined(separator: ", "))")
             }
             portMap[parts[0]] = port
         }
-        let live = LiveHost(configuration: .init(host: host, ports: portMap), servers: servers)
+        return portMap
+    }
+
+    /// A worker: one server, on the port the supervisor gives, announced on stdout.
+    func runWorker(_ name: String, ports: [String: Int]) async throws {
+        WorkerProcess.dieWithParent()
+        guard let served = Self.served.first(where: { $0.name == name }) else { throw CLIFailure.badInput("no server named '\(name)'") }
+        let server: any ReferenceServer
+        do {
+            server = try served.make(self)
+        } catch {
+            throw CLIFailure.badInput("cannot open the \(name) server's data under \(data): \(error)")
+        }
+        let live = LiveHost(configuration: .init(host: host, ports: [name: ports[name] ?? served.defaultPort]), servers: [server])
         do {
             try await live.run { endpoints in
-                var lines = ["fleetlab serve \(FleetlabVersion.string) — listening (Ctrl-C to stop)"]
-                for e in endpoints {
-                    lines.append("  \(e.name)\(String(repeating: " ", count: max(1, 12 - e.name.count)))\(e.url)  \(e.summary)")
-                    for detail in servers.first(where: { $0.name == e.name })?.details ?? [] { lines.append("      \(detail)") }
-                }
-                FileHandle.standardOutput.write(Data((lines.joined(separator: "\n") + "\n").utf8))
+                guard let endpoint = endpoints.first else { return }
+                let ready = ServerSupervisor.Ready(name: name, port: endpoint.port, url: endpoint.url, summary: server.summary, details: server.details)
+                let json = (try? JSONEncoder().encode(ready)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+                FileHandle.standardOutput.write(Data((ServerSupervisor.readyPrefix + json + "\n").utf8))
             }
         } catch let error as LiveHostError {
             throw CLIFailure.badInput(error.description)
         }
-        print("fleetlab serve: stopped")
     }
+}
 
-    /// Every server `fleetlab serve` runs. Later reference servers are added here.
-    static func servers(data: String, authRequired: Bool) throws -> [any ReferenceServer] {
-        let sync = try MobileSyncLiveServer(dataDirectory: data, authRequired: authRequired)
-        let chat = try SecureChatLiveServer(dataDirectory: data)
-        let catalog = [HostServer.ServerListing(name: sync.name, summary: sync.summary, port: sync.defaultPort),
-                       HostServer.ServerListing(name: chat.name, summary: chat.summary, port: chat.defaultPort)]
-        return [HostServer(version: FleetlabVersion.string, catalog: catalog), sync, chat]
+/// What a worker process does for its supervisor.
+enum WorkerProcess {
+    /// Exits once the supervisor is gone (the worker is then re-parented), so no worker
+    /// outlives a `fleetlab serve` that was killed outright.
+    static func dieWithParent() {
+        let parent = getppid()
+        let watcher = Thread {
+            while getppid() == parent { Thread.sleep(forTimeInterval: 0.5) }
+            exit(0)
+        }
+        watcher.name = "fleetlab-worker-parent-watch"
+        watcher.start()
     }
 }

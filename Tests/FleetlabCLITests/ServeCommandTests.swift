@@ -48,3 +48,65 @@ struct ServeCommandTests {
         #expect(bad.status == 2 && bad.stderr.contains("no server named 'agents'"))
     }
 }
+
+@Suite("fleetlab serve: crashes stay inside one server")
+struct ServeIsolationTests {
+    @Test("the requests that used to crash every server are 4xx answers, and every server is still up")
+    func formerCrashers() async throws {
+        let served = try ServedFleetlab(data: TestPaths.scratchDirectory("serve-crashers").path)
+        defer { served.stop() }
+        let json = ["content-type": "application/json"]
+        let account = try await HTTPProbe.request("POST", served.chatURL + "/api/v1/auth/register",
+                                                  body: Data(#"{"username":"pager","password":"long enough pass"}"#.utf8), headers: json)
+        let access = try #require((account.json as? [String: Any])?["access_token"] as? String)
+        let auth = json.merging(["authorization": "Bearer \(access)"]) { $1 }
+        let channel = try await HTTPProbe.request("POST", served.chatURL + "/api/v1/channels", body: Data(#"{"name":"g"}"#.utf8), headers: auth)
+        let id = try #require((channel.json as? [String: Any])?["id"] as? String)
+        for before in ["9999-01-01T00:00:00Z", "0001-01-01T00:00:00Z"] {
+            let page = try await HTTPProbe.request("GET", served.chatURL + "/api/v1/channels/\(id)/messages?before=\(before)", headers: auth)
+            #expect(page.status == 200, "before=\(before): \(page.text)")
+        }
+        let key = ["x-api-key": served.rootKey, "content-type": "application/json"]
+        for (field, value) in [("when", #""x[99999999999999999999] == 1""#), ("timeout", "999999999999999")] {
+            let body = #"{"sequence":{"name":"s","version":1,"blocks":[{"type":"step","id":"a","handler":"noop","\#(field)":\#(value)}]}}"#
+            let published = try await HTTPProbe.request("POST", served.syncURL + "/api/v1/mobile/manifest/sequences", body: Data(body.utf8), headers: key)
+            #expect(published.status == 400 && published.text.contains("blocks[0].\(field)"), "\(field): \(published.text)")
+        }
+        for url in [served.syncURL + "/api/v1/mobile/devices", served.chatURL + "/.well-known/d3chat-server", served.hostURL + "/health"] {
+            #expect(try await HTTPProbe.request("GET", url, headers: ["x-api-key": served.rootKey]).status == 200, "\(url)")
+        }
+    }
+
+    @Test("a handler that traps costs only its own server a restart: the others keep answering, its data survives", .timeLimit(.minutes(2)))
+    func trapRestartsOneServer() async throws {
+        let served = try ServedFleetlab(data: TestPaths.scratchDirectory("serve-trap").path, environment: ["FLEETLAB_FAULT_TRAP_PATH": "/trap"])
+        defer { served.stop() }
+        let json = ["content-type": "application/json"]
+        let registered = try await HTTPProbe.request("POST", served.chatURL + "/api/v1/auth/register",
+                                                     body: Data(#"{"username":"survivor","password":"long enough pass"}"#.utf8), headers: json)
+        #expect(registered.status == 201)
+        func chatWorker() async throws -> [String: Any] {
+            let version = try await HTTPProbe.get(served.hostURL + "/version")
+            return try #require(((version.json as? [String: Any])?["servers"] as? [[String: Any]])?.first { $0["name"] as? String == "chat" })
+        }
+        let before = try await chatWorker()
+        #expect(before["restarts"] as? Int == 0)
+        _ = try? await HTTPProbe.get(served.chatURL + "/trap")  // the connection dies with the worker
+        // The sync server never noticed.
+        #expect(try await HTTPProbe.request("GET", served.syncURL + "/api/v1/mobile/devices", headers: ["x-api-key": served.rootKey]).status == 200)
+        var after: [String: Any] = [:]
+        for _ in 0..<200 {
+            after = try await chatWorker()
+            if after["restarts"] as? Int == 1, (try? await HTTPProbe.get(served.chatURL + "/.well-known/d3chat-server"))?.status == 200 { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(after["restarts"] as? Int == 1 && after["pid"] as? Int != before["pid"] as? Int && after["port"] as? Int == before["port"] as? Int)
+        let login = try await HTTPProbe.request("POST", served.chatURL + "/api/v1/auth/login",
+                                                body: Data(#"{"username":"survivor","password":"long enough pass"}"#.utf8), headers: json)
+        #expect(login.status == 200, "the account registered before the crash is still there")
+        served.stop()
+        #expect(served.process.terminationStatus == 0)
+        let logs = served.remainingOutput()
+        #expect(logs.contains("the chat server stopped (signal 4, a trap); restarting it"))
+    }
+}

@@ -25,8 +25,9 @@ public enum CommandRunner {
     }
 
     /// Starts `fleetlab arguments` without waiting; stdout and stderr are pipes.
-    public static func start(_ arguments: [String], in directory: URL? = nil) throws -> Process {
+    public static func start(_ arguments: [String], in directory: URL? = nil, environment: [String: String] = [:]) throws -> Process {
         let process = Process()
+        if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
         process.executableURL = TestPaths.fleetlabExecutable
         process.arguments = arguments
         process.currentDirectoryURL = directory ?? TestPaths.packageRoot

@@ -7,6 +7,8 @@ public final class ServedFleetlab {
     public let output: String
     public let syncURL: String
     public let rootKey: String
+    public let chatURL: String
+    public let hostURL: String
 
     public struct Failure: Error, CustomStringConvertible {
         public var output: String
@@ -19,8 +21,9 @@ public final class ServedFleetlab {
         return listener.port
     }
 
-    public init(syncPort: Int = 0, data: String, extra: [String] = []) throws {
-        process = try CommandRunner.start(["serve", "--port", "host=0", "--port", "mobile-sync=\(syncPort)", "--port", "chat=0", "--data", data] + extra)
+    public init(syncPort: Int = 0, data: String, extra: [String] = [], environment: [String: String] = [:]) throws {
+        process = try CommandRunner.start(["serve", "--port", "host=0", "--port", "mobile-sync=\(syncPort)", "--port", "chat=0", "--data", data] + extra,
+                                          environment: environment)
         let out = (process.standardOutput as! Pipe).fileHandleForReading
         var text = ""
         let deadline = Date().addingTimeInterval(30)
@@ -38,6 +41,11 @@ public final class ServedFleetlab {
             throw Failure(output: text)
         }
         syncURL = url
+        func endpoint(_ name: String) -> String {
+            lines.first { $0.hasPrefix("  \(name) ") }?.split(separator: " ").first { $0.hasPrefix("http://") }.map(String.init) ?? ""
+        }
+        chatURL = endpoint("chat")
+        hostURL = endpoint("host")
         rootKey = lines.first { $0.contains("root API key:") }?.split(separator: " ").dropFirst(3).first.map(String.init) ?? ""
     }
 

@@ -28,7 +28,7 @@ struct LiveHostTests {
     @Test("health, version and a JSON 404 over real HTTP on loopback")
     func hostRoutes() async throws {
         let catalog = [HostServer.ServerListing(name: "host", summary: "s", port: 7700)]
-        try await withHost([HostServer(version: "9.9.9", catalog: catalog)]) { endpoints in
+        try await withHost([HostServer(version: "9.9.9", catalog: { catalog })]) { endpoints in
             let base = try #require(endpoints.first).url
             #expect(base.hasPrefix("http://127.0.0.1:"))
             let health = try await HTTPProbe.get(base + "/health")

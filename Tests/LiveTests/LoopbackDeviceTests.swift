@@ -12,8 +12,8 @@ struct LoopbackDeviceTests {
         var config = MobileEngineConfig()
         config.tickIntervalMs = 100
         config.rootPublicKey = rootKey
-        // A real device: timestamps are wall-clock time.
-        let wall = WallClockOrigin(unixMilliseconds: Int64(Date().timeIntervalSince1970 * 1000))
+        // A real device: instants are wall-clock time since the Unix epoch (LiveClock's).
+        let wall = WallClockOrigin.unixEpoch
         var engine = MobileEngine(config: config, handlers: BuiltinHandlers.names, seed: StreamSeed(21), wallClock: wall)
         engine.resume()
         let store = try SQLiteWorkflowStore(path: dir.appendingPathComponent("device.sqlite").path)

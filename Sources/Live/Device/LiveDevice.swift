@@ -6,8 +6,10 @@ import FoundationNetworking
 import LabKernel
 
 /// A real device core on real sockets: an `EngineHost` with sync on, its store on disk,
-/// talking HTTP to a served mobile sync server. Time is the wall clock since the device
-/// started; `step()` advances the engine to now and ticks it.
+/// talking HTTP to a served mobile sync server. Time is `LiveClock`'s: instants are the
+/// wall clock since the Unix epoch, so what the store keeps (deadlines, creation times)
+/// means the same after a relaunch; the host's wall clock must be `.unixEpoch`.
+/// `step()` advances the engine to now and ticks it.
 public final class LiveDevice<Store: WorkflowStore>: @unchecked Sendable {
     public var host: EngineHost<Store>
     public let baseURL: String
@@ -23,6 +25,7 @@ public final class LiveDevice<Store: WorkflowStore>: @unchecked Sendable {
         self.apiKey = apiKey
         self.deviceID = deviceID
         self.host.enableSync(deviceID: deviceID, seed: StreamSeed(seed))
+        self.host.advance(to: clock.now)
     }
 
     var wallNow: Instant { clock.now }

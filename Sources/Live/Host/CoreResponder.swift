@@ -29,6 +29,7 @@ public struct CoreResponder<Context: RequestContext>: HTTPResponder {
         let target = request.uri.query.map { "\(request.uri.path)?\($0)" } ?? request.uri.path
         let message = HTTPRequestMessage(method: request.method.rawValue, target: target, headers: headers,
                                          body: Array(body.readableBytesView))
+        FaultInjection.check(path: message.path)
         do {
             return Self.response(try await handle(message))
         } catch {

@@ -123,17 +123,20 @@ public final class LiveHost: Sendable {
 
     /// Binds a throwaway socket on each port so a clash is reported before anything runs.
     func preflight() throws {
+        try Self.checkPorts(host: configuration.host, servers.map { ($0.name, port(for: $0)) })
+    }
+
+    /// Checks that every named port (0: any) is distinct and free on `host`.
+    public static func checkPorts(host: String, _ ports: [(name: String, port: Int)]) throws(LiveHostError) {
         var seen: [Int: String] = [:]
-        for server in servers {
-            let port = port(for: server)
+        for (name, port) in ports {
             guard port != 0 else { continue }
-            if let other = seen[port] { throw LiveHostError.duplicatePort(port, other, server.name) }
-            seen[port] = server.name
-            switch PortProbe.check(host: configuration.host, port: port) {
+            if let other = seen[port] { throw LiveHostError.duplicatePort(port, other, name) }
+            seen[port] = name
+            switch PortProbe.check(host: host, port: port) {
             case .free: continue
-            case .inUse: throw LiveHostError.portInUse(server: server.name, host: configuration.host, port: port)
-            case .failed(let reason):
-                throw LiveHostError.cannotBind(server: server.name, host: configuration.host, port: port, reason: reason)
+            case .inUse: throw LiveHostError.portInUse(server: name, host: host, port: port)
+            case .failed(let reason): throw LiveHostError.cannotBind(server: name, host: host, port: port, reason: reason)
             }
         }
     }

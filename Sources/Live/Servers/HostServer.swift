@@ -3,27 +3,34 @@ import LabKernel
 import NIOCore
 public import ServiceLifecycle
 
-/// The host's own server: liveness and version, and the list of the other servers.
+/// The host's own server: liveness and version, and the list of the other servers with
+/// the ports they really listen on (and, under the supervisor, their worker process and
+/// how often it was restarted).
 public struct HostServer: ReferenceServer {
     public let name = "host"
     public let defaultPort: Int
     public let summary = "fleetlab host (health, version, endpoint list)"
     public let version: String
-    /// Names and summaries of every server the host runs, for `/version`.
-    public let catalog: [ServerListing]
+    /// Every other server, read at each `/version`: ports and restarts change at run time.
+    public let catalog: @Sendable () -> [ServerListing]
 
     public struct ServerListing: Sendable, Codable, Equatable {
         public var name: String
         public var summary: String
         public var port: Int
-        public init(name: String, summary: String, port: Int) {
+        public var pid: Int32?
+        public var restarts: Int?
+
+        public init(name: String, summary: String, port: Int, pid: Int32? = nil, restarts: Int? = nil) {
             self.name = name
             self.summary = summary
             self.port = port
+            self.pid = pid
+            self.restarts = restarts
         }
     }
 
-    public init(defaultPort: Int = 7700, version: String, catalog: [ServerListing] = []) {
+    public init(defaultPort: Int = 7700, version: String, catalog: @escaping @Sendable () -> [ServerListing] = { [] }) {
         self.defaultPort = defaultPort
         self.version = version
         self.catalog = catalog
@@ -42,8 +49,8 @@ public struct HostServer: ReferenceServer {
         let router = Router()
         router.add(middleware: JSONErrorMiddleware())
         router.get("/health") { _, _ in Health(status: "ok") }
-        let version = Version(name: "fleetlab", version: version, servers: catalog)
-        router.get("/version") { _, _ in version }
+        let version = version, catalog = catalog
+        router.get("/version") { _, _ in Version(name: "fleetlab", version: version, servers: catalog()) }
         return Application(router: router, configuration: configuration, onServerRunning: onRunning)
     }
 }

@@ -32,7 +32,7 @@ public final class MobileSyncLiveServer: ReferenceServer, @unchecked Sendable {
         let ids = seed ?? UInt64.random(in: 1...UInt64.max)
         server = SyncServer(state: try store.load(), config: SyncServerConfig(authRequired: authRequired), seed: StreamSeed(ids),
                             wallClock: clock.origin)
-        server.bootstrap(now: .zero)
+        server.bootstrap(now: clock.now)
         try store.apply(server.state.takeChanges())
     }
 
