@@ -6,7 +6,7 @@ public import LabKernel
 import HummingbirdCore
 import NIOWebSocket
 public import NIOCore
-import SecureChatServer
+public import SecureChatServer
 public import ServiceLifecycle
 
 /// The d3chat reference server on a real port: the `ChatServer` core behind Hummingbird,
@@ -31,12 +31,14 @@ public final class SecureChatLiveServer: ReferenceServer, @unchecked Sendable {
     }
 
     /// Opens (or creates) `<dataDirectory>/chat.sqlite` and loads what it holds.
-    public init(dataDirectory: String, defaultPort: Int = 7720, passwordCost: PasswordHash.Cost = .interactive, seed: UInt64? = nil) throws {
+    public init(dataDirectory: String, defaultPort: Int = 7720, passwordCost: PasswordHash.Cost = .interactive, seed: UInt64? = nil,
+                configure: (inout ChatServerConfig) -> Void = { _ in }) throws {
         self.defaultPort = defaultPort
         try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
         store = try SQLiteChatServerStore(path: (dataDirectory as NSString).appendingPathComponent("chat.sqlite"))
         var config = ChatServerConfig()
         config.passwordCost = passwordCost
+        configure(&config)
         // A fresh seed per start: ids and tokens never repeat those of an earlier run.
         server = ChatServer(state: try store.load(), config: config, seed: StreamSeed(seed ?? UInt64.random(in: 1...UInt64.max)), wallClock: clock.origin)
         if let max = server.state.settings["max_message_bytes"]?.numberValue { server.config.maxContentBytes = Int(max) }

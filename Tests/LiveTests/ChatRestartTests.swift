@@ -1,0 +1,48 @@
+import Foundation
+import LabCrypto
+import LabKernel
+import LabTestSupport
+import SecureChatServer
+import Testing
+@testable import Live
+
+/// What the chat server stores keeps its meaning across a restart over the same data:
+/// times are wall-clock instants, not offsets from when a process started.
+@Suite("Chat server: a restart moves nothing", .serialized)
+struct ChatRestartTests {
+    func send(_ server: SecureChatLiveServer, _ method: String, _ path: String, _ body: JSONValue? = nil, token: String? = nil) -> HTTPResponseMessage {
+        var bytes: [UInt8] = []
+        body?.write(to: &bytes)
+        var headers = ["content-type": "application/json"]
+        if let token { headers["authorization"] = "Bearer \(token)" }
+        return server.handle(HTTPRequestMessage(method: method, target: "/api/v1" + path, headers: headers, body: bytes))
+    }
+
+    @Test("messages keep their created_at and order, and an access token still expires when it said it would")
+    func nothingMoves() throws {
+        let data = TestPaths.scratchDirectory("chat-restart").path
+        let shortTokens: (inout ChatServerConfig) -> Void = { $0.accessTokenLifetime = .seconds(1) }
+        let first = try SecureChatLiveServer(dataDirectory: data, passwordCost: .minimum, seed: 1, configure: shortTokens)
+        // The first process has been up a while when it stamps and issues.
+        Thread.sleep(forTimeInterval: 1.5)
+        let account = send(first, "POST", "/auth/register", ["username": "clock", "password": "long enough pass"]).jsonBody
+        let access = try #require(account?["access_token"]?.stringValue)
+        let channel = try #require(send(first, "POST", "/channels", ["name": "g"], token: access).jsonBody?["id"]?.stringValue)
+        let sent = try #require(send(first, "POST", "/channels/\(channel)/messages", ["content": "before"], token: access).jsonBody)
+        let issuedAt = Date()
+
+        let second = try SecureChatLiveServer(dataDirectory: data, passwordCost: .minimum, seed: 2, configure: shortTokens)
+        Thread.sleep(forTimeInterval: max(0, 1.2 - Date().timeIntervalSince(issuedAt)))
+        #expect(send(second, "GET", "/users/me", token: access).status == 401, "the token's second is over, whatever the new process's uptime")
+        let login = try #require(send(second, "POST", "/auth/login", ["username": "clock", "password": "long enough pass"]).jsonBody)
+        let fresh = try #require(login["access_token"]?.stringValue)
+        send(second, "POST", "/channels/\(channel)/messages", ["content": "after"], token: fresh)
+        let page = send(second, "GET", "/channels/\(channel)/messages", token: fresh).jsonBody?["messages"]?.arrayValue ?? []
+        #expect(page.map { $0["content"]?.stringValue } == ["before", "after"])
+        #expect(page.first?["created_at"] == sent["created_at"], "the stamp read back is the one written")
+        let stamps = page.compactMap { $0["created_at"]?.stringValue }.compactMap(RFC3339.parse)
+        let wallNow = Int64(Date().timeIntervalSince1970 * 1000)
+        #expect(stamps.count == 2 && stamps[0] < stamps[1] && stamps[1] <= wallNow + 1_000, "not stamped in the future: \(stamps) vs \(wallNow)")
+        #expect(stamps[1] - stamps[0] >= 1_000, "real time passed between them, not 1 ms")
+    }
+}
