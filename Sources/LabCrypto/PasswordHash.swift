@@ -31,6 +31,12 @@ public enum PasswordHash {
         return "argon2id$\(cost.opsLimit)$\(cost.memLimit)$\(salt.hexString)$\(bytes.hexString)"
     }
 
+    /// An encoding no password matches, that costs `cost` to check: what a login for an
+    /// unknown username is verified against, so it takes as long as a known one.
+    public static func unmatchable(cost: Cost) -> String {
+        "argon2id$\(cost.opsLimit)$\(cost.memLimit)$\([UInt8](repeating: 0, count: saltCount).hexString)$\([UInt8](repeating: 0, count: hashCount).hexString)"
+    }
+
     /// Whether `password` matches `encoded`, compared in constant time. A malformed
     /// encoding never matches.
     public static func verify(_ password: String, encoded: String) -> Bool {

@@ -30,7 +30,7 @@ struct ServeCommandTests {
         let sent = try await HTTPProbe.request("POST", chat + "/api/v1/channels/\(channelID)/messages",
                                                body: Data(#"{"content":"the launch code is 0000"}"#.utf8),
                                                headers: json.merging(["authorization": "Bearer \(access)"]) { $1 })
-        #expect(sent.status == 201)
+        #expect(sent.status == 422 && sent.text.contains("end-to-end encrypted"), "a new channel is ciphertext only: \(sent.text)")
         served.stop()
         #expect(served.process.terminationStatus == 0)
         let logs = served.output + served.remainingOutput()

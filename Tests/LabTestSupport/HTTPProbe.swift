@@ -28,3 +28,58 @@ public enum HTTPProbe {
 
     public static func get(_ url: String) async throws -> Reply { try await request("GET", url) }
 }
+
+extension HTTPProbe {
+    /// One HTTP/1.1 exchange on a plain socket whose source address is `source` (any
+    /// 127.x.y.z works on Linux loopback): how a test is two different clients to a
+    /// server's per-address limits. `Connection: close`; every wait has a 10 s deadline.
+    public static func request(from source: String, _ method: String, _ url: String, body: Data? = nil,
+                               headers: [String: String] = [:]) throws -> Reply {
+        guard let parsed = URL(string: url), let host = parsed.host, let port = parsed.port else { throw POSIXError(.EINVAL) }
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw POSIXError(.EMFILE) }
+        defer { close(fd) }
+        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        func address(_ ip: String, _ port: Int) -> sockaddr_in {
+            var a = sockaddr_in()
+            a.sin_family = sa_family_t(AF_INET)
+            a.sin_addr.s_addr = inet_addr(ip)
+            a.sin_port = in_port_t(UInt16(port).bigEndian)
+            return a
+        }
+        var local = address(source, 0), remote = address(host, port)
+        let bound = withUnsafePointer(to: &local) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        guard bound == 0 else { throw POSIXError(.EADDRNOTAVAIL) }
+        let connected = withUnsafePointer(to: &remote) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        guard connected == 0 else { throw POSIXError(.ECONNREFUSED) }
+        var head = "\(method) \(parsed.path.isEmpty ? "/" : parsed.path)\(parsed.query.map { "?" + $0 } ?? "") HTTP/1.1\r\nHost: \(host):\(port)\r\nConnection: close\r\n"
+        for (name, value) in headers { head += "\(name): \(value)\r\n" }
+        head += "Content-Length: \(body?.count ?? 0)\r\n\r\n"
+        let bytes = Array(head.utf8) + Array(body ?? Data())
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            guard written > 0 else { throw POSIXError(.EPIPE) }
+            offset += written
+        }
+        var received: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 16_384)
+        while true {
+            let count = read(fd, &chunk, chunk.count)
+            if count < 0 { throw POSIXError(.ETIMEDOUT) }
+            if count == 0 { break }
+            received += chunk[..<count]
+        }
+        guard let split = received.indices.first(where: { received[$0...].starts(with: [13, 10, 13, 10]) }) else { throw POSIXError(.EBADMSG) }
+        let lines = String(decoding: received[..<split], as: UTF8.self).components(separatedBy: "\r\n")
+        let status = Int(lines.first?.split(separator: " ").dropFirst().first ?? "") ?? 0
+        var fields: [String: String] = [:]
+        for line in lines.dropFirst() {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            fields[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        }
+        return Reply(status: status, headers: fields, body: Data(received[(split + 4)...]))
+    }
+}

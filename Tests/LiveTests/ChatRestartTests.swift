@@ -21,13 +21,16 @@ struct ChatRestartTests {
     @Test("messages keep their created_at and order, and an access token still expires when it said it would")
     func nothingMoves() throws {
         let data = TestPaths.scratchDirectory("chat-restart").path
-        let shortTokens: (inout ChatServerConfig) -> Void = { $0.accessTokenLifetime = .seconds(1) }
+        let shortTokens: (inout ChatServerConfig) -> Void = {
+            $0.accessTokenLifetime = .seconds(1)
+            $0.allowLegacyPlaintext = true
+        }
         let first = try SecureChatLiveServer(dataDirectory: data, passwordCost: .minimum, seed: 1, configure: shortTokens)
         // The first process has been up a while when it stamps and issues.
         Thread.sleep(forTimeInterval: 1.5)
         let account = send(first, "POST", "/auth/register", ["username": "clock", "password": "long enough pass"]).jsonBody
         let access = try #require(account?["access_token"]?.stringValue)
-        let channel = try #require(send(first, "POST", "/channels", ["name": "g"], token: access).jsonBody?["id"]?.stringValue)
+        let channel = try #require(send(first, "POST", "/channels", ["name": "g", "legacy_plaintext": true], token: access).jsonBody?["id"]?.stringValue)
         let sent = try #require(send(first, "POST", "/channels/\(channel)/messages", ["content": "before"], token: access).jsonBody)
         let issuedAt = Date()
 
@@ -45,4 +48,49 @@ struct ChatRestartTests {
         #expect(stamps.count == 2 && stamps[0] < stamps[1] && stamps[1] <= wallNow + 1_000, "not stamped in the future: \(stamps) vs \(wallNow)")
         #expect(stamps[1] - stamps[0] >= 1_000, "real time passed between them, not 1 ms")
     }
+}
+
+@Suite("Chat server: password hashing outside the lock", .serialized)
+struct ChatPasswordWorkTests {
+    @Test("while logins hash passwords at the interactive cost, other requests are answered without waiting for them")
+    func hashingDoesNotStall() throws {
+        let server = try SecureChatLiveServer(dataDirectory: TestPaths.scratchDirectory("chat-argon").path, passwordCost: .interactive, seed: 5,
+                                              configure: { $0.authRequestsPerMinute = 10_000 })
+        @Sendable func call(_ method: String, _ path: String, _ body: String = "", token: String? = nil) -> HTTPResponseMessage {
+            var headers = ["content-type": "application/json"]
+            if let token { headers["authorization"] = "Bearer \(token)" }
+            return server.handle(HTTPRequestMessage(method: method, target: "/api/v1" + path, headers: headers, body: Array(body.utf8), peer: "127.0.0.1"))
+        }
+        let started = Date()
+        let account = call("POST", "/auth/register", #"{"username":"busy","password":"long enough pass"}"#).jsonBody
+        let hashTime = Date().timeIntervalSince(started)
+        let token = try #require(account?["access_token"]?.stringValue)
+        let stop = LockedFlag()
+        let logins = DispatchGroup()
+        for _ in 0..<2 {
+            DispatchQueue.global().async(group: logins) {
+                while !stop.isSet { _ = call("POST", "/auth/login", #"{"username":"busy","password":"long enough pass"}"#) }
+            }
+        }
+        Thread.sleep(forTimeInterval: hashTime / 2)
+        var waits: [TimeInterval] = []
+        for _ in 0..<15 {
+            let t = Date()
+            #expect(call("GET", "/users/me", token: token).status == 200)
+            waits.append(Date().timeIntervalSince(t))
+            Thread.sleep(forTimeInterval: hashTime / 5)
+        }
+        stop.set()
+        logins.wait()
+        let median = waits.sorted()[waits.count / 2]
+        #expect(median < hashTime / 2, "median wait \(median) s against one hash of \(hashTime) s")
+    }
+}
+
+/// A flag threads can read and set.
+final class LockedFlag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = false
+    var isSet: Bool { lock.withLock { value } }
+    func set() { lock.withLock { value = true } }
 }

@@ -42,14 +42,17 @@ struct ChannelMessageTests {
         #expect(h.send("GET", "/channels/\(UUIDText.random(using: &h.server.generator))/messages", token: eve.access).status == 404)
         #expect(h.send("GET", "/channels/not-a-uuid/messages", token: eve.access).status == 422)
         #expect(h.fingerprint == before)
-        #expect(h.send("POST", "/channels/\(id)/join", token: eve.access).status == 204)
+        #expect(h.send("POST", "/channels/\(id)/join", token: eve.access).status == 403, "a private group needs an invitation")
+        #expect(h.send("GET", "/channels/\(id)/messages", token: eve.access).status == 403)
+        #expect(h.fingerprint == before)
+        #expect(h.send("POST", "/channels/\(id)/members", ["user_id": .string(eve.userID)], token: alice.access).status == 201)
         #expect(h.send("GET", "/channels/\(id)/messages", token: eve.access).status == 200)
         #expect(h.send("POST", "/channels/\(id)/members", ["user_id": .string(eve.userID)], token: alice.access).status == 409)
     }
 
     @Test("bundles hand out each one-time key once and warn the owner below 10; uploads need a valid signature")
     func bundles() throws {
-        var h = ChatHarness()
+        var h = ChatHarness { $0.bundleFetchesPerTargetPerMinute = 100 }
         let alice = h.register("alice"), bob = h.register("bob")
         let socket = h.socket(bob)!
         let identity = try IdentityKey(seed: SHA256.hash("bob id"))
@@ -106,7 +109,7 @@ struct ChannelMessageTests {
         var h = ChatHarness()
         let alice = h.register("alice")
         let socket = h.socket(alice)!
-        let channel = h.send("POST", "/channels", ["name": "g"], token: alice.access).jsonBody?["id"]?.stringValue ?? ""
+        let channel = h.legacyGroup(alice)
         h.frame(socket, #"{"type":"subscribe","channel_id":"\#(channel)"}"#)
         let body: JSONValue = ["content": "once", "client_message_id": "c-1"]
         let first = h.send("POST", "/channels/\(channel)/messages", body, token: alice.access)
@@ -120,7 +123,7 @@ struct ChannelMessageTests {
     func pagination() {
         var h = ChatHarness()
         let alice = h.register("alice")
-        let channel = h.send("POST", "/channels", ["name": "busy"], token: alice.access).jsonBody?["id"]?.stringValue ?? ""
+        let channel = h.legacyGroup(alice, "busy")
         for n in 0..<230 { h.send("POST", "/channels/\(channel)/messages", ["content": .string("m\(n)")], token: alice.access) }
         var seen: [String] = []
         var before: String?
@@ -146,7 +149,7 @@ struct ChannelMessageTests {
     func editDeleteTyping() {
         var h = ChatHarness()
         let alice = h.register("alice"), bob = h.register("bob")
-        let channel = h.send("POST", "/channels", ["name": "g"], token: alice.access).jsonBody?["id"]?.stringValue ?? ""
+        let channel = h.legacyGroup(alice, visibility: "public")
         h.send("POST", "/channels/\(channel)/join", token: bob.access)
         let (sa, sb) = (h.socket(alice)!, h.socket(bob)!)
         let id = h.send("POST", "/channels/\(channel)/messages", ["content": "frist"], token: alice.access).jsonBody?["id"]?.stringValue ?? ""
@@ -168,7 +171,7 @@ struct ChannelMessageTests {
     func badInput() {
         var h = ChatHarness { $0.maxContentBytes = 100 }
         let alice = h.register("alice")
-        let channel = h.send("POST", "/channels", ["name": "g"], token: alice.access).jsonBody?["id"]?.stringValue ?? ""
+        let channel = h.legacyGroup(alice)
         let before = h.fingerprint
         let cases: [(HTTPResponseMessage, String, [String])] = [
             (h.send("POST", "/channels/\(channel)/messages", token: alice.access, raw: "{\"content\": "), "json_invalid", ["body"]),

@@ -14,6 +14,8 @@ struct ChatHarness {
     init(configure: (inout ChatServerConfig) -> Void = { _ in }) {
         var config = ChatServerConfig()
         config.passwordCost = .minimum
+        // Tests that are about routing, not encryption, post plaintext into legacy groups.
+        config.allowLegacyPlaintext = true
         configure(&config)
         server = ChatServer(config: config, seed: StreamSeed(77), wallClock: .simulationEpoch)
     }
@@ -61,6 +63,12 @@ struct ChatHarness {
         let j = r.jsonBody
         return Account(userID: j?["user_id"]?.stringValue ?? "", deviceID: j?["device_id"]?.stringValue ?? "",
                        access: j?["access_token"]?.stringValue ?? "", refresh: j?["refresh_token"]?.stringValue ?? "", username: username)
+    }
+
+    /// A group on the legacy plaintext protocol, owned by `account`; its id.
+    mutating func legacyGroup(_ account: Account, _ name: String = "g", visibility: String = "private") -> String {
+        send("POST", "/channels", ["name": .string(name), "legacy_plaintext": true, "visibility": .string(visibility)],
+             token: account.access).jsonBody?["id"]?.stringValue ?? ""
     }
 
     /// A socket for the account: ticket, then connect.

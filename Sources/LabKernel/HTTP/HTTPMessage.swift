@@ -9,17 +9,23 @@ public struct HTTPRequestMessage: Sendable, Equatable {
     /// Header names lowercased.
     public var headers: [String: String]
     public var body: [UInt8]
+    /// The address the request came from, as the driver saw the connection (never a
+    /// header, which any client can forge): what per-client limits are keyed by. Nil when
+    /// the driver has none (a core driven by hand).
+    public var peer: String?
 
-    public init(method: String, path: String, query: [String: String] = [:], headers: [String: String] = [:], body: [UInt8] = []) {
+    public init(method: String, path: String, query: [String: String] = [:], headers: [String: String] = [:], body: [UInt8] = [],
+                peer: String? = nil) {
         self.method = method.uppercased()
         self.path = path
         self.query = query
         self.headers = Dictionary(headers.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { _, last in last })
         self.body = body
+        self.peer = peer
     }
 
     /// From a request target (`/mobile/status?device_id=a%20b`).
-    public init(method: String, target: String, headers: [String: String] = [:], body: [UInt8] = []) {
+    public init(method: String, target: String, headers: [String: String] = [:], body: [UInt8] = [], peer: String? = nil) {
         let parts = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
         var query: [String: String] = [:]
         if parts.count == 2 {
@@ -30,7 +36,7 @@ public struct HTTPRequestMessage: Sendable, Equatable {
                 query[key] = value
             }
         }
-        self.init(method: method, path: String(parts[0]), query: query, headers: headers, body: body)
+        self.init(method: method, path: String(parts[0]), query: query, headers: headers, body: body, peer: peer)
     }
 
     public func header(_ name: String) -> String? { headers[name.lowercased()] }

@@ -4,10 +4,23 @@ import HTTPTypes
 public import LabKernel
 import NIOCore
 
+/// A request context that knows the address the connection came from: the key of
+/// per-client limits, which a header could forge.
+public struct PeerRequestContext: RequestContext {
+    public var coreContext: CoreRequestContextStorage
+    public let peer: String?
+
+    public init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        peer = source.channel.remoteAddress?.ipAddress
+    }
+}
+
 /// Turns Hummingbird requests into `HTTPRequestMessage`s for a sans-I/O server core and
 /// its `HTTPResponseMessage`s back into responses. `handle` runs the core (under the
 /// adapter's lock) and returns what to send.
-public struct CoreResponder<Context: RequestContext>: HTTPResponder {
+public struct CoreResponder: HTTPResponder {
+    public typealias Context = PeerRequestContext
     /// Larger bodies are refused with 413 before the core sees them.
     public var maxBodyBytes = 8 << 20
     let handle: @Sendable (HTTPRequestMessage) async throws -> HTTPResponseMessage
@@ -28,7 +41,7 @@ public struct CoreResponder<Context: RequestContext>: HTTPResponder {
         for field in request.headers { headers[field.name.canonicalName] = field.value }
         let target = request.uri.query.map { "\(request.uri.path)?\($0)" } ?? request.uri.path
         let message = HTTPRequestMessage(method: request.method.rawValue, target: target, headers: headers,
-                                         body: Array(body.readableBytesView))
+                                         body: Array(body.readableBytesView), peer: context.peer)
         FaultInjection.check(path: message.path)
         do {
             return Self.response(try await handle(message))

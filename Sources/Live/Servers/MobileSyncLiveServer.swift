@@ -66,7 +66,7 @@ public final class MobileSyncLiveServer: ReferenceServer, @unchecked Sendable {
 
     public func makeService(configuration: ApplicationConfiguration,
                             onRunning: @escaping @Sendable (any Channel) async -> Void) throws -> any Service {
-        let responder = CoreResponder<BasicRequestContext> { [self] request in try self.handle(request) }
+        let responder = CoreResponder { [self] request in try self.handle(request) }
         return Application(responder: responder, configuration: configuration) { [self] channel in
             if let port = channel.localAddress?.port {
                 let bound = channel.localAddress?.ipAddress ?? "127.0.0.1"

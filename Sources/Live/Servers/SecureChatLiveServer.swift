@@ -60,13 +60,34 @@ public final class SecureChatLiveServer: ReferenceServer, @unchecked Sendable {
 
     var now: Instant { clock.now }
 
+    /// One request: under the lock, except a register's or login's Argon2id work, which
+    /// runs between the two phases so it never stalls other users' traffic.
     public func handle(_ request: HTTPRequestMessage) -> HTTPResponseMessage {
-        lock.withLock {
-            let reply = server.handle(request, now: now)
-            guard commit() else { return .json(500, ["detail": "Internal server error"]) }
-            dispatch(reply.outputs)
-            return reply.response
+        let first: FirstPhase = lock.withLock {
+            switch server.begin(request, now: now) {
+            case .reply(let reply): return .answered(settle(reply))
+            case .password(let job): return .waiting(job)
+            }
         }
+        switch first {
+        case .answered(let response): return response
+        case .waiting(let job):
+            let result = job.run()
+            return lock.withLock { settle(server.finish(job, result, now: now)) }
+        }
+    }
+
+    enum FirstPhase {
+        case answered(HTTPResponseMessage)
+        case waiting(PasswordJob)
+    }
+
+    /// Commits what the request changed, then hands its frames to the sockets (called
+    /// under the lock, in the same hold as the change).
+    func settle(_ reply: ChatReply) -> HTTPResponseMessage {
+        guard commit() else { return .json(500, ["detail": "Internal server error"]) }
+        dispatch(reply.outputs)
+        return reply.response
     }
 
     /// Hands frames to their connections' writers (called under the lock).
@@ -118,7 +139,7 @@ public final class SecureChatLiveServer: ReferenceServer, @unchecked Sendable {
 
     public func makeService(configuration: ApplicationConfiguration,
                             onRunning: @escaping @Sendable (any Channel) async -> Void) throws -> any Service {
-        let responder = CoreResponder<BasicRequestContext> { [self] request in self.handle(request) }
+        let responder = CoreResponder { [self] request in self.handle(request) }
         let upgrade = HTTPServerBuilder.http1WebSocketUpgrade { [self] request, _, _ in
             let target = request.path ?? ""
             guard target == "/ws" || target.hasPrefix("/ws?") else { return .dontUpgrade }

@@ -5,13 +5,23 @@ import LabKernel
 struct Caller {
     var userID: String
     var deviceID: String
+    /// The login (refresh-token family) the token belongs to.
+    var familyID: String
     var isAdmin: Bool
+}
+
+/// What a register or login waits for while its password work runs outside the lock.
+enum PendingAuth: Sendable {
+    case register(username: String, email: String?, displayName: String?, deviceName: String)
+    /// `userID` nil: the username is unknown (the work ran on a dummy hash all the same).
+    case login(userID: String?, username: String, deviceName: String)
 }
 
 extension ChatServer {
     // MARK: Accounts and tokens
 
-    mutating func register(_ request: HTTPRequestMessage, now: Instant) throws -> HTTPResponseMessage {
+    /// Phase one of a registration: every check that needs no hashing, then the job.
+    mutating func register(_ request: HTTPRequestMessage, now: Instant) throws -> ChatStep {
         guard state.settings["registration_open"] != false else { throw ChatAPIError(403, "Registration is closed") }
         let f = try fields(request)
         let username: String, password: String, email: String?, displayName: String?, deviceName: String
@@ -28,21 +38,21 @@ extension ChatServer {
         guard (8...128).contains(password.count) else {
             throw ChatAPIError.validation(["body", "password"], "String should have 8 to 128 characters", type: "string_too_short")
         }
+        if let email, email.utf8.count > 254 { throw ChatAPIError.validation(["body", "email"], "String should have at most 254 characters", type: "string_too_long") }
+        if let displayName, displayName.count > 128 {
+            throw ChatAPIError.validation(["body", "display_name"], "String should have at most 128 characters", type: "string_too_long")
+        }
         try checkDeviceName(deviceName)
         guard state.userIDByName[username.lowercased()] == nil else { throw ChatAPIError(409, "Username already taken") }
-        let hash: String
-        do { hash = try PasswordHash.hash(password, salt: generator.bytes(PasswordHash.saltCount), cost: config.passwordCost) } catch {
-            throw ChatAPIError(500, "Internal server error")
-        }
-        let user = ChatUser(id: newID(), username: username, email: email, displayName: displayName, passwordHash: hash,
-                            role: state.users.isEmpty ? .admin : .member, standing: .active, createdAt: now)
-        state.users[user.id] = user
-        state.userIDByName[username.lowercased()] = user.id
-        return .json(201, issueTokens(user: user, device: addDevice(user.id, name: deviceName, now: now), now: now))
+        return .password(job(.hash(password: password, salt: generator.bytes(PasswordHash.saltCount), cost: config.passwordCost),
+                             pending: .register(username: username, email: email, displayName: displayName, deviceName: deviceName)))
     }
 
-    /// Every login is a new device, as in d3chat; a banned or suspended account is refused here.
-    mutating func login(_ request: HTTPRequestMessage, now: Instant) throws -> HTTPResponseMessage {
+    /// Phase one of a login. An unknown username costs the same work as a known one (a
+    /// dummy hash of the configured cost), so the answer's timing tells nothing; failed
+    /// logins also draw from a bucket per account, so guessing from many addresses is
+    /// slowed as well.
+    mutating func login(_ request: HTTPRequestMessage, now: Instant) throws -> ChatStep {
         let f = try fields(request)
         let username: String, password: String, deviceName: String
         do {
@@ -51,10 +61,43 @@ extension ChatServer {
             deviceName = try f.optionalString("device_name") ?? "default"
         } catch { throw ChatAPIError.field(error) }
         try checkDeviceName(deviceName)
-        guard let id = state.userIDByName[username.lowercased()], let user = state.users[id],
-              PasswordHash.verify(password, encoded: user.passwordHash) else { throw ChatAPIError(401, "Invalid credentials") }
-        try checkStanding(user, now: now)
-        return .json(200, issueTokens(user: user, device: addDevice(id, name: deviceName, now: now), now: now))
+        let key = username.lowercased()
+        guard key.utf8.count <= 64 else { throw ChatAPIError(401, "Invalid credentials") }
+        try rateLimit("login-failures:" + key, capacity: config.failedLoginsPerAccountPerMinute, now: now, consume: false)
+        let user = state.userIDByName[key].flatMap { state.users[$0] }
+        let encoded = user?.passwordHash ?? PasswordHash.unmatchable(cost: config.passwordCost)
+        return .password(job(.verify(password: password, encoded: encoded), pending: .login(userID: user?.id, username: key, deviceName: deviceName)))
+    }
+
+    mutating func job(_ work: PasswordJob.Work, pending: PendingAuth) -> PasswordJob {
+        let id = state.nextPasswordJob
+        state.nextPasswordJob += 1
+        state.pendingAuth[id] = pending
+        return PasswordJob(id: id, work: work)
+    }
+
+    /// Phase two: the job's result finishes the request that asked for it.
+    mutating func finishAuth(_ pending: PendingAuth, _ result: PasswordJob.Result, now: Instant) throws -> HTTPResponseMessage {
+        switch (pending, result) {
+        case (.register(let username, let email, let displayName, let deviceName), .hashed(let hash)):
+            guard let hash else { throw ChatAPIError(500, "Internal server error") }
+            // Someone may have taken the name while the hash was being made.
+            guard state.userIDByName[username.lowercased()] == nil else { throw ChatAPIError(409, "Username already taken") }
+            let user = ChatUser(id: newID(), username: username, email: email, displayName: displayName, passwordHash: hash,
+                                role: state.users.isEmpty ? .admin : .member, standing: .active, createdAt: now)
+            state.users[user.id] = user
+            state.userIDByName[username.lowercased()] = user.id
+            return .json(201, issueTokens(user: user, device: addDevice(user.id, name: deviceName, now: now), now: now))
+        case (.login(let userID, let username, let deviceName), .verified(let matches)):
+            guard matches, let userID, let user = state.users[userID] else {
+                try? rateLimit("login-failures:" + username, capacity: config.failedLoginsPerAccountPerMinute, now: now)
+                throw ChatAPIError(401, "Invalid credentials")
+            }
+            try checkStanding(user, now: now)
+            return .json(200, issueTokens(user: user, device: addDevice(userID, name: deviceName, now: now), now: now))
+        case (.register, .verified), (.login, .hashed):
+            throw ChatAPIError(500, "Internal server error")
+        }
     }
 
     func checkDeviceName(_ name: String) throws {
@@ -78,30 +121,36 @@ extension ChatServer {
         return device.id
     }
 
-    /// A new token family for a login, or the next token of `family` on refresh.
+    /// A new token family for a login, or the next token of `family` on refresh. Both
+    /// kinds of token are stored by their SHA-256 only.
     mutating func issueTokens(user: ChatUser, device: String, family: String? = nil, now: Instant) -> JSONValue {
         let familyID = family ?? newID()
         let access = "at_" + generator.token(24), refresh = "rt_" + generator.token(32)
-        state.accessTokens[access] = AccessRecord(userID: user.id, deviceID: device, familyID: familyID, expiresAt: now + config.accessTokenLifetime)
-        let hash = SHA256.hash(refresh).hexString
+        state.accessTokens[Self.tokenKey(access)] = AccessRecord(userID: user.id, deviceID: device, familyID: familyID,
+                                                                 expiresAt: now + config.accessTokenLifetime)
+        let hash = Self.tokenKey(refresh)
         state.refreshTokens[hash] = RefreshRecord(tokenHash: hash, familyID: familyID, userID: user.id, deviceID: device,
                                                   expiresAt: now + config.refreshTokenLifetime, state: .active)
         return ["access_token": .string(access), "refresh_token": .string(refresh), "token_type": "bearer", "user_id": .string(user.id),
                 "device_id": .string(device), "expires_in": .number(Double(config.accessTokenLifetime.nanoseconds / 1_000_000_000))]
     }
 
+    /// The key a token is stored under: its SHA-256 in hex.
+    static func tokenKey(_ token: String) -> String { SHA256.hash(token).hexString }
+
     /// Rotates a refresh token. Presenting one that was already rotated is reuse: the
-    /// whole family is revoked (its access tokens too) and the caller must log in again.
-    mutating func refresh(_ request: HTTPRequestMessage, now: Instant) throws -> HTTPResponseMessage {
+    /// whole family is revoked (its access tokens and its sockets too) and the caller
+    /// must log in again.
+    mutating func refresh(_ request: HTTPRequestMessage, now: Instant, outputs: inout [ChatOutput]) throws -> HTTPResponseMessage {
         let token: String
         let f = try fields(request)
         do { token = try f.string("refresh_token") } catch { throw ChatAPIError.field(error) }
-        let hash = SHA256.hash(token).hexString
+        let hash = Self.tokenKey(token)
         guard var record = state.refreshTokens[hash], now < record.expiresAt else { throw ChatAPIError(401, "Invalid refresh token") }
         switch record.state {
         case .revoked: throw ChatAPIError(401, "Invalid refresh token")
         case .rotated:
-            revokeFamily(record.familyID)
+            revokeFamily(record.familyID, outputs: &outputs, reason: "Refresh token reuse detected")
             audit(now, actor: record.userID, "refresh_token_reuse", target: record.familyID, "a rotated refresh token was presented again")
             throw ChatAPIError(401, "Refresh token reuse detected; every session of this login is revoked")
         case .active: break
@@ -114,12 +163,17 @@ extension ChatServer {
         return .json(200, issueTokens(user: user, device: record.deviceID, family: record.familyID, now: now))
     }
 
-    mutating func revokeFamily(_ familyID: String) { revokeTokens { _, _, family in family == familyID } }
+    /// Ends one login everywhere: its tokens, its tickets and its open sockets.
+    mutating func revokeFamily(_ familyID: String, outputs: inout [ChatOutput], reason: String) {
+        revokeTokens { _, _, family in family == familyID }
+        state.tickets = state.tickets.filter { $0.value.familyID != familyID }
+        outputs += closeConnections(code: 4003, reason: reason) { $0.familyID == familyID }
+    }
 
     /// Revokes the refresh tokens and drops the access tokens that `pick` selects by
     /// (user, device, family): a logout, a ban or a deleted device ends both kinds alike.
     mutating func revokeTokens(where pick: (_ user: String, _ device: String, _ family: String) -> Bool) {
-        for (key, record) in state.refreshTokens where pick(record.userID, record.deviceID, record.familyID) {
+        for (key, record) in state.refreshTokens where record.state != .revoked && pick(record.userID, record.deviceID, record.familyID) {
             state.refreshTokens[key]?.state = .revoked
         }
         state.accessTokens.removeAll { pick($0.userID, $0.deviceID, $0.familyID) }
@@ -129,9 +183,8 @@ extension ChatServer {
         let token: String
         let f = try fields(request)
         do { token = try f.string("refresh_token") } catch { throw ChatAPIError.field(error) }
-        if let record = state.refreshTokens[SHA256.hash(token).hexString] {
-            revokeFamily(record.familyID)
-            closeConnections { $0.deviceID == record.deviceID }.forEach { outputs.append($0) }
+        if let record = state.refreshTokens[Self.tokenKey(token)] {
+            revokeFamily(record.familyID, outputs: &outputs, reason: "Logged out")
         }
         return .empty(204)
     }
@@ -150,7 +203,8 @@ extension ChatServer {
 
     mutating func wsTicket(_ caller: Caller, now: Instant) -> HTTPResponseMessage {
         let ticket = generator.token(24)
-        state.tickets[ticket] = TicketRecord(userID: caller.userID, deviceID: caller.deviceID, expiresAt: now + config.ticketLifetime)
+        state.tickets[ticket] = TicketRecord(userID: caller.userID, deviceID: caller.deviceID, familyID: caller.familyID,
+                                             expiresAt: now + config.ticketLifetime)
         return .json(200, ["ticket": .string(ticket)])
     }
 
@@ -159,14 +213,14 @@ extension ChatServer {
         guard let header = request.header("authorization"), header.lowercased().hasPrefix("bearer ") else {
             throw ChatAPIError(401, "Not authenticated", headers: [HTTPHeader("WWW-Authenticate", "Bearer")])
         }
-        let token = String(header.dropFirst(7))
-        guard let record = state.accessTokens[token] else { throw ChatAPIError(401, "Invalid token", headers: [HTTPHeader("WWW-Authenticate", "Bearer")]) }
+        let key = Self.tokenKey(String(header.dropFirst(7)))
+        guard let record = state.accessTokens[key] else { throw ChatAPIError(401, "Invalid token", headers: [HTTPHeader("WWW-Authenticate", "Bearer")]) }
         guard now < record.expiresAt else {
-            state.accessTokens[token] = nil
+            state.accessTokens[key] = nil
             throw ChatAPIError(401, "Token expired", headers: [HTTPHeader("WWW-Authenticate", "Bearer")])
         }
         guard let user = state.users[record.userID] else { throw ChatAPIError(401, "Invalid token") }
-        return Caller(userID: user.id, deviceID: record.deviceID, isAdmin: user.role == .admin)
+        return Caller(userID: user.id, deviceID: record.deviceID, familyID: record.familyID, isAdmin: user.role == .admin)
     }
 
     func userJSON(_ user: ChatUser) -> JSONValue {
@@ -175,8 +229,13 @@ extension ChatServer {
          "created_at": .string(timestamp(user.createdAt))]
     }
 
-    /// A token bucket per key: `capacity` requests, refilled evenly over a minute.
-    mutating func rateLimit(_ key: String, capacity: Int, now: Instant) throws {
+    /// A token bucket per key: `capacity` requests, refilled evenly over a minute. With
+    /// `consume: false` it only checks that one is left. Keys are what a client cannot
+    /// choose freely (an address, an account, a user pair), and buckets that have refilled
+    /// are forgotten once there are many, so memory stays bounded by the keys active in
+    /// the last minute.
+    mutating func rateLimit(_ key: String, capacity: Int, now: Instant, consume: Bool = true) throws {
+        if state.rateBuckets.count > 20_000 { state.rateBuckets = state.rateBuckets.filter { now - $0.value.updated < .minutes(1) } }
         let perSecond = Double(capacity) / 60
         var bucket = state.rateBuckets[key] ?? ChatServerState.RateBucket(tokens: Double(capacity), updated: now)
         let elapsed = Double(max(0, (now - bucket.updated).nanoseconds)) / 1e9
@@ -187,7 +246,7 @@ extension ChatServer {
             let wait = Int(((1 - bucket.tokens) / perSecond).rounded(.up))
             throw ChatAPIError(429, "Rate limit exceeded", headers: [HTTPHeader("Retry-After", String(max(1, wait)))])
         }
-        bucket.tokens -= 1
+        if consume { bucket.tokens -= 1 }
         state.rateBuckets[key] = bucket
     }
 

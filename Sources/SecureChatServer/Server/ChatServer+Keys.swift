@@ -23,12 +23,16 @@ extension ChatServer {
         return .json(200, .array(mine.map(deviceJSON)))
     }
 
-    mutating func deleteDevice(_ id: String, caller: Caller) throws -> HTTPResponseMessage {
+    /// Removes a device: its keys, its tokens and tickets, and its open sockets (closed with
+    /// 4003). Every member of a channel with the owner hears the device set changed.
+    mutating func deleteDevice(_ id: String, caller: Caller, outputs: inout [ChatOutput]) throws -> HTTPResponseMessage {
         try requireUUID(id, ["path", "device_id"])
         guard state.devices[id]?.userID == caller.userID else { throw ChatAPIError(404, "Device not found") }
         state.devices[id] = nil
         state.bundles[id] = nil
         revokeTokens { _, device, _ in device == id }
+        state.tickets = state.tickets.filter { $0.value.deviceID != id }
+        outputs += closeConnections(code: 4003, reason: "Device removed") { $0.deviceID == id }
         return .empty(204)
     }
 
@@ -115,17 +119,28 @@ extension ChatServer {
 
     /// `GET /keys/{user_id}/bundles`: one per device with keys (any user: a first DM
     /// needs them before the two share a channel); each hands out a one-time key.
-    mutating func userBundles(_ userID: String, caller: Caller, outputs: inout [ChatOutput]) throws -> HTTPResponseMessage {
+    mutating func userBundles(_ userID: String, caller: Caller, now: Instant, outputs: inout [ChatOutput]) throws -> HTTPResponseMessage {
         try requireUUID(userID, ["path", "user_id"])
         guard state.users[userID] != nil else { throw ChatAPIError(404, "User not found") }
+        try limitBundleFetches(caller: caller, target: userID, now: now)
         let devices = state.bundles.values.filter { $0.userID == userID }.map(\.deviceID).sorted()
         return .json(200, .array(devices.compactMap { takeBundle($0, outputs: &outputs) }))
     }
 
-    mutating func deviceBundle(_ deviceID: String, caller: Caller, outputs: inout [ChatOutput]) throws -> HTTPResponseMessage {
+    mutating func deviceBundle(_ deviceID: String, caller: Caller, now: Instant, outputs: inout [ChatOutput]) throws -> HTTPResponseMessage {
         try requireUUID(deviceID, ["path", "device_id"])
+        if let owner = state.bundles[deviceID]?.userID { try limitBundleFetches(caller: caller, target: owner, now: now) }
         guard let bundle = takeBundle(deviceID, outputs: &outputs) else { throw ChatAPIError(404, "Key bundle not found") }
         return .json(200, bundle)
+    }
+
+    /// Each bundle handed out spends one of the owner's one-time keys, so fetches are
+    /// limited per (requester, target user) and per requester: nobody can drain another
+    /// user's keys, and a scraper is slowed across users.
+    mutating func limitBundleFetches(caller: Caller, target: String, now: Instant) throws {
+        guard target != caller.userID else { return }
+        try rateLimit("bundles:\(caller.userID)|\(target)", capacity: config.bundleFetchesPerTargetPerMinute, now: now)
+        try rateLimit("bundles:\(caller.userID)", capacity: config.bundleFetchesPerMinute, now: now)
     }
 
     // MARK: Channel key setup (members only, unlike d3chat)

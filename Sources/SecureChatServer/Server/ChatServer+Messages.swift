@@ -70,6 +70,8 @@ extension ChatServer {
         do {
             content = try f.string("content")
             contentType = try f.optionalString("content_type") ?? "text"
+            // d3chat's default: a client that says nothing means plaintext, which only a
+            // legacy channel takes (elsewhere the answer says why).
             version = try f.optionalInt("protocol_version") ?? 1
             device = try f.optionalString("sender_device_id")
             replyTo = try f.optionalString("reply_to_id")
@@ -113,7 +115,12 @@ extension ChatServer {
         }
         guard (1...128).contains(contentType.count) else { throw ChatAPIError.validation(["body", "content_type"], "String should have 1 to 128 characters") }
         switch version {
-        case 1: return
+        case 1:
+            guard channel.legacyPlaintext else {
+                throw ChatAPIError.validation(["body", "protocol_version"],
+                                              "This channel is end-to-end encrypted: protocol_version 1 (plaintext) is refused; send ciphertext as 2",
+                                              type: "literal_error")
+            }
         case 2:
             let pairwise = channel.encryption == .x3dh || contentType == ChatEnvelope.distributionContentType
             let ok = pairwise ? ChatEnvelope.isPairwiseCiphertext(content) : ChatEnvelope.isGroupCiphertext(content)

@@ -19,7 +19,7 @@ extension ChatServer {
         }
         let id = state.nextConnection
         state.nextConnection += 1
-        state.connections[id] = ChatServerState.Connection(userID: record.userID, deviceID: record.deviceID,
+        state.connections[id] = ChatServerState.Connection(userID: record.userID, deviceID: record.deviceID, familyID: record.familyID,
                                                            channels: state.channelsOfUser[record.userID] ?? [])
         state.connectionsOfUser[record.userID, default: []].insert(id)
         state.presence[record.userID] = "online"

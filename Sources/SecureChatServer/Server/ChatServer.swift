@@ -27,39 +27,70 @@ public struct ChatServer: Sendable {
         self.generator = seed.generator()
     }
 
-    /// Handles one HTTP request.
+    /// Handles one HTTP request, password work included (tests and the simulator; the
+    /// live driver uses `begin` and `finish` to keep that work out of its lock).
     public mutating func handle(_ request: HTTPRequestMessage, now: Instant) -> ChatReply {
-        var outputs: [ChatOutput] = []
-        var response: HTTPResponseMessage
-        do {
-            response = try route(request, now: now, outputs: &outputs)
-        } catch let error as ChatAPIError {
-            response = error.response
-        } catch {
-            response = .json(500, ["detail": "Internal server error"])
+        switch begin(request, now: now) {
+        case .reply(let reply): return reply
+        case .password(let job): return finish(job, job.run(), now: now)
         }
-        return ChatReply(response: response, outputs: outputs)
     }
 
-    mutating func route(_ request: HTTPRequestMessage, now: Instant, outputs: inout [ChatOutput]) throws -> HTTPResponseMessage {
+    /// Phase one of a request: its reply, or the password work it needs first (a register
+    /// or a login). Run that job without holding whatever guards this core, then `finish`.
+    public mutating func begin(_ request: HTTPRequestMessage, now: Instant) -> ChatStep {
+        var outputs: [ChatOutput] = []
+        do {
+            return try route(request, now: now, outputs: &outputs)
+        } catch let error as ChatAPIError {
+            return .reply(ChatReply(response: error.response, outputs: outputs))
+        } catch {
+            return .reply(ChatReply(response: .json(500, ["detail": "Internal server error"]), outputs: outputs))
+        }
+    }
+
+    /// Phase two of a register or login: the job's result, turned into the reply.
+    public mutating func finish(_ job: PasswordJob, _ result: PasswordJob.Result, now: Instant) -> ChatReply {
+        guard let pending = state.pendingAuth.removeValue(forKey: job.id) else {
+            return ChatReply(response: .json(500, ["detail": "Internal server error"]), outputs: [])
+        }
+        do {
+            return ChatReply(response: try finishAuth(pending, result, now: now), outputs: [])
+        } catch let error as ChatAPIError {
+            return ChatReply(response: error.response, outputs: [])
+        } catch {
+            return ChatReply(response: .json(500, ["detail": "Internal server error"]), outputs: [])
+        }
+    }
+
+    mutating func route(_ request: HTTPRequestMessage, now: Instant, outputs: inout [ChatOutput]) throws -> ChatStep {
         var path = request.segments
         if path == [".well-known", "d3chat-server"] {
-            return .json(200, ["domain": .string(config.domain), "signing_key_public": .null, "api_base_url": .string(config.baseURL + "/api/v1"),
-                               "protocol_version": 2])
+            return .reply(ChatReply(response: .json(200, ["domain": .string(config.domain), "signing_key_public": .null,
+                                                          "api_base_url": .string(config.baseURL + "/api/v1"), "protocol_version": 2]),
+                                    outputs: []))
         }
         guard path.count >= 2, path[0] == "api", path[1] == "v1" else { throw ChatAPIError(404, "Not Found") }
         path.removeFirst(2)
         let method = request.method
         if path.first == "auth" {
-            try rateLimit("auth:" + (request.header("x-fleetlab-peer") ?? "local"), capacity: config.authRequestsPerMinute, now: now)
+            // Keyed by the connection's address as the driver saw it, never by a header.
+            try rateLimit("auth:" + (request.peer ?? "unknown"), capacity: config.authRequestsPerMinute, now: now)
             switch (method, Array(path.dropFirst())) {
             case ("POST", ["register"]): return try register(request, now: now)
             case ("POST", ["login"]): return try login(request, now: now)
-            case ("POST", ["refresh"]): return try refresh(request, now: now)
-            case ("POST", ["logout"]): return try logout(request, now: now, outputs: &outputs)
+            case ("POST", ["refresh"]): return .reply(ChatReply(response: try refresh(request, now: now, outputs: &outputs), outputs: outputs))
+            case ("POST", ["logout"]): return .reply(ChatReply(response: try logout(request, now: now, outputs: &outputs), outputs: outputs))
             default: break
             }
         }
+        let response = try routeAuthenticated(request, path: path, now: now, outputs: &outputs)
+        return .reply(ChatReply(response: response, outputs: outputs))
+    }
+
+    mutating func routeAuthenticated(_ request: HTTPRequestMessage, path: [String], now: Instant,
+                                     outputs: inout [ChatOutput]) throws -> HTTPResponseMessage {
+        let method = request.method
         let caller = try authenticate(request, now: now)
         try rateLimit("user:" + caller.userID, capacity: config.requestsPerMinute, now: now)
         state.devices[caller.deviceID]?.lastSeenAt = now
@@ -74,12 +105,13 @@ public struct ChatServer: Sendable {
         case ("POST", ["channels"]): return try createChannel(request, caller: caller, now: now, outputs: &outputs)
         case ("GET", ["channels"]): return listChannels(caller)
         case ("POST", ["channels", "dm"]): return try openDM(request, caller: caller, now: now, outputs: &outputs)
+        case ("GET", ["channels", "invites"]): return myInvites(caller, now: now)
         default: break
         }
         switch (method, path.count, path.first) {
-        case ("DELETE", 2, "devices"): return try deleteDevice(path[1], caller: caller)
-        case ("GET", 3, "keys") where path[2] == "bundles": return try userBundles(path[1], caller: caller, outputs: &outputs)
-        case ("GET", 3, "keys") where path[2] == "bundle": return try deviceBundle(path[1], caller: caller, outputs: &outputs)
+        case ("DELETE", 2, "devices"): return try deleteDevice(path[1], caller: caller, outputs: &outputs)
+        case ("GET", 3, "keys") where path[2] == "bundles": return try userBundles(path[1], caller: caller, now: now, outputs: &outputs)
+        case ("GET", 3, "keys") where path[2] == "bundle": return try deviceBundle(path[1], caller: caller, now: now, outputs: &outputs)
         case (_, 4, "keys") where path[1] == "channels" && path[3] == "x3dh-setup":
             return try x3dhSetup(method, channelID: path[2], request, caller: caller)
         case (_, 4, "keys") where path[1] == "channels" && path[3] == "sender-keys":
@@ -87,6 +119,8 @@ public struct ChatServer: Sendable {
         case (_, 3, "channels") where path[1] == "messages": return try editOrDelete(method, messageID: path[2], request, caller: caller, now: now, outputs: &outputs)
         case (_, 2, "channels"): return try channel(method, path[1], request, caller: caller, now: now, outputs: &outputs)
         case (_, 3, "channels"): return try channelAction(method, path[1], path[2], request, caller: caller, now: now, outputs: &outputs)
+        case ("DELETE", 4, "channels") where path[2] == "members":
+            return try removeMemberRoute(path[1], user: path[3], caller: caller, now: now, outputs: &outputs)
         case (_, _, "admin"): return try admin(method, Array(path.dropFirst()), request, caller: caller, now: now, outputs: &outputs)
         default: throw ChatAPIError(404, "Not Found")
         }
@@ -111,8 +145,19 @@ public struct ChatServer: Sendable {
         guard UUIDText.isValid(text) else { throw ChatAPIError.validation(loc, "Input should be a valid UUID", type: "uuid_parsing") }
     }
 
-    /// The channel, if the caller may see it: 404 when it does not exist, 403 for a non-member.
+    /// The channel, if the caller is a member: 404 when it does not exist, 403 otherwise.
+    /// Reading and posting messages and key setup need this: being a server admin does
+    /// not open anyone else's conversation.
     func memberChannel(_ id: String, _ caller: Caller) throws -> ChatChannel {
+        try requireUUID(id, ["path", "channel_id"])
+        guard let channel = state.channels[id] else { throw ChatAPIError(404, "Channel not found") }
+        guard state.isMember(caller.userID, of: id) else { throw ChatAPIError(403, "Not a member of this channel") }
+        return channel
+    }
+
+    /// The channel, if the caller is a member or a server admin moderating it (metadata,
+    /// the member list, removal and deletion: never its messages).
+    func moderatedChannel(_ id: String, _ caller: Caller) throws -> ChatChannel {
         try requireUUID(id, ["path", "channel_id"])
         guard let channel = state.channels[id] else { throw ChatAPIError(404, "Channel not found") }
         guard state.isMember(caller.userID, of: id) || caller.isAdmin else { throw ChatAPIError(403, "Not a member of this channel") }
@@ -125,10 +170,19 @@ public struct ChatServerConfig: Sendable {
     public var accessTokenLifetime: TimeSpan = .minutes(15)
     public var refreshTokenLifetime: TimeSpan = .days(30)
     public var ticketLifetime: TimeSpan = .seconds(30)
+    public var inviteLifetime: TimeSpan = .days(7)
     public var lowOneTimeKeyThreshold = 10
-    /// Token-bucket capacities, refilled over a minute.
+    /// Token-bucket capacities, refilled over a minute: per user, per client address on
+    /// `/auth`, failed logins per account, bundle fetches per (requester, target user)
+    /// and per requester.
     public var requestsPerMinute = 600
     public var authRequestsPerMinute = 60
+    public var failedLoginsPerAccountPerMinute = 10
+    public var bundleFetchesPerTargetPerMinute = 10
+    public var bundleFetchesPerMinute = 300
+    /// Whether a group may be created on the legacy plaintext protocol (`"legacy_plaintext":
+    /// true` when creating it). Off: every channel is ciphertext only.
+    public var allowLegacyPlaintext = false
     public var maxContentBytes = 65_536
     public var domain = "localhost"
     public var baseURL = "http://127.0.0.1:7720"
@@ -145,6 +199,38 @@ public enum ChatOutput: Sendable, Equatable {
 public struct ChatReply: Sendable {
     public var response: HTTPResponseMessage
     public var outputs: [ChatOutput]
+}
+
+/// The first phase of a request (`begin`): done, or waiting for password work.
+public enum ChatStep: Sendable {
+    case reply(ChatReply)
+    /// Run the job, outside any lock, and hand its result to `finish`.
+    case password(PasswordJob)
+}
+
+/// Argon2id work a register or login needs: slow on purpose, so a driver runs it without
+/// holding the lock that serialises the core. `run()` is a pure function of the job.
+public struct PasswordJob: Sendable {
+    public enum Work: Sendable {
+        case hash(password: String, salt: [UInt8], cost: PasswordHash.Cost)
+        case verify(password: String, encoded: String)
+    }
+
+    public enum Result: Sendable, Equatable {
+        /// The encoded hash, nil if libsodium refused the parameters.
+        case hashed(String?)
+        case verified(Bool)
+    }
+
+    public let id: Int
+    public let work: Work
+
+    public func run() -> Result {
+        switch work {
+        case .hash(let password, let salt, let cost): return .hashed(try? PasswordHash.hash(password, salt: salt, cost: cost))
+        case .verify(let password, let encoded): return .verified(PasswordHash.verify(password, encoded: encoded))
+        }
+    }
 }
 
 /// An error answer: `{"detail": …}` with its status (and `Retry-After` for 429).

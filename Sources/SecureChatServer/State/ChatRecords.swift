@@ -50,6 +50,8 @@ public struct AccessRecord: Sendable, Equatable, Codable {
 public struct TicketRecord: Sendable, Equatable, Codable {
     public var userID: String
     public var deviceID: String
+    /// The login the ticket was asked for with: revoking that family closes its sockets.
+    public var familyID: String
     public var expiresAt: Instant
 }
 
@@ -65,17 +67,57 @@ public struct KeyBundleRecord: Sendable, Equatable, Codable {
 
 public struct ChatChannel: Sendable, Equatable, Codable {
     public enum Encryption: String, Sendable, Codable { case x3dh, senderKeys = "sender_keys" }
+    /// Who may join a group: anyone (`public`), or only people a member invited or added
+    /// (`private`, the default). DMs have their two members and no joining.
+    public enum Visibility: String, Sendable, Codable { case `private`, `public` }
     public var id: String
     public var name: String?
     public var isDM: Bool
     public var encryption: Encryption
+    public var visibility: Visibility = .private
+    /// A channel of the legacy protocol: plaintext (`protocol_version` 1) is accepted here
+    /// and the API says so. Only where the server allows it and the creator asked.
+    public var legacyPlaintext = false
     public var createdBy: String
     public var createdAt: Instant
     /// Messages in order; `created` strictly increases within a channel. Not stored with
     /// the row: a load rebuilds it from the messages.
     public var messageIDs: [String] = []
 
-    enum CodingKeys: String, CodingKey { case id, name, isDM, encryption, createdBy, createdAt }
+    enum CodingKeys: String, CodingKey { case id, name, isDM, encryption, visibility, legacyPlaintext, createdBy, createdAt }
+
+    public init(id: String, name: String?, isDM: Bool, encryption: Encryption, visibility: Visibility = .private, legacyPlaintext: Bool = false,
+                createdBy: String, createdAt: Instant) {
+        self.id = id
+        self.name = name
+        self.isDM = isDM
+        self.encryption = encryption
+        self.visibility = visibility
+        self.legacyPlaintext = legacyPlaintext
+        self.createdBy = createdBy
+        self.createdAt = createdAt
+    }
+
+    /// Rows written before visibility and the legacy flag existed read as private and
+    /// ciphertext-only.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        id = try c.decode(String.self, forKey: .id)
+        name = try c.decodeIfPresent(String.self, forKey: .name)
+        isDM = try c.decode(Bool.self, forKey: .isDM)
+        encryption = try c.decode(Encryption.self, forKey: .encryption)
+        visibility = try c.decodeIfPresent(Visibility.self, forKey: .visibility) ?? .private
+        legacyPlaintext = try c.decodeIfPresent(Bool.self, forKey: .legacyPlaintext) ?? false
+        createdBy = try c.decode(String.self, forKey: .createdBy)
+        createdAt = try c.decode(Instant.self, forKey: .createdAt)
+    }
+}
+
+/// An invitation into a private group: the invited user may join until it expires.
+public struct ChannelInvite: Sendable, Equatable, Codable {
+    public var userID: String
+    public var invitedBy: String
+    public var expiresAt: Instant
 }
 
 public struct Membership: Sendable, Equatable, Codable {

@@ -7,6 +7,8 @@ public struct ChatServerState: Sendable {
     public var userIDByName: [String: String] = [:]
     public var devices = Table<ChatDevice>()
     public var refreshTokens = Table<RefreshRecord>()
+    /// By the SHA-256 (hex) of the token, like refresh tokens: a copy of the database
+    /// holds no usable bearer token.
     public var accessTokens = Table<AccessRecord>()
     public var tickets: [String: TicketRecord] = [:]
     public var bundles = Table<KeyBundleRecord>()
@@ -17,6 +19,8 @@ public struct ChatServerState: Sendable {
     public var channelsOfUser: [String: Set<String>] = [:]
     /// The DM channel of a pair of users, keyed `smaller id|larger id`.
     public var dmByPair: [String: String] = [:]
+    /// Channel id → invited user id → invitation (private groups).
+    public var invites = Table<[String: ChannelInvite]>()
     public var messages = Table<ChatMessage>()
     /// `user id|client_message_id` → message id: retried sends return the first message.
     public var messageByClientID = Table<String>()
@@ -36,13 +40,17 @@ public struct ChatServerState: Sendable {
     public var nextConnection = 1
     public var presence: [String: String] = [:]
     public var rateBuckets: [String: RateBucket] = [:]
+    /// Registers and logins waiting for their password work, by job id.
+    var pendingAuth: [Int: PendingAuth] = [:]
+    var nextPasswordJob = 1
 
     public init() {}
 
-    /// A WebSocket connection: whose, and the channels it hears.
+    /// A WebSocket connection: whose, from which login, and the channels it hears.
     public struct Connection: Sendable, Equatable {
         public var userID: String
         public var deviceID: String
+        public var familyID: String
         public var channels: Set<String>
     }
 

@@ -9,8 +9,6 @@ extension FleetWorld {
         let seed = root.child(.server).child("chat")
         var config = ChatServerConfig()
         config.passwordCost = .minimum  // thousands of sign-ups; the cost is not what this models
-        config.requestsPerMinute = 100_000  // limits are per user and per peer; a simulation has one peer
-        config.authRequestsPerMinute = 1_000_000
         let server = ChatServer(config: config, seed: seed.child("core"), wallClock: engineClock)
         var plan = seed.child("plan").generator()
         var chatting: [Int] = []

@@ -29,7 +29,9 @@ extension FleetWorld {
         chatSim!.clients[device] = client
         for effect in effects {
             switch effect {
-            case .request(let id, let request):
+            case .request(let id, var request):
+                // Each phone is its own client address, as the server's per-address limits expect.
+                request.peer = "device-\(device)"
                 if let latency = chatLatency(device) {
                     chatSchedule(.request(device: device, id: id, request), after: latency, now: now, queue: &queue)
                 } else {
