@@ -144,12 +144,7 @@ extension ChatServer {
         case ("POST", "members"):
             let channel = try memberChannel(id, caller)
             guard !channel.isDM else { throw ChatAPIError(400, "Cannot add members to a direct message") }
-            let f = try fields(request)
-            let user: String
-            do { user = try f.string("user_id") } catch { throw ChatAPIError.field(error) }
-            try requireUUID(user, ["body", "user_id"])
-            guard state.users[user] != nil else { throw ChatAPIError(404, "User not found") }
-            guard !state.isMember(user, of: id) else { throw ChatAPIError(409, "User is already a member") }
+            let user = try newMember(request, of: id)
             addMember(user, to: channel, now: now, outputs: &outputs)
             return .json(201, ["status": "ok"])
         case (_, "messages"):
@@ -193,12 +188,7 @@ extension ChatServer {
     mutating func invite(_ id: String, _ request: HTTPRequestMessage, caller: Caller, now: Instant, outputs: inout [ChatOutput]) throws -> HTTPResponseMessage {
         let channel = try memberChannel(id, caller)
         guard !channel.isDM else { throw ChatAPIError(400, "Direct messages take no invitations") }
-        let f = try fields(request)
-        let user: String
-        do { user = try f.string("user_id") } catch { throw ChatAPIError.field(error) }
-        try requireUUID(user, ["body", "user_id"])
-        guard state.users[user] != nil else { throw ChatAPIError(404, "User not found") }
-        guard !state.isMember(user, of: id) else { throw ChatAPIError(409, "User is already a member") }
+        let user = try newMember(request, of: id)
         let invite = ChannelInvite(userID: user, invitedBy: caller.userID, expiresAt: now + config.inviteLifetime)
         var pending = (state.invites[id] ?? [:]).filter { now < $0.value.expiresAt }
         pending[user] = invite
@@ -217,6 +207,18 @@ extension ChatServer {
         }
         rows.sort { ($0.0.expiresAt, $0.1.id) > ($1.0.expiresAt, $1.1.id) }
         return .json(200, .array(rows.map { ["channel": channelJSON($0.1), "invited_by": .string($0.0.invitedBy), "expires_at": .string(timestamp($0.0.expiresAt))] }))
+    }
+
+    /// The `user_id` of a body naming someone to add or invite: an existing user who is
+    /// not a member yet.
+    func newMember(_ request: HTTPRequestMessage, of channelID: String) throws -> String {
+        let f = try fields(request)
+        let user: String
+        do { user = try f.string("user_id") } catch { throw ChatAPIError.field(error) }
+        try requireUUID(user, ["body", "user_id"])
+        guard state.users[user] != nil else { throw ChatAPIError(404, "User not found") }
+        guard !state.isMember(user, of: channelID) else { throw ChatAPIError(409, "User is already a member") }
+        return user
     }
 
     mutating func addMember(_ user: String, to channel: ChatChannel, now: Instant, outputs: inout [ChatOutput]) {
