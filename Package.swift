@@ -104,8 +104,8 @@ let package = Package(
 
         .target(name: "LabTestSupport", dependencies: ["LabKernel"], path: "Tests/LabTestSupport", swiftSettings: strictSettings),
         .testTarget(name: "LabKernelTests", dependencies: ["LabKernel", "LabTestSupport"], swiftSettings: strictSettings),
-        .testTarget(name: "LabCryptoTests", dependencies: ["LabCrypto", "LabKernel", "LabTestSupport"], swiftSettings: strictSettings),
-        .testTarget(name: "ChatCryptoTests", dependencies: ["ChatCrypto", "LabCrypto", "LabKernel", "LabTestSupport"],
+        .testTarget(name: "LabCryptoTests", dependencies: ["LabCrypto", "LabKernel", "LabTestSupport", "CSodium"], swiftSettings: strictSettings),
+        .testTarget(name: "ChatCryptoTests", dependencies: ["ChatCrypto", "LabCrypto", "LabKernel", "LabTestSupport", "CSodium"],
                     swiftSettings: strictSettings),
         .testTarget(name: "SecureChatServerTests", dependencies: ["SecureChatServer", "ChatCrypto", "LabCrypto", "LabKernel", "LabTestSupport"],
                     swiftSettings: strictSettings),

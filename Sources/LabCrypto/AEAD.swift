@@ -6,7 +6,9 @@ public enum XChaCha20Poly1305 {
     public static let nonceCount = 24
     public static let tagCount = 16
 
-    /// Ciphertext with the tag appended. `keyAndNonce` is the 32-byte key then the 24-byte nonce.
+    /// Ciphertext with the tag appended. `keyAndNonce` is the 32-byte key (bytes 0..<32)
+    /// then the 24-byte nonce (bytes 32..<56), the HKDF output of the profile split as
+    /// `specs/e2e-crypto.md` fixes it.
     public static func seal(_ plaintext: UnsafeRawBufferPointer, keyAndNonce: UnsafeRawBufferPointer, ad: UnsafeRawBufferPointer,
                             into out: UnsafeMutableRawBufferPointer) {
         precondition(keyAndNonce.count == keyCount + nonceCount && out.count == plaintext.count + tagCount)
@@ -16,7 +18,7 @@ public enum XChaCha20Poly1305 {
         _ = crypto_aead_xchacha20poly1305_ietf_encrypt(
             out.baseAddress!.assumingMemoryBound(to: UInt8.self), &written,
             plaintext.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(plaintext.count),
-            ad.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(ad.count), nil, key + nonceCount, key)
+            ad.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(ad.count), nil, key + keyCount, key)
     }
 
     /// The plaintext, or false when the tag does not authenticate.
@@ -32,7 +34,7 @@ public enum XChaCha20Poly1305 {
             let target = out.count == 0 ? spare : out.baseAddress!.assumingMemoryBound(to: UInt8.self)
             return crypto_aead_xchacha20poly1305_ietf_decrypt(
                 target, &written, nil, ciphertext.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt64(ciphertext.count),
-                ad.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(ad.count), key + nonceCount, key) == 0
+                ad.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(ad.count), key + keyCount, key) == 0
         }
     }
 }

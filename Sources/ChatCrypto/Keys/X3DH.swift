@@ -16,13 +16,18 @@ public enum X3DH {
         guard Ed25519.verify(signature: bundle.signedPreKeySignature, message: bundle.signedPreKey, publicKey: bundle.identityKey) else {
             throw .badPreKeySignature
         }
+        var dh = try initiatorSecrets(identity: identity, ephemeral: ephemeral, bundle: bundle).flatMap { $0 }
+        return derive(&dh, initiator: identity.publicKey, responder: bundle.identityKey)
+    }
+
+    /// `DH1, DH2, DH3[, DH4]` of the initiator, in order (the vectors publish them).
+    static func initiatorSecrets(identity: IdentityKey, ephemeral: X25519.KeyPair, bundle: PreKeyBundle) throws(ChatCryptoError) -> [[UInt8]] {
         do {
             let remoteIdentity = try X25519.publicKey(fromIdentity: bundle.identityKey)
-            var dh = try identity.agreement.sharedSecret(with: bundle.signedPreKey)
-            dh += try ephemeral.sharedSecret(with: remoteIdentity)
-            dh += try ephemeral.sharedSecret(with: bundle.signedPreKey)
-            if let oneTime = bundle.oneTimePreKey { dh += try ephemeral.sharedSecret(with: oneTime.key) }
-            return derive(&dh, initiator: identity.publicKey, responder: bundle.identityKey)
+            var dh = [try identity.agreement.sharedSecret(with: bundle.signedPreKey), try ephemeral.sharedSecret(with: remoteIdentity),
+                      try ephemeral.sharedSecret(with: bundle.signedPreKey)]
+            if let oneTime = bundle.oneTimePreKey { dh.append(try ephemeral.sharedSecret(with: oneTime.key)) }
+            return dh
         } catch { throw .key(error) }
     }
 

@@ -4,6 +4,12 @@ extension RatchetSession {
     /// Encrypts one message: `0x02 || header || AEAD(…)`. `nextRatchetSeed` is asked for
     /// 32 bytes only when this message turns the ratchet.
     public mutating func encrypt(_ plaintext: [UInt8], nextRatchetSeed: () -> [UInt8]) throws(ChatCryptoError) -> [UInt8] {
+        try encrypt(plaintext, nextRatchetSeed: nextRatchetSeed) { _ in }
+    }
+
+    /// The same, showing `messageKey` the message key it used (the vectors publish it).
+    mutating func encrypt(_ plaintext: [UInt8], nextRatchetSeed: () -> [UInt8],
+                          messageKey observe: (UnsafeRawBufferPointer) -> Void) throws(ChatCryptoError) -> [UInt8] {
         if turnPending, let remote = remoteRatchet {
             do { sendingRatchet = try X25519.KeyPair(seed: nextRatchetSeed()) } catch { throw .key(error) }
             sendingChain = try Self.turn(&rootKey, ours: sendingRatchet, theirs: remote)
@@ -22,6 +28,7 @@ extension RatchetSession {
         withUnsafeTemporaryAllocation(byteCount: 32, alignment: 8) { messageKey in
             defer { messageKey.initializeMemory(as: UInt8.self, repeating: 0) }
             Self.step(&chain, messageKey: messageKey)
+            observe(UnsafeRawBufferPointer(messageKey))
             withMessageKey(UnsafeRawBufferPointer(messageKey), info: ProfileInfo.message) { keyNonce in
                 seal(plaintext, keyNonce: keyNonce, wire: &wire, bodyStart: bodyStart)
             }

@@ -25,7 +25,10 @@ public struct SenderKeyChain: Sendable, Codable {
     }
 
     /// `body || SIGN(body)` with `body = 0x03 || iteration || AEAD(…, ad = channel id)`.
-    public mutating func encrypt(_ plaintext: [UInt8]) -> [UInt8] {
+    public mutating func encrypt(_ plaintext: [UInt8]) -> [UInt8] { encrypt(plaintext) { _ in } }
+
+    /// The same, showing `messageSeed` the message's seed (`seed_i`; the vectors publish it).
+    mutating func encrypt(_ plaintext: [UInt8], messageSeed observe: (UnsafeRawBufferPointer) -> Void) -> [UInt8] {
         var wire = [UInt8]()
         wire.reserveCapacity(5 + plaintext.count + XChaCha20Poly1305.tagCount + Ed25519.signatureCount)
         wire.append(Self.version)
@@ -36,6 +39,7 @@ public struct SenderKeyChain: Sendable, Codable {
         withUnsafeTemporaryAllocation(byteCount: 32, alignment: 8) { seed in
             defer { seed.initializeMemory(as: UInt8.self, repeating: 0) }
             RatchetSession.step(&chain, messageKey: seed)
+            observe(UnsafeRawBufferPointer(seed))
             withMessageKey(UnsafeRawBufferPointer(seed), info: ProfileInfo.group) { keyNonce in
                 Array(channelID.utf8).withUnsafeBytes { ad in
                     wire.withUnsafeMutableBytes { w in

@@ -39,6 +39,9 @@ public enum CryptoVectors {
         let signedPreKey: PreKey, oneTime: PreKey?
         let bundle: PreKeyBundle
         let agreement: X3DH.Agreement
+        /// DH1…DH3 (and DH4 with a one-time key), published so a third party can see which
+        /// step of its own X3DH differs.
+        let secrets: [[UInt8]]
 
         init(label: String, oneTime hasOneTime: Bool) throws(ChatCryptoError) {
             try self.init(alice: seed("\(label) alice identity"), ephemeral: seed("\(label) alice ephemeral"), bob: seed("\(label) bob identity"),
@@ -55,6 +58,7 @@ public enum CryptoVectors {
             oneTime = try o.map { (seed: [UInt8]) throws(ChatCryptoError) in try PreKey(id: 1, seed: seed) }
             bundle = PreKeyBundle(identity: bob, signedPreKey: signedPreKey, oneTimePreKey: oneTime)
             agreement = try X3DH.initiate(identity: alice, ephemeral: ephemeral, bundle: bundle)
+            secrets = try X3DH.initiatorSecrets(identity: alice, ephemeral: ephemeral, bundle: bundle)
         }
 
         var responderAgreement: X3DH.Agreement {
@@ -70,6 +74,10 @@ public enum CryptoVectors {
             object["bob_signed_prekey_signature"] = .string(bundle.signedPreKeySignature.hexString)
             object["sk"] = .string(agreement.sharedKey.bytes.hexString)
             object["ad"] = .string(agreement.associatedData.hexString)
+            for (index, name) in ["dh1", "dh2", "dh3", "dh4"].enumerated() {
+                object[name] = secrets.indices.contains(index) ? .string(secrets[index].hexString) : .null
+            }
+            object["ikm"] = .string(([UInt8](repeating: 0xFF, count: 32) + secrets.flatMap { $0 }).hexString)
             return .object(object)
         }
     }
@@ -85,13 +93,14 @@ public enum CryptoVectors {
     /// every message addressed to it with a lower index; what is left is read at the end.
     /// Every message must decrypt to its plaintext. Returns the wires and the seeds used.
     static func replay(_ setup: X3DHCase, firstRatchetSeed: [UInt8], _ messages: [RatchetMessage],
-                       seedFor: (Int) -> [UInt8]) throws(ChatCryptoError) -> (wires: [[UInt8]], seeds: [[UInt8]?]) {
+                       seedFor: (Int) -> [UInt8]) throws(ChatCryptoError) -> (wires: [[UInt8]], seeds: [[UInt8]?], messageKeys: [[UInt8]]) {
         let first: X25519.KeyPair
         do { first = try X25519.KeyPair(seed: firstRatchetSeed) } catch { throw .key(error) }
         var sessions = ["alice": try RatchetSession(initiator: setup.agreement, remoteSignedPreKey: setup.bundle.signedPreKey, firstRatchet: first),
                         "bob": RatchetSession(responder: try setup.responderAgreement, signedPreKey: setup.signedPreKey)]
         var wires: [[UInt8]] = []
         var seeds: [[UInt8]?] = []
+        var messageKeys: [[UInt8]] = []
         var read = Set<Int>()
         func readAll(to side: String, below limit: Int) throws(ChatCryptoError) {
             let due = messages.indices.filter { $0 < limit && !read.contains($0) && messages[$0].from != side }
@@ -104,15 +113,39 @@ public enum CryptoVectors {
         for (index, message) in messages.enumerated() {
             try readAll(to: message.from, below: index)
             var drawn: [UInt8]?
-            wires.append(try sessions[message.from]!.encrypt(Array(message.plaintext.utf8)) {
+            var key: [UInt8] = []
+            wires.append(try sessions[message.from]!.encrypt(Array(message.plaintext.utf8), nextRatchetSeed: {
                 drawn = seedFor(index)
                 return drawn!
-            })
+            }, messageKey: { key = Array($0) }))
             seeds.append(drawn)
+            messageKeys.append(key)
         }
         try readAll(to: "alice", below: messages.count)
         try readAll(to: "bob", below: messages.count)
-        return (wires, seeds)
+        return (wires, seeds, messageKeys)
+    }
+
+    /// The AEAD key and nonce of a message key or seed: `HKDF(0³², ikm, info, 56)` split
+    /// as key (bytes 0..<32) and nonce (32..<56).
+    static func aead(_ ikm: [UInt8], info: [UInt8]) -> (key: [UInt8], nonce: [UInt8]) {
+        ikm.withUnsafeBytes { i in withMessageKey(i, info: info) { (Array($0[0..<32]), Array($0[32..<56])) } }
+    }
+
+    /// What a ratchet message publishes besides its wire: header, message key, the AEAD's
+    /// key, nonce and associated data.
+    static func ratchetIntermediates(wire: [UInt8], messageKey: [UInt8], associatedData: [UInt8]) -> [String: JSONValue] {
+        let header = Array(wire[1..<(1 + RatchetSession.headerCount)])
+        let (key, nonce) = aead(messageKey, info: ProfileInfo.message)
+        return ["header": .string(header.hexString), "message_key": .string(messageKey.hexString), "aead_key": .string(key.hexString),
+                "aead_nonce": .string(nonce.hexString), "ad": .string((associatedData + header).hexString)]
+    }
+
+    /// What a sender-key message publishes besides its wire.
+    static func groupIntermediates(wire: [UInt8], seed: [UInt8], channelID: String) -> [String: JSONValue] {
+        let (key, nonce) = aead(seed, info: ProfileInfo.group)
+        return ["message_seed": .string(seed.hexString), "aead_key": .string(key.hexString), "aead_nonce": .string(nonce.hexString),
+                "ad": .string(Array(channelID.utf8).hexString), "signature": .string(Array(wire.suffix(64)).hexString)]
     }
 
     static func ratchetCase(x3dhIndex: Int) throws(ChatCryptoError) -> JSONValue {
@@ -121,12 +154,16 @@ public enum CryptoVectors {
         var messages = conversation.sends.enumerated().map { index, send in
             RatchetMessage(from: send.from, plaintext: send.text, deliverOrder: conversation.deliveries.firstIndex(of: index)!)
         }
-        let (wires, seeds) = try replay(setup, firstRatchetSeed: firstSeed, messages) { seed("ratchet message \($0) ratchet") }
+        let (wires, seeds, keys) = try replay(setup, firstRatchetSeed: firstSeed, messages) { seed("ratchet message \($0) ratchet") }
         for index in messages.indices { messages[index].newRatchetSeed = seeds[index] }
         let items: [JSONValue] = messages.indices.map { index in
-            ["from": .string(messages[index].from), "plaintext": .string(messages[index].plaintext),
-             "new_ratchet_seed": seeds[index].map { .string($0.hexString) } ?? .null,
-             "deliver_order": .number(Double(messages[index].deliverOrder)), "wire": .string(wires[index].hexString)]
+            var item = ratchetIntermediates(wire: wires[index], messageKey: keys[index], associatedData: setup.agreement.associatedData)
+            item["from"] = .string(messages[index].from)
+            item["plaintext"] = .string(messages[index].plaintext)
+            item["new_ratchet_seed"] = seeds[index].map { .string($0.hexString) } ?? .null
+            item["deliver_order"] = .number(Double(messages[index].deliverOrder))
+            item["wire"] = .string(wires[index].hexString)
+            return .object(item)
         }
         return ["x3dh": .number(Double(x3dhIndex)), "alice_first_ratchet_seed": .string(firstSeed.hexString), "messages": .array(items)]
     }
@@ -138,7 +175,13 @@ public enum CryptoVectors {
         let texts = ["Welcome to the group.", "Second message.", "", "A longer fourth message, to show that lengths vary.", "fifth"]
         let messages: [JSONValue] = texts.map { text in
             let iteration = chain.iteration
-            return ["iteration": .number(Double(iteration)), "plaintext": .string(text), "wire": .string(chain.encrypt(Array(text.utf8)).hexString)]
+            var seed: [UInt8] = []
+            let wire = chain.encrypt(Array(text.utf8)) { seed = Array($0) }
+            var item = groupIntermediates(wire: wire, seed: seed, channelID: channel)
+            item["iteration"] = .number(Double(iteration))
+            item["plaintext"] = .string(text)
+            item["wire"] = .string(wire.hexString)
+            return .object(item)
         }
         return ["channel_id": .string(channel), "chain_key": .string(chainKey.hexString), "signing_seed": .string(signingSeed.hexString),
                 "messages": .array(messages)]
