@@ -36,10 +36,13 @@ struct SyncBench: AsyncParsableCommand {
     @Option(help: "Concurrent HTTP clients in the loopback measurement.")
     var concurrency = 8
 
+    @Option(help: "Approvals on the server for the dashboard-poll measurement (against one with DEVICES approvals).")
+    var approvals = 77_000
+
     func validate() throws {
         guard (1...100_000).contains(devices), (1...10_000_000).contains(requests), (0...100).contains(statuses),
-              (1...256).contains(concurrency) else {
-            throw ValidationError("--devices 1...100000, --requests 1...10000000, --statuses 0...100, --concurrency 1...256")
+              (1...256).contains(concurrency), (1...1_000_000).contains(approvals) else {
+            throw ValidationError("--devices 1...100000, --requests 1...10000000, --statuses 0...100, --concurrency 1...256, --approvals 1...1000000")
         }
     }
 
@@ -138,6 +141,10 @@ struct SyncBench: AsyncParsableCommand {
         await host.shutdown()
         try await running.value
 
+        // 4. What a dashboard poll costs under the lock, with few and with many approvals.
+        let small = pollsPerSecond(memory, root: root)
+        let large = pollsPerSecond(withApprovals(start, count: approvals), root: root)
+
         let count = Double(requests.count)
         let n = { (v: Double) in MetricUnit.decimal(v, digits: 0) }
         let core = count / coreSeconds, sqlite = count / sqliteSeconds, http = count / httpSeconds
@@ -148,9 +155,37 @@ struct SyncBench: AsyncParsableCommand {
         print("  loopback HTTP        \(n(http)) syncs/s  (\(MetricUnit.decimal(http / core, digits: 3))× the core, "
             + "\(MetricUnit.decimal(http / sqlite, digits: 3))× core + SQLite; \(concurrency) clients, "
             + "p50 \(MetricUnit.decimal(p50 * 1000, digits: 2)) ms, p99 \(MetricUnit.decimal(p99 * 1000, digits: 2)) ms)")
+        print("  dashboard poll       \(n(large)) polls/s with \(n(Double(approvals))) approvals, \(n(small)) with \(n(Double(devices))) "
+            + "(\(MetricUnit.decimal(large / small, digits: 2))×; GET /mobile/approvals?state=pending&limit=1)")
         #if DEBUG
         print("  note                 this is a debug build; use `swift build -c release` for real figures")
         #endif
+    }
+
+    /// `start` with `count` more approvals, spread over its devices, half of them resolved.
+    func withApprovals(_ start: SyncServer, count: Int) -> SyncServer {
+        var server = start
+        var generator = StreamSeed(23).generator()
+        for n in 0..<count {
+            let request = SyncRequest(deviceID: "device-\(n % devices)", approvalRequests: [
+                ApprovalRequest(instanceID: UUIDText.random(using: &generator), blockID: "gate", sequenceName: "s", prompt: "ok?",
+                                choices: nil, storeAs: nil, timeoutSeconds: 86_400)])
+            let outcome = try? server.sync(request, tenant: "", now: .zero + .milliseconds(Int64(n)))
+            if n % 2 == 0, let id = outcome?.newApprovals.first?.id { _ = try? server.resolve(approval: id, value: "yes", now: .zero + .milliseconds(Int64(n))) }
+        }
+        return server
+    }
+
+    /// Dashboard polls per second through the core (the part that holds the server's lock).
+    func pollsPerSecond(_ start: SyncServer, root: String) -> Double {
+        var server = start
+        let polls = 2_000
+        let began = WallClock.seconds()
+        for index in 0..<polls {
+            _ = server.handle(HTTPRequestMessage(method: "GET", target: "/api/v1/mobile/approvals?state=pending&limit=1", headers: ["x-api-key": root]),
+                              now: .zero + .seconds(Int64(index)))
+        }
+        return Double(polls) / (WallClock.seconds() - began)
     }
 
     func post(_ url: String, key: String, body: [UInt8]) async throws {

@@ -13,24 +13,37 @@ extension SyncServer {
             }
             return state
         }
+        let count = try limit(request)
         expireApprovals(now: now)
-        let tenant = scope(request, caller)
-        let device = request.query["device_id"]
-        let all = state.approvals.values
-            .filter { (tenant == nil || $0.tenantID == tenant) && (wanted == nil || $0.state == wanted) && (device == nil || $0.deviceID == device) }
-            .sorted { ($0.createdAtMs, $0.id) < ($1.createdAtMs, $1.id) }
-        let items = all.prefix(try limit(request)).map(\.json)
-        return .json(200, ["items": .array(Array(items)), "total": .number(Double(all.count))])
+        guard let list = try listName(request, caller) else { return .json(200, ["items": [], "total": 0]) }
+        let name = wanted.map { ListName.scope(list, state: $0.rawValue) } ?? list
+        let items = state.approvalOrder.page(name, limit: count).compactMap { state.approvals[$0.id]?.json }
+        return .json(200, ["items": .array(items), "total": .number(Double(state.approvalOrder.count(name)))])
     }
 
+    /// The list a listing reads (`OrderedIndex`): the device's when `device_id` is given,
+    /// else the caller's tenant's (or, for the root key, `tenant_id`'s or everyone's). Nil
+    /// when the device belongs to a tenant the caller does not see (an empty page).
+    func listName(_ request: HTTPRequestMessage, _ caller: Caller) throws -> String? {
+        let tenant = scope(request, caller)
+        if let device = request.query["device_id"], !device.isEmpty {
+            if let record = state.devices[device], let tenant, record.tenantID != tenant { return nil }
+            return ListName.device(device)
+        }
+        return tenant.map(ListName.tenant) ?? ListName.all
+    }
+
+    /// Marks pending approvals whose timeout has passed as expired: the earliest
+    /// deadlines first, stopping at the first still ahead.
     mutating func expireApprovals(now: Instant) {
         let nowMs = unixMs(now)
-        for approval in state.approvals.values where approval.state == .pending {
-            guard let timeout = approval.timeoutSecs, timeout > 0,
-                  TimeSpan.saturating(approval.createdAtMs, plus: TimeSpan.saturating(Int64(timeout), times: 1000)) <= nowMs else { continue }
-            var expired = approval
-            expired.state = .expired
-            state.put(expired)
+        while let next = state.expiryOrder.page(ListName.all, limit: 1).first, next.deadlineMs <= nowMs {
+            guard var approval = state.approvals[next.id], approval.state == .pending else {
+                state.expiryOrder.remove(next, from: [ListName.all])
+                continue
+            }
+            approval.state = .expired
+            state.put(approval)
         }
     }
 

@@ -143,26 +143,19 @@ extension SyncServer {
     }
 
     func listDevices(_ request: HTTPRequestMessage, caller: Caller) throws -> HTTPResponseMessage {
-        let tenant = scope(request, caller)
-        let all = state.devices.values.filter { tenant == nil || $0.tenantID == tenant }.sorted { $0.deviceID < $1.deviceID }
-        let items = all.prefix(try limit(request)).map(\.json)
-        return .json(200, ["items": .array(Array(items)), "total": .number(Double(all.count))])
+        let list = scope(request, caller).map(ListName.tenant) ?? ListName.all
+        let items = state.deviceOrder.page(list, limit: try limit(request)).compactMap { state.devices[$0]?.json }
+        return .json(200, ["items": .array(items), "total": .number(Double(state.deviceOrder.count(list)))])
     }
 
     /// `GET /mobile/status?device_id=`: newest first.
     func listStatuses(_ request: HTTPRequestMessage, caller: Caller) throws -> HTTPResponseMessage {
-        let tenant = scope(request, caller)
-        let device = request.query["device_id"]
-        if let device, let record = state.devices[device], let tenant, record.tenantID != tenant {
-            throw APIError(404, "not found", "device \(device) not found")
+        let count = try limit(request)
+        guard let list = try listName(request, caller) else {
+            throw APIError(404, "not found", "device \(request.query["device_id"] ?? "") not found")
         }
-        var all: [StatusRecord] = []
-        for (deviceID, byInstance) in state.statuses where device == nil || deviceID == device {
-            for status in byInstance.values where tenant == nil || status.tenantID == tenant { all.append(status) }
-        }
-        all.sort { ($0.reportedAtMs, $0.instanceID) > ($1.reportedAtMs, $1.instanceID) }
-        let items = all.prefix(try limit(request)).map(\.json)
-        return .json(200, ["items": .array(Array(items)), "total": .number(Double(all.count))])
+        let items = state.statusOrder.page(list, limit: count, descending: true).compactMap { state.statuses[$0.deviceID]?[$0.instanceID]?.json }
+        return .json(200, ["items": .array(items), "total": .number(Double(state.statusOrder.count(list)))])
     }
 
     /// The tenant a listing is limited to: the caller's, or for the root key the

@@ -37,6 +37,8 @@ public struct StatusRecord: Equatable, Sendable {
     /// The device's timestamp of this status, so an older one arriving late does not win.
     public var reportedAtMs: Int64
 
+    var orderKey: StatusKey { StatusKey(reportedAtMs: reportedAtMs, instanceID: instanceID, deviceID: deviceID) }
+
     public var json: JSONValue {
         ["device_id": .string(deviceID), "instance_id": .string(instanceID), "sequence_name": sequenceName.map(JSONValue.string) ?? .null,
          "state": .string(state), "current_step": currentStep.map(JSONValue.string) ?? .null,
@@ -76,6 +78,14 @@ public struct ApprovalRecord: Equatable, Sendable {
          "metadata": metadata.map(JSONValue.string) ?? .null, "state": .string(state.rawValue),
          "resolution": resolution.map(JSONValue.string) ?? .null, "created_at": .string(createdAt),
          "resolved_at": resolvedAt.map(JSONValue.string) ?? .null]
+    }
+
+    var orderKey: ApprovalKey { ApprovalKey(createdAtMs: createdAtMs, id: id) }
+
+    /// When a pending approval expires (nil: never).
+    var expiryKey: ExpiryKey? {
+        guard let timeoutSecs, timeoutSecs > 0 else { return nil }
+        return ExpiryKey(deadlineMs: TimeSpan.saturating(createdAtMs, plus: TimeSpan.saturating(Int64(timeoutSecs), times: 1000)), id: id)
     }
 
     /// The values a resolution may carry: the step's choices, else yes/no.

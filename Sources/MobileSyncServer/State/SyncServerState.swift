@@ -31,6 +31,13 @@ public struct SyncServerState: Equatable, Sendable {
     /// Rows written since the log was last taken.
     public internal(set) var changes: [StoreChange] = []
 
+    /// The listings' orders (OrderedIndex.swift): derived, rebuilt by `reindex`.
+    var approvalOrder = OrderedIndex<ApprovalKey>()
+    var statusOrder = OrderedIndex<StatusKey>()
+    var deviceOrder = OrderedIndex<String>()
+    /// Pending approvals with a timeout, by deadline.
+    var expiryOrder = OrderedIndex<ExpiryKey>()
+
     public init() {}
 
     public mutating func takeChanges() -> [StoreChange] {
@@ -55,19 +62,43 @@ public struct SyncServerState: Equatable, Sendable {
     }
 
     mutating func put(_ device: DeviceRecord) {
+        index(device, replacing: devices[device.deviceID])
         devices[device.deviceID] = device
         changes.append(.device(device))
     }
 
     mutating func put(_ status: StatusRecord) {
+        index(status, replacing: statuses[status.deviceID]?[status.instanceID])
         statuses[status.deviceID, default: [:]][status.instanceID] = status
         changes.append(.status(status))
     }
 
     mutating func put(_ approval: ApprovalRecord) {
+        index(approval, replacing: approvals[approval.id])
         approvals[approval.id] = approval
         approvalByGate[Self.gate(approval.deviceID, approval.instanceID, approval.blockID)] = approval.id
         changes.append(.approval(approval))
+    }
+
+    // MARK: The listings' orders
+
+    mutating func index(_ device: DeviceRecord, replacing old: DeviceRecord?) {
+        if let old { deviceOrder.remove(old.deviceID, from: [ListName.all, ListName.tenant(old.tenantID)]) }
+        deviceOrder.insert(device.deviceID, into: [ListName.all, ListName.tenant(device.tenantID)])
+    }
+
+    mutating func index(_ status: StatusRecord, replacing old: StatusRecord?) {
+        if let old { statusOrder.remove(old.orderKey, from: ListName.lists(tenant: old.tenantID, device: old.deviceID)) }
+        statusOrder.insert(status.orderKey, into: ListName.lists(tenant: status.tenantID, device: status.deviceID))
+    }
+
+    mutating func index(_ approval: ApprovalRecord, replacing old: ApprovalRecord?) {
+        if let old {
+            approvalOrder.remove(old.orderKey, from: ListName.lists(tenant: old.tenantID, device: old.deviceID, state: old.state.rawValue))
+            if let expiry = old.expiryKey { expiryOrder.remove(expiry, from: [ListName.all]) }
+        }
+        approvalOrder.insert(approval.orderKey, into: ListName.lists(tenant: approval.tenantID, device: approval.deviceID, state: approval.state.rawValue))
+        if approval.state == .pending, let expiry = approval.expiryKey { expiryOrder.insert(expiry, into: [ListName.all]) }
     }
 
     mutating func put(_ command: CommandRecord) {
@@ -142,6 +173,13 @@ public struct SyncServerState: Equatable, Sendable {
 
     /// Rebuilds the indexes after loading rows (the SQLite store fills the tables).
     mutating func reindex() {
+        approvalOrder = OrderedIndex()
+        statusOrder = OrderedIndex()
+        deviceOrder = OrderedIndex()
+        expiryOrder = OrderedIndex()
+        for device in devices.values { index(device, replacing: nil) }
+        for byInstance in statuses.values { for status in byInstance.values { index(status, replacing: nil) } }
+        for approval in approvals.values { index(approval, replacing: nil) }
         tenantByKey = Dictionary(tenants.values.map { ($0.apiKey, $0.tenantID) }, uniquingKeysWith: { first, _ in first })
         approvalByGate = Dictionary(approvals.values.map { (Self.gate($0.deviceID, $0.instanceID, $0.blockID), $0.id) },
                                     uniquingKeysWith: { first, _ in first })
