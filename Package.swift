@@ -96,7 +96,7 @@ let package = Package(
         .executableTarget(
             name: "fleetlab",
             dependencies: [
-                "LabKernel", "LabStore", "DeviceWorkflows", "ChatCrypto", "Simulator", "Reports", "Live",
+                "LabKernel", "LabStore", "DeviceWorkflows", "ChatCrypto", "SecureChatServer", "Simulator", "Reports", "Live",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strictSettings

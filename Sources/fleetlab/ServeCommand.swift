@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import LabCrypto
 import Live
+import SecureChatServer
 import Simulator
 
 struct ServeCommand: AsyncParsableCommand {
@@ -29,6 +30,10 @@ struct ServeCommand: AsyncParsableCommand {
     @Flag(name: .customLong("no-auth"), help: "Accept every request without an API key (local development).")
     var noAuth = false
 
+    @Flag(name: .customLong("chat-legacy-plaintext"),
+          help: "Let chat groups be created on d3chat's legacy plaintext protocol (\"legacy_plaintext\": true); off, every channel is ciphertext only.")
+    var chatLegacyPlaintext = false
+
     /// Set by the supervisor on the worker processes it starts: run this one server.
     @Option(help: .hidden)
     var worker: String?
@@ -43,7 +48,9 @@ struct ServeCommand: AsyncParsableCommand {
     /// Every server `fleetlab serve` runs besides the host. A new system adds one line.
     static let served: [Served] = [
         Served(name: "mobile-sync", defaultPort: 7710) { try MobileSyncLiveServer(dataDirectory: $0.data, authRequired: !$0.noAuth) },
-        Served(name: "chat", defaultPort: 7720) { try SecureChatLiveServer(dataDirectory: $0.data) },
+        Served(name: "chat", defaultPort: 7720) { options in
+            try SecureChatLiveServer(dataDirectory: options.data) { $0.allowLegacyPlaintext = options.chatLegacyPlaintext }
+        },
     ]
 
     func run() async throws {
@@ -59,6 +66,7 @@ struct ServeCommand: AsyncParsableCommand {
         let supervisor = ServerSupervisor(executable: ServerSupervisor.currentExecutable, workers: Self.served.map { server in
             let name = server.name
             let base = ["serve", "--worker", name, "--host", host, "--data", data] + (noAuth ? ["--no-auth"] : [])
+                + (chatLegacyPlaintext ? ["--chat-legacy-plaintext"] : [])
             return (name, portMap[name] ?? server.defaultPort, { port in base + ["--port", "\(name)=\(port)"] })
         }, log: { Console.error($0) })
         let ready: [ServerSupervisor.Ready]
