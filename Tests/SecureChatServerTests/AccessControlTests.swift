@@ -157,3 +157,76 @@ struct AccessControlTests {
         #expect(legacy.send("POST", "/channels/\(old?["id"]?.stringValue ?? "")/messages", ["content": "hello"], token: bob.access).jsonBody?["protocol_version"] == 1)
     }
 }
+
+@Suite("Chat server: finding people, moderation listings, device sets")
+struct DirectoryTests {
+    @Test("a user is found by username (any case) to open a DM; the profile shows no email or role")
+    func byUsername() {
+        var h = ChatHarness()
+        let alice = h.register("alice"), bob = h.send("POST", "/auth/register", ["username": "Bob_2", "password": "long enough", "email": "b@x.y"]).jsonBody
+        let found = h.send("GET", "/users/by-username/bob_2", token: alice.access)
+        #expect(found.status == 200 && found.jsonBody?["id"] == bob?["user_id"] && found.jsonBody?["email"] == nil && found.jsonBody?["role"] == nil)
+        #expect(h.send("GET", "/users/by-username/nobody", token: alice.access).status == 404)
+        #expect(h.send("GET", "/users/by-username/bob_2").status == 401)
+        let dm = h.send("POST", "/channels/dm", ["user_id": found.jsonBody?["id"] ?? .null], token: alice.access)
+        #expect(dm.status == 201)
+    }
+
+    @Test("admin listings page and search users and channels; the audit log filters by actor, action and time; none of it for members")
+    func adminListings() {
+        var h = ChatHarness()
+        let admin = h.register("admin")
+        var accounts: [ChatHarness.Account] = []
+        for n in 0..<12 { accounts.append(h.register(n < 10 ? "user0\(n)" : "user\(n)")) }
+        for n in 0..<5 { h.send("POST", "/channels", ["name": .string("team-\(n)")], token: accounts[n].access) }
+        let page = h.send("GET", "/admin/users?q=USER&limit=5&offset=5", token: admin.access).jsonBody
+        #expect(page?["total"] == 12 && page?["items"]?.arrayValue?.map { $0["username"]?.stringValue ?? "" } == (5..<10).map { "user0\($0)" })
+        #expect(page?["items"]?.arrayValue?.first?["devices"] == 1 && page?["items"]?.arrayValue?.first?["standing"] == "active")
+        let channels = h.send("GET", "/admin/channels?q=team-3", token: admin.access).jsonBody
+        #expect(channels?["total"] == 1 && channels?["items"]?.arrayValue?.first?["member_count"] == 1)
+        h.now = h.now + .minutes(1)
+        let cut = h.server.wallClock.rfc3339(at: h.now)
+        h.send("POST", "/admin/users/\(accounts[0].userID)/suspend", ["minutes": 5], token: admin.access)
+        h.send("POST", "/admin/users/\(accounts[1].userID)/ban", token: admin.access)
+        h.send("PATCH", "/admin/settings", ["registration_open": true], token: admin.access)
+        let users = h.send("GET", "/admin/audit-log?action=user.&since=\(PercentEncoding.encode(cut))", token: admin.access)
+        #expect(users.jsonBody?.arrayValue?.map { $0["action"]?.stringValue ?? "" } == ["user.ban", "user.suspend"] && users.header("X-Total-Count") == "2")
+        #expect(h.send("GET", "/admin/audit-log?actor=\(accounts[3].userID)", token: admin.access).jsonBody?.arrayValue?.isEmpty == true)
+        #expect(h.send("GET", "/admin/audit-log?until=\(PercentEncoding.encode(cut))", token: admin.access).jsonBody?.arrayValue?.isEmpty == true)
+        #expect(h.send("GET", "/admin/audit-log?since=yesterday", token: admin.access).status == 422)
+        #expect(h.send("GET", "/admin/users?limit=0", token: admin.access).status == 422)
+        for path in ["/admin/users", "/admin/channels", "/admin/audit-log"] {
+            #expect(h.send("GET", path, token: accounts[4].access).status == 403, "\(path) is for admins")
+        }
+    }
+
+    @Test("the device set has a version: uploading keys and deleting a device bump it and tell everyone who shares a channel")
+    func deviceSets() throws {
+        var h = ChatHarness()
+        let alice = h.register("alice"), bob = h.register("bob"), stranger = h.register("stranger")
+        h.send("POST", "/channels/dm", ["user_id": .string(bob.userID)], token: alice.access)
+        let (aliceSocket, strangerSocket) = (h.socket(alice)!, h.socket(stranger)!)
+        func upload(_ account: ChatHarness.Account, _ label: String) throws -> HTTPResponseMessage {
+            let identity = try IdentityKey(seed: SHA256.hash("\(label) id")), spk = try PreKey(id: 1, seed: SHA256.hash("\(label) spk"))
+            let bundle = PreKeyBundle(identity: identity, signedPreKey: spk, oneTimePreKey: nil)
+            return h.send("POST", "/keys/upload", ["device_id": .string(account.deviceID), "identity_key": .string(Base64.encode(identity.publicKey)),
+                                                   "signed_pre_key": .string(Base64.encode(spk.publicKey)),
+                                                   "signed_pre_key_signature": .string(Base64.encode(bundle.signedPreKeySignature))], token: account.access)
+        }
+        #expect(try upload(bob, "bob phone").status == 201)
+        let (_, tablet) = h.login("bob", device: "tablet")
+        #expect(try upload(tablet!, "bob tablet").status == 201)
+        var listing = h.send("GET", "/users/\(bob.userID)/devices", token: alice.access).jsonBody
+        #expect(listing?["version"] == 2 && listing?["devices"]?.arrayValue?.count == 2)
+        #expect(h.events(aliceSocket, "devices.changed").map { $0["version"] } == [1, 2])
+        #expect(h.events(strangerSocket, "devices.changed").isEmpty, "only people who share a channel hear it")
+        #expect(try upload(tablet!, "bob tablet").status == 201 && h.events(aliceSocket, "devices.changed").count == 2, "same keys: no change")
+        let tabletSocket = h.socket(tablet!)!
+        #expect(h.send("DELETE", "/devices/\(tablet!.deviceID)", token: bob.access).status == 204)
+        #expect(h.closed[tabletSocket] == 4003 && h.send("GET", "/users/me", token: tablet!.access).status == 401)
+        listing = h.send("GET", "/users/\(bob.userID)/devices", token: alice.access).jsonBody
+        #expect(listing?["version"] == 3 && listing?["devices"]?.arrayValue?.compactMap { $0["device_id"]?.stringValue } == [bob.deviceID])
+        #expect(h.events(aliceSocket, "devices.changed").last?["version"] == 3)
+        #expect(h.send("GET", "/keys/\(bob.userID)/bundles", token: alice.access).jsonBody?.arrayValue?.first?["device_set_version"] == 3)
+    }
+}

@@ -20,7 +20,6 @@ struct ChatServerFuzzTests {
         .init("POST", "/api/v1/auth/ws-ticket"),
         .init("GET", "/api/v1/users/me"),
         .init("GET", "/api/v1/users/by-username/{username}"),
-        .init("GET", "/api/v1/users/search", query: ["q", "limit", "offset"]),
         .init("POST", "/api/v1/devices", ["device_name": "watch", "device_key_public": .string(Base64.encode([UInt8](repeating: 9, count: 32)))]),
         .init("GET", "/api/v1/devices"),
         .init("DELETE", "/api/v1/devices/{device}"),

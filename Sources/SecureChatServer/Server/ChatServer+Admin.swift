@@ -28,12 +28,9 @@ extension ChatServer {
             if let n = next["max_message_bytes"]?.numberValue { config.maxContentBytes = Int(n) }
             audit(now, actor: caller.userID, "settings.update", target: "settings", f.object.keys.sorted().joined(separator: ","))
             return .json(200, .object(next))
-        case ("GET", ["audit-log"]):
-            let rows = state.audit.suffix(500).reversed().map { e -> JSONValue in
-                ["at": .string(timestamp(e.at)), "actor_id": .string(e.actorID), "action": .string(e.action), "target": .string(e.target),
-                 "detail": .string(e.detail)]
-            }
-            return .json(200, .array(Array(rows)))
+        case ("GET", ["audit-log"]): return try auditLog(request)
+        case ("GET", ["users"]): return try adminUsers(request)
+        case ("GET", ["channels"]): return try adminChannels(request)
         case ("DELETE", let p) where p.count == 2 && p[0] == "channels":
             try requireUUID(p[1], ["path", "channel_id"])
             guard state.channels[p[1]] != nil else { throw ChatAPIError(404, "Channel not found") }

@@ -29,10 +29,12 @@ extension ChatServer {
         try requireUUID(id, ["path", "device_id"])
         guard state.devices[id]?.userID == caller.userID else { throw ChatAPIError(404, "Device not found") }
         state.devices[id] = nil
+        let hadKeys = state.bundles[id] != nil
         state.bundles[id] = nil
         revokeTokens { _, device, _ in device == id }
         state.tickets = state.tickets.filter { $0.value.deviceID != id }
         outputs += closeConnections(code: 4003, reason: "Device removed") { $0.deviceID == id }
+        if hadKeys { deviceSetChanged(caller.userID, outputs: &outputs) }
         return .empty(204)
     }
 
@@ -52,7 +54,7 @@ extension ChatServer {
 
     /// `POST /keys/upload`: replaces the device's bundle. The server checks the signed
     /// pre-key's Ed25519 signature, which d3chat could not (its signing key was never uploaded).
-    mutating func uploadKeys(_ request: HTTPRequestMessage, caller: Caller) throws -> HTTPResponseMessage {
+    mutating func uploadKeys(_ request: HTTPRequestMessage, caller: Caller, outputs: inout [ChatOutput]) throws -> HTTPResponseMessage {
         let f = try fields(request)
         let deviceID: String, identity: String, signedPreKey: String, signature: String, oneTime: [String]
         do {
@@ -74,7 +76,10 @@ extension ChatServer {
                              publicKey: Base64.decode(record.identityKey)!) else {
             throw ChatAPIError.validation(["body", "signed_pre_key_signature"], "The signature does not verify under identity_key")
         }
+        let identityChanged = state.bundles[record.deviceID]?.identityKey != record.identityKey
         state.bundles[record.deviceID] = record
+        // A new device (or one with a new identity) is someone new to encrypt to.
+        if identityChanged { deviceSetChanged(caller.userID, outputs: &outputs) }
         return .json(201, ["status": "ok"])
     }
 
@@ -113,6 +118,7 @@ extension ChatServer {
             }
         }
         return ["device_id": .string(deviceID), "user_id": .string(bundle.userID), "identity_key": .string(bundle.identityKey),
+                "device_set_version": .number(Double(state.users[bundle.userID]?.deviceSetVersion ?? 0)),
                 "signed_pre_key": .string(bundle.signedPreKey), "signed_pre_key_signature": .string(bundle.signedPreKeySignature),
                 "one_time_pre_key": oneTime.map { .string($0) } ?? .null, "one_time_pre_key_count": .number(Double(count))]
     }

@@ -17,6 +17,34 @@ public struct ChatUser: Sendable, Equatable, Codable {
     public var role: Role
     public var standing: Standing
     public var createdAt: Instant
+    /// Bumped whenever the set of the user's devices that can be encrypted to changes (a
+    /// device uploads keys, or is removed): clients compare it to know their list is stale.
+    public var deviceSetVersion = 0
+
+    public init(id: String, username: String, email: String?, displayName: String?, passwordHash: String, role: Role, standing: Standing,
+                createdAt: Instant, deviceSetVersion: Int = 0) {
+        self.id = id
+        self.username = username
+        self.email = email
+        self.displayName = displayName
+        self.passwordHash = passwordHash
+        self.role = role
+        self.standing = standing
+        self.createdAt = createdAt
+        self.deviceSetVersion = deviceSetVersion
+    }
+
+    enum CodingKeys: String, CodingKey { case id, username, email, displayName, passwordHash, role, standing, createdAt, deviceSetVersion }
+
+    /// Rows written before the device-set version existed read as version 0.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(id: try c.decode(String.self, forKey: .id), username: try c.decode(String.self, forKey: .username),
+                  email: try c.decodeIfPresent(String.self, forKey: .email), displayName: try c.decodeIfPresent(String.self, forKey: .displayName),
+                  passwordHash: try c.decode(String.self, forKey: .passwordHash), role: try c.decode(Role.self, forKey: .role),
+                  standing: try c.decode(Standing.self, forKey: .standing), createdAt: try c.decode(Instant.self, forKey: .createdAt),
+                  deviceSetVersion: try c.decodeIfPresent(Int.self, forKey: .deviceSetVersion) ?? 0)
+    }
 }
 
 public struct ChatDevice: Sendable, Equatable, Codable {
