@@ -11,6 +11,9 @@ public enum ChatCryptoError: Error, Equatable, Sendable, CustomStringConvertible
     case authenticationFailed
     /// A message key that was already used (or never existed): a replay.
     case replay(iteration: UInt32)
+    /// A group message sent before this device received the sender's key (it joined, or
+    /// was added, later): unreadable here by design, not an attack or a fault.
+    case predatesKey(iteration: UInt32)
     /// More skipped keys than the profile allows.
     case gapTooLarge(skipped: Int, limit: Int)
     /// Input shorter than its fixed fields, or with a wrong version byte.
@@ -25,6 +28,7 @@ public enum ChatCryptoError: Error, Equatable, Sendable, CustomStringConvertible
         case .badMessageSignature: return "the message signature does not verify under the sender's key"
         case .authenticationFailed: return "the message does not authenticate (wrong key, or altered in transit)"
         case .replay(let n): return "message \(n) was already decrypted, or its key is gone"
+        case .predatesKey(let n): return "message \(n) was sent before this device received the sender's key"
         case .gapTooLarge(let skipped, let limit): return "the message skips \(skipped) keys; at most \(limit) are allowed"
         case .malformed(let what): return "malformed: \(what)"
         case .cannotSendYet: return "this session has not received a message yet, so it cannot send"

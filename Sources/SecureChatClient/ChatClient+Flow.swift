@@ -8,94 +8,106 @@ extension ChatClient {
         case .register(let username, let password, let deviceName):
             snapshot.username = username
             request(.register, "POST", "/auth/register", ["username": .string(username), "password": .string(password), "device_name": .string(deviceName)],
-                    auth: false, &out)
+                    auth: false, now: now, &out)
         case .login(let username, let password, let deviceName):
             snapshot.username = username
             request(.login, "POST", "/auth/login", ["username": .string(username), "password": .string(password), "device_name": .string(deviceName)],
-                    auth: false, &out)
+                    auth: false, now: now, &out)
         case .start:
             guard isSignedIn else { out.append(.loggedOut(reason: "no saved session")); break }
-            request(.me, "GET", "/users/me", nil, &out)
+            socket = .closed
+            request(.me, "GET", "/users/me", nil, now: now, &out)
         case .response(let id, let response):
             guard let flight = inFlight.removeValue(forKey: id) else { break }
+            armRequestDeadline()
             respond(flight, response, now: now, &out)
         case .transportFailed(let id):
             guard let flight = inFlight.removeValue(forKey: id) else { break }
-            switch flight.purpose {
-            case .post, .members, .bundles:
-                // Retried later; a post keeps its client_message_id, so the server answers a
-                // repeat with the first message.
-                sendStage = .waitingRetry
-                out.append(.startTimer(after: .seconds(2)))
-            default:
-                break
-            }
-            if [.me, .ticket].contains(flight.purpose) { socketLost(&out) }
+            armRequestDeadline()
+            failed(flight, now: now, &out)
         case .socketOpened:
             socket = .open
             reconnectAttempts = 0
-            request(.channels, "GET", "/channels", nil, &out)
+            request(.channels, "GET", "/channels", nil, now: now, &out)
         case .socketText(let text):
             frame(text, now: now, &out)
         case .socketClosed(let code):
             guard socket != .loggedOut else { break }
             if code == 4003 { logout("the server closed the session (\(code))", &out); break }
-            socketLost(&out)
+            socketLost(now: now, &out)
         case .timerFired:
-            if socket == .closed && isSignedIn {
-                stats.reconnects += 1
-                socket = .ticketing
-                request(.ticket, "POST", "/auth/ws-ticket", nil, &out)
-            }
-            if sendStage == .waitingRetry { sendStage = .idle }
-            advanceSend(now: now, &out)
+            for timer in timers.popExpired(now: now) { fire(timer, now: now, &out) }
         case .send(let channel, let text):
             let clientID = UUIDText.random(using: &snapshot.generator)
-            snapshot.pending.append(PendingSend(clientID: clientID, channelID: channel, text: text, blocked: nil))
+            snapshot.pending.append(PendingSend(clientID: clientID, channelID: channel, text: text))
             advanceSend(now: now, &out)
+        case .edit(let messageID, let text):
+            edit(messageID, text: text, now: now, &out)
+        case .delete(let messageID):
+            request(.delete(message: messageID), "DELETE", "/channels/messages/\(messageID)", nil, now: now, &out)
         case .openDM(let user):
-            request(.openDM, "POST", "/channels/dm", ["user_id": .string(user)], &out)
+            request(.openDM, "POST", "/channels/dm", ["user_id": .string(user)], now: now, &out)
         case .createGroup(let name):
-            request(.createGroup, "POST", "/channels", ["name": .string(name)], &out)
+            request(.createGroup, "POST", "/channels", ["name": .string(name)], now: now, &out)
+        case .addMember(let channel, let user):
+            snapshot.channels[channel]?.membersFetched = false
+            request(.addMember, "POST", "/channels/\(channel)/members", ["user_id": .string(user)], now: now, &out)
+        case .leave(let channel):
+            request(.leave(channel: channel), "POST", "/channels/\(channel)/leave", nil, now: now, &out)
+        case .join(let channel):
+            request(.join(channel: channel), "POST", "/channels/\(channel)/join", nil, now: now, &out)
+        case .loadOlder(let channel):
+            loadOlder(channel, now: now, &out)
         case .typing(let channel, let started):
             if socket == .open {
                 out.append(.socketSend(JSONValue.object(["type": .string(started ? "typing.start" : "typing.stop"), "channel_id": .string(channel)]).canonicalText))
             }
-        case .addMember(let channel, let user):
-            snapshot.channels[channel]?.membersFetched = false
-            request(.addMember, "POST", "/channels/\(channel)/members", ["user_id": .string(user)], &out)
+        case .setPresence(let status):
+            if socket == .open { out.append(.socketSend(JSONValue.object(["type": "presence.update", "status": .string(status)]).canonicalText)) }
+        case .logout:
+            endSession(all: false, now: now, &out)
+        case .logoutAll:
+            endSession(all: true, now: now, &out)
         }
         return out
     }
 
-    mutating func request(_ purpose: Purpose, _ method: String, _ path: String, _ body: JSONValue?, auth: Bool = true, _ out: inout [ClientEffect]) {
-        var bytes: [UInt8] = []
-        body?.write(to: &bytes)
-        var headers = body == nil ? [:] : ["content-type": "application/json"]
-        if auth, let token = snapshot.accessToken { headers["authorization"] = "Bearer \(token)" }
-        issue(InFlight(purpose: purpose, request: HTTPRequestMessage(method: method, target: "/api/v1" + path, headers: headers, body: bytes), retried: false), &out)
-    }
-
-    mutating func issue(_ flight: InFlight, _ out: inout [ClientEffect]) {
-        let id = nextRequest
-        nextRequest += 1
-        inFlight[id] = flight
-        out.append(.request(id: id, flight.request))
+    mutating func fire(_ timer: ChatTimer, now: Instant, _ out: inout [ClientEffect]) {
+        switch timer {
+        case .reconnect:
+            guard socket == .closed, isSignedIn else { return }
+            stats.reconnects += 1
+            socket = .ticketing
+            request(.ticket, "POST", "/auth/ws-ticket", nil, now: now, &out)
+        case .sendRetry:
+            if sendStage == .waitingRetry { sendStage = .idle }
+            advanceSend(now: now, &out)
+        case .refreshRetry:
+            guard case .backingOff(let attempt) = refresh, let token = snapshot.refreshToken else { return }
+            startRefresh(token, attempt: attempt + 1, now: now, &out)
+        case .requests:
+            expireRequests(now: now, &out)
+        case .parked:
+            expireParked(now: now, &out)
+        case .resync:
+            guard socket == .open else { return }
+            if resyncChannels {
+                resyncChannels = false
+                request(.channels, "GET", "/channels", nil, now: now, &out)
+            }
+            for channel in resyncPages where snapshot.channels[channel] != nil {
+                request(.messages(channel: channel), "GET", "/channels/\(channel)/messages?limit=50", nil, now: now, &out)
+            }
+            resyncPages = []
+        case .typing:
+            lapseTyping(now: now, &out)
+        }
     }
 
     mutating func respond(_ flight: InFlight, _ response: HTTPResponseMessage, now: Instant, _ out: inout [ClientEffect]) {
         let body = response.jsonBody
-        if response.status == 401, ![.register, .login, .refresh].contains(flight.purpose) {
-            guard !flight.retried else { logout("the server refused the refreshed token", &out); return }
-            parked.append(flight)
-            if !refreshing, let refresh = snapshot.refreshToken {
-                refreshing = true
-                stats.refreshes += 1
-                request(.refresh, "POST", "/auth/refresh", ["refresh_token": .string(refresh)], auth: false, &out)
-            } else if snapshot.refreshToken == nil {
-                logout("no refresh token", &out)
-            }
-            return
+        if response.status == 401, ![.register, .login, .refresh, .logout].contains(flight.purpose) {
+            return unauthorized(flight, now: now, &out)
         }
         switch flight.purpose {
         case .register, .login:
@@ -106,99 +118,96 @@ extension ChatClient {
             tokens(body)
             snapshot.userID = body["user_id"]?.stringValue
             snapshot.deviceID = body["device_id"]?.stringValue
+            socket = .closed
             do {
                 var keys = try ChatKeyStore(generator: &snapshot.generator)
                 let oneTime = try keys.makeOneTimeKeys(20, generator: &snapshot.generator)
                 snapshot.keys = keys
-                request(.uploadKeys, "POST", "/keys/upload", keys.uploadBody(deviceID: snapshot.deviceID ?? "", oneTime: oneTime), &out)
+                request(.uploadKeys, "POST", "/keys/upload", keys.uploadBody(deviceID: snapshot.deviceID ?? "", oneTime: oneTime), now: now, &out)
             } catch {
                 out.append(.surfaced(.requestFailed(status: 0, detail: "key generation failed: \(error)")))
             }
         case .refresh:
-            refreshing = false
-            guard response.status == 200, let body else { logout("the refresh token was refused", &out); return }
-            tokens(body)
-            let retry = parked
-            parked = []
-            for var flight in retry {
-                flight.retried = true
-                flight.request.headers["authorization"] = "Bearer \(snapshot.accessToken ?? "")"
-                issue(flight, &out)
-            }
+            refreshAnswered(response, now: now, &out)
         case .uploadKeys:
             guard response.status == 201 else { out.append(.surfaced(.requestFailed(status: response.status, detail: Self.detail(body)))); return }
-            request(.me, "GET", "/users/me", nil, &out)
+            request(.me, "GET", "/users/me", nil, now: now, &out)
         case .me:
-            guard response.status == 200 else { out.append(.surfaced(.requestFailed(status: response.status, detail: Self.detail(body)))); return }
+            guard response.status == 200 else {
+                if response.status == 429 || response.status >= 500 { return socketLost(now: now, &out) }
+                out.append(.surfaced(.requestFailed(status: response.status, detail: Self.detail(body))))
+                return
+            }
             socket = .ticketing
-            request(.ticket, "POST", "/auth/ws-ticket", nil, &out)
+            request(.ticket, "POST", "/auth/ws-ticket", nil, now: now, &out)
         case .ticket:
-            guard response.status == 200, let ticket = body?["ticket"]?.stringValue else { socketLost(&out); return }
+            guard response.status == 200, let ticket = body?["ticket"]?.stringValue else { return socketLost(now: now, &out) }
             socket = .opening
             out.append(.openSocket(ticket: ticket))
         case .channels:
-            guard response.status == 200, let list = body?.arrayValue else { return }
+            guard response.status == 200, let list = body?.arrayValue else {
+                resyncChannels = true
+                timers.arm(.resync, at: now + .seconds(5))
+                return
+            }
             channelsLoaded = true
-            for channel in list { addChannel(channel, fetch: true, &out) }
+            let listed = Set(list.compactMap { $0["id"]?.stringValue })
+            for gone in snapshot.channels.keys.sorted() where !listed.contains(gone) { removeChannel(gone, &out) }
+            for channel in list { addChannel(channel, fetch: true, now: now, &out) }
             advanceSend(now: now, &out)
         case .messages(let channel):
+            guard response.status == 200 else {
+                if response.status == 403 || response.status == 404 { return removeChannel(channel, &out) }
+                resyncPages.append(channel)
+                timers.arm(.resync, at: now + .seconds(5))
+                return
+            }
             let page = body?["messages"]?.arrayValue ?? []
             // Catching up after time away: keep paging back until a page reaches messages we
-            // already have (or the start), so a long absence loses nothing.
+            // already have (or the start), so a long absence loses nothing. A channel new to
+            // this device starts from its newest page; older ones are `loadOlder`'s.
+            let hadHistory = !(snapshot.timelines[channel]?.isEmpty ?? true)
             let reachedKnown = page.contains { $0["id"]?.stringValue.map { snapshot.messages[$0] != nil || seenOnly.contains($0) } ?? false }
-            if body?["has_more"] == true, !reachedKnown, let oldest = page.first?["created_at"]?.stringValue {
-                request(.messages(channel: channel), "GET", "/channels/\(channel)/messages?limit=100&before=\(PercentEncoding.encode(oldest))", nil, &out)
+            if hadHistory, body?["has_more"] == true, !reachedKnown, let oldest = page.first?["created_at"]?.stringValue {
+                request(.messages(channel: channel), "GET", "/channels/\(channel)/messages?limit=100&before=\(PercentEncoding.encode(oldest))", nil,
+                        now: now, &out)
             }
             for message in page { ingest(message, &out) }
+        case .olderMessages(let channel):
+            olderPage(channel, response, &out)
         case .replenish:
             break
         case .openDM, .createGroup:
-            if let body, (200...201).contains(response.status) { addChannel(body, fetch: false, &out) }
+            if let body, (200...201).contains(response.status) { addChannel(body, fetch: false, now: now, &out) }
             else { out.append(.surfaced(.requestFailed(status: response.status, detail: Self.detail(body)))) }
         case .addMember:
             if !(200...201).contains(response.status) { out.append(.surfaced(.requestFailed(status: response.status, detail: Self.detail(body)))) }
-        case .members, .bundles, .post, .announceSenderKey:
+        case .members, .deviceSet, .bundle, .post, .edit:
             sendResponse(flight.purpose, response, now: now, &out)
+        case .delete(let message), .leave(let message), .join(let message):
+            actionAnswered(flight.purpose, id: message, response, now: now, &out)
+        case .logout, .logoutAll:
+            break
         }
     }
 
-    mutating func tokens(_ body: JSONValue) {
-        snapshot.accessToken = body["access_token"]?.stringValue
-        snapshot.refreshToken = body["refresh_token"]?.stringValue
-    }
-
-    static func detail(_ body: JSONValue?) -> String {
-        body?["detail"]?.stringValue ?? body?["detail"]?.arrayValue?.first?["msg"]?.stringValue ?? ""
-    }
-
-    /// A clean logout: tokens gone, socket closed, nothing retried.
-    mutating func logout(_ reason: String, _ out: inout [ClientEffect]) {
-        snapshot.accessToken = nil
-        snapshot.refreshToken = nil
-        parked = []
-        refreshing = false
-        if socket == .open || socket == .opening { out.append(.closeSocket) }
-        socket = .loggedOut
-        out.append(.loggedOut(reason: reason))
-    }
-
-    /// Schedules a reconnect: 1 s doubling to 30 s, times 0.5…1.5 from the device's stream.
-    mutating func socketLost(_ out: inout [ClientEffect]) {
-        guard socket != .loggedOut else { return }
-        socket = .closed
-        reconnectAttempts += 1
-        let base = min(30.0, Double(1 << min(reconnectAttempts - 1, 5)))
-        let jitter = 0.5 + Double(snapshot.generator.next() >> 11) / Double(1 << 53)
-        out.append(.startTimer(after: .milliseconds(Int64(base * jitter * 1000))))
-    }
-
-    mutating func addChannel(_ json: JSONValue, fetch: Bool, _ out: inout [ClientEffect]) {
+    mutating func addChannel(_ json: JSONValue, fetch: Bool, now: Instant, _ out: inout [ClientEffect]) {
         guard let id = json["id"]?.stringValue else { return }
         if snapshot.channels[id] == nil {
             snapshot.channels[id] = ChannelInfo(id: id, isDM: json["is_dm"] == true, name: json["name"]?.stringValue)
             out.append(.channelAdded(id))
         }
-        if fetch { request(.messages(channel: id), "GET", "/channels/\(id)/messages?limit=50", nil, &out) }
+        if fetch { request(.messages(channel: id), "GET", "/channels/\(id)/messages?limit=50", nil, now: now, &out) }
+    }
+
+    /// A channel left this device's list: its timeline, its keys and what is queued for it go.
+    mutating func removeChannel(_ id: String, _ out: inout [ClientEffect]) {
+        guard snapshot.channels.removeValue(forKey: id) != nil else { return }
+        snapshot.timelines[id] = nil
+        snapshot.keys?.senderChains[id] = nil
+        snapshot.keys?.distributedTo[id] = nil
+        snapshot.pending.removeAll { $0.channelID == id }
+        out.append(.channelRemoved(id))
     }
 
     mutating func frame(_ text: String, now: Instant, _ out: inout [ClientEffect]) {
@@ -207,24 +216,33 @@ extension ChatClient {
         case "message.new":
             if let message = frame["message"] { ingest(message, &out) }
         case "message.edit":
-            if let m = frame["message"] { edit(m, &out) }
+            if let m = frame["message"] { receiveEdit(m, &out) }
         case "message.delete":
-            if let id = frame["message_id"]?.stringValue, var message = snapshot.messages[id] {
-                message.deleted = true
-                message.text = ""
-                snapshot.messages[id] = message
-                out.append(.delivered(message))
-            }
+            if let id = frame["message_id"]?.stringValue { markDeleted(id, &out) }
         case "channel.new":
             guard let channel = frame["channel"], let id = channel["id"]?.stringValue else { return }
             out.append(.socketSend(JSONValue.object(["type": "subscribe", "channel_id": .string(id)]).canonicalText))
-            addChannel(channel, fetch: true, &out)
+            addChannel(channel, fetch: true, now: now, &out)
+        case "channel.member_added", "channel.member_left":
+            guard let channel = frame["channel_id"]?.stringValue else { return }
+            if type == "channel.member_left", frame["user_id"]?.stringValue == snapshot.userID { return removeChannel(channel, &out) }
+            snapshot.channels[channel]?.membersFetched = false
+        case "channel.invite":
+            if let channel = frame["channel"]?["id"]?.stringValue { out.append(.invited(channelID: channel, by: frame["invited_by"]?.stringValue ?? "")) }
+        case "devices.changed":
+            guard let user = frame["user_id"]?.stringValue, let version = frame["version"]?.numberValue else { return }
+            if (snapshot.deviceSets[user]?.version ?? -1) < Int(version) { staleDeviceSets.insert(user) }
+        case "typing.start", "typing.stop":
+            receiveTyping(frame, started: type == "typing.start", now: now, &out)
+        case "presence.update":
+            if let user = frame["user_id"]?.stringValue, let status = frame["status"]?.stringValue { out.append(.presence(userID: user, status: status)) }
         case "keys.low_otp":
             guard frame["device_id"]?.stringValue == snapshot.deviceID, var keys = snapshot.keys,
                   let fresh = try? keys.makeOneTimeKeys(20, generator: &snapshot.generator) else { return }
             snapshot.keys = keys
             stats.replenished += 1
-            request(.replenish, "POST", "/keys/one-time", ["device_id": .string(snapshot.deviceID ?? ""), "one_time_pre_keys": .array(fresh.map { .string($0) })], &out)
+            request(.replenish, "POST", "/keys/one-time", ["device_id": .string(snapshot.deviceID ?? ""), "one_time_pre_keys": .array(fresh.map { .string($0) })],
+                    now: now, &out)
         default:
             break
         }

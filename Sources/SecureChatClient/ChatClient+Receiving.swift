@@ -32,7 +32,10 @@ extension ChatClient {
         } else {
             let key = "\(channel)|\(senderDevice ?? "")"
             guard snapshot.keys?.receivers[key] != nil else {
-                heldGroup[key, default: []].append(json)  // its distribution has not arrived yet
+                // Its distribution has not arrived yet (or never will: it was sent before
+                // this device joined); the oldest go when a sender has too many waiting.
+                heldGroup[key, default: []].append(json)
+                if heldGroup[key]!.count > Self.maxHeldPerSender { heldGroup[key]!.removeFirst() }
                 return
             }
             guard let plaintext = openGroup(content, key: key, id: id, &out) else { return }
@@ -64,6 +67,8 @@ extension ChatClient {
         }
         return position
     }
+
+    static let maxHeldPerSender = 1_000
 
     mutating func markSeen(_ id: String) { seenOnly.insert(id) }
 
@@ -114,10 +119,14 @@ extension ChatClient {
 
     mutating func openGroup(_ content: String, key: String, id: String, _ out: inout [ClientEffect]) -> String? {
         guard let wire = Base64.decode(content) else { fail(id, "not base64", &out); return nil }
+        guard snapshot.keys?.receivers[key] != nil else { fail(id, "no sender key for \(key)", &out); return nil }
         do {
             let plaintext = try snapshot.keys!.receivers[key]!.decrypt(wire)
             stats.decrypted += 1
             return String(decoding: plaintext, as: UTF8.self)
+        } catch .predatesKey {
+            stats.notAddressed += 1  // sent before this device had the sender's key
+            return nil
         } catch {
             fail(id, "\(error)", &out)
             return nil
@@ -125,7 +134,7 @@ extension ChatClient {
     }
 
     /// `message.edit`: the new content decrypted like a new message.
-    mutating func edit(_ json: JSONValue, _ out: inout [ClientEffect]) {
+    mutating func receiveEdit(_ json: JSONValue, _ out: inout [ClientEffect]) {
         guard let id = json["id"]?.stringValue, var message = snapshot.messages[id], let content = json["content"]?.stringValue else { return }
         if message.senderDeviceID == snapshot.deviceID { return }  // our own edit: we know the text
         if snapshot.channels[message.channelID]?.isDM ?? false {

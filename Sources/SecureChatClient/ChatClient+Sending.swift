@@ -3,8 +3,9 @@ import LabCrypto
 import LabKernel
 
 extension ChatClient {
-    /// Moves the first pending send one step: member list, device bundles, sender-key
-    /// distribution, then the ciphertext. At most one request of a send is in flight.
+    /// Moves the first pending send (or edit) one step: member list, the members' device
+    /// sets, bundles of devices without a session, a sender-key distribution, then the
+    /// ciphertext. At most one request of the queue is in flight.
     mutating func advanceSend(now: Instant, _ out: inout [ClientEffect]) {
         guard sendStage == .idle, socket == .open, channelsLoaded, let head = snapshot.pending.first(where: { $0.blocked == nil }) else { return }
         guard let channel = snapshot.channels[head.channelID], let me = snapshot.userID, let myDevice = snapshot.deviceID else {
@@ -15,28 +16,29 @@ extension ChatClient {
         let stale = channel.membersFetchedAt.map { now - $0 > .seconds(60) } ?? true
         if !channel.membersFetched || (!channel.isDM && stale) {
             sendStage = .working
-            return request(.members(channel: channel.id), "GET", "/channels/\(channel.id)/members", nil, &out)
+            return request(.members(channel: channel.id), "GET", "/channels/\(channel.id)/members", nil, now: now, &out)
         }
         let users = Set(channel.members + [me]).sorted()
-        for user in users where !bundlesFetched.contains(user) {
-            let devices = snapshot.devicesOfUser[user]
-            let missing = devices.map { $0.contains { $0 != myDevice && !hasSession($0) && bundles[$0] == nil } } ?? true
-            if missing {
-                sendStage = .working
-                return request(.bundles(user: user), "GET", "/keys/\(user)/bundles", nil, &out)
-            }
+        if let user = users.first(where: { snapshot.deviceSets[$0] == nil || staleDeviceSets.contains($0) }) {
+            sendStage = .working
+            stats.deviceSetFetches += 1
+            return request(.deviceSet(user: user), "GET", "/users/\(user)/devices", nil, now: now, &out)
         }
-        let recipients = users.flatMap { snapshot.devicesOfUser[$0] ?? [] }.filter { $0 != myDevice }
+        let recipients = users.flatMap { snapshot.deviceSets[$0]?.devices ?? [] }.filter { $0 != myDevice }
+        if let device = recipients.first(where: { !hasSession($0) && bundles[$0] == nil }) {
+            sendStage = .working
+            return request(.bundle(device: device), "GET", "/keys/\(device)/bundle", nil, now: now, &out)
+        }
         if channel.isDM {
             guard let content = envelope(Array(head.text.utf8), to: recipients, clientID: head.clientID, &out) else { return }
-            post(head, content: content, contentType: "text", distribution: false, &out)
-            return
+            return post(head, content: content, contentType: "text", distribution: false, now: now, &out)
         }
-        // A member left (or a device went): a new chain, so what we send next is not
-        // readable with the key they hold.
+        // A member or a device left: a new chain, so what we send next is not readable
+        // with the key they hold.
         if let reached = snapshot.keys?.distributedTo[channel.id], !reached.isSubset(of: Set(recipients)) {
             snapshot.keys?.senderChains[channel.id] = nil
             snapshot.keys?.distributedTo[channel.id] = []
+            stats.senderKeyRotations += 1
         }
         if snapshot.keys?.senderChains[channel.id] == nil {
             do {
@@ -45,16 +47,16 @@ extension ChatClient {
             } catch { return block(head.clientID, "\(error)", &out) }
         }
         let undistributed = recipients.filter { !(snapshot.keys?.distributedTo[channel.id]?.contains($0) ?? false) }
-        if !undistributed.isEmpty {
-            let distribution = snapshot.keys!.senderChains[channel.id]!.distribution.bytes
-            guard let content = envelope(distribution, to: undistributed, clientID: head.clientID, &out) else { return }
+        if !undistributed.isEmpty, let chain = snapshot.keys?.senderChains[channel.id] {
+            guard let content = envelope(chain.distribution.bytes, to: undistributed, clientID: head.clientID, &out) else { return }
             var marker = head
             marker.clientID = head.clientID + "-d\(snapshot.keys?.distributedTo[channel.id]?.count ?? 0)"
+            marker.edits = nil
             pendingDistribution = Set(undistributed)
-            return post(marker, content: content, contentType: ChatEnvelope.distributionContentType, distribution: true, &out)
+            return post(marker, content: content, contentType: ChatEnvelope.distributionContentType, distribution: true, now: now, &out)
         }
-        let wire = snapshot.keys!.senderChains[channel.id]!.encrypt(Array(head.text.utf8))
-        post(head, content: Base64.encode(wire), contentType: "text", distribution: false, &out)
+        guard let wire = snapshot.keys?.senderChains[channel.id]?.encrypt(Array(head.text.utf8)) else { return block(head.clientID, "no keys", &out) }
+        post(head, content: Base64.encode(wire), contentType: "text", distribution: false, now: now, &out)
     }
 
     func hasSession(_ device: String) -> Bool { snapshot.keys?.sessions[device]?.contains { $0.ratchet.canSend } ?? false }
@@ -81,67 +83,96 @@ extension ChatClient {
         out.append(.surfaced(.encryptionFailed(clientID: clientID, reason: reason)))
     }
 
-    mutating func post(_ send: PendingSend, content: String, contentType: String, distribution: Bool, _ out: inout [ClientEffect]) {
+    /// The ciphertext goes out: a new message (POST, with its idempotency key) or an edit (PATCH).
+    mutating func post(_ send: PendingSend, content: String, contentType: String, distribution: Bool, now: Instant, _ out: inout [ClientEffect]) {
         sendStage = .working
+        if let original = send.edits {
+            return request(.edit(clientID: send.clientID), "PATCH", "/channels/messages/\(original)", ["content": .string(content)], now: now, &out)
+        }
         request(.post(clientID: send.clientID, distribution: distribution), "POST", "/channels/\(send.channelID)/messages",
                 ["content": .string(content), "content_type": .string(contentType), "protocol_version": 2,
-                 "sender_device_id": .string(snapshot.deviceID ?? ""), "client_message_id": .string(send.clientID)], &out)
+                 "sender_device_id": .string(snapshot.deviceID ?? ""), "client_message_id": .string(send.clientID)], now: now, &out)
     }
 
     mutating func sendResponse(_ purpose: Purpose, _ response: HTTPResponseMessage, now: Instant, _ out: inout [ClientEffect]) {
         let body = response.jsonBody
         sendStage = .idle
+        if response.status == 429 || response.status >= 500 { return retryLater(response, now: now) }
         switch purpose {
         case .members(let channel):
-            guard response.status == 200 else { return retryLater(response, &out) }
+            guard response.status == 200 else { return dropHead(response, &out) }
             snapshot.channels[channel]?.members = (body?.arrayValue ?? []).compactMap { $0["user_id"]?.stringValue }
             snapshot.channels[channel]?.membersFetched = true
             snapshot.channels[channel]?.membersFetchedAt = now
-        case .bundles(let user):
-            guard response.status == 200 else { return retryLater(response, &out) }
-            var devices: [String] = []
-            for item in body?.arrayValue ?? [] {
-                guard let device = item["device_id"]?.stringValue, let bundle = Self.bundle(item) else { continue }
-                devices.append(device)
+        case .deviceSet(let user):
+            guard response.status == 200, let body else { return dropHead(response, &out) }
+            deviceSetArrived(user, body)
+        case .bundle(let device):
+            if response.status == 200, let body, let bundle = Self.bundle(body) {
                 bundles[device] = bundle
+            } else if let owner = snapshot.deviceSets.first(where: { $0.value.devices.contains(device) })?.key {
+                staleDeviceSets.insert(owner)  // the device is gone: ask for the owner's set again
             }
-            snapshot.devicesOfUser[user] = devices
-            bundlesFetched.insert(user)
         case .post(let clientID, let distribution):
-            switch response.status {
-            case 200, 201:
-                if distribution {
-                    let channel = body?["channel_id"]?.stringValue ?? ""
-                    snapshot.keys?.distributedTo[channel, default: []].formUnion(pendingDistribution)
-                    if let id = body?["id"]?.stringValue { markSeen(id) }
-                } else {
-                    guard let index = snapshot.pending.firstIndex(where: { $0.clientID == clientID }) else { break }
-                    let sent = snapshot.pending.remove(at: index)
-                    bundles = [:]
-                    bundlesFetched = []
-                    if let id = body?["id"]?.stringValue { snapshot.ownPlaintexts[id] = sent.text }
-                    if let body { ingest(body, &out) }
+            postAnswered(clientID: clientID, distribution: distribution, response, &out)
+        case .edit(let clientID):
+            guard (200..<300).contains(response.status) else { return dropHead(response, &out) }
+            if let index = snapshot.pending.firstIndex(where: { $0.clientID == clientID }) {
+                let sent = snapshot.pending.remove(at: index)
+                if let original = sent.edits, var message = snapshot.messages[original] {
+                    message.text = sent.text
+                    message.edited = true
+                    snapshot.messages[original] = message
+                    snapshot.ownPlaintexts[original] = sent.text
+                    out.append(.delivered(message))
                 }
-            case 429, 500...599:
-                return retryLater(response, &out)
-            default:
-                let base = distribution ? String(clientID.prefix(36)) : clientID
-                snapshot.pending.removeAll { $0.clientID == base }
-                out.append(.surfaced(.sendRefused(clientID: base, status: response.status, detail: Self.detail(body))))
             }
-        case .announceSenderKey:
-            break
         default:
             break
         }
         advanceSend(now: now, &out)
     }
 
+    /// A user's devices as the server lists them now: sessions with devices no longer
+    /// listed are dropped, so nothing is encrypted to them again.
+    mutating func deviceSetArrived(_ user: String, _ body: JSONValue) {
+        let devices = (body["devices"]?.arrayValue ?? []).compactMap { $0["device_id"]?.stringValue }
+        let version = body["version"]?.numberValue.map(Int.init) ?? 0
+        for gone in snapshot.deviceSets[user]?.devices ?? [] where !devices.contains(gone) {
+            snapshot.keys?.sessions[gone] = nil
+            bundles[gone] = nil
+        }
+        snapshot.deviceSets[user] = DeviceSet(version: version, devices: devices)
+        staleDeviceSets.remove(user)
+    }
+
+    mutating func postAnswered(clientID: String, distribution: Bool, _ response: HTTPResponseMessage, _ out: inout [ClientEffect]) {
+        let body = response.jsonBody
+        guard response.status == 200 || response.status == 201 else { return dropHead(response, &out) }
+        if distribution {
+            let channel = body?["channel_id"]?.stringValue ?? ""
+            snapshot.keys?.distributedTo[channel, default: []].formUnion(pendingDistribution)
+            if let id = body?["id"]?.stringValue { markSeen(id) }
+            return
+        }
+        guard let index = snapshot.pending.firstIndex(where: { $0.clientID == clientID }) else { return }
+        let sent = snapshot.pending.remove(at: index)
+        bundles = [:]
+        if let id = body?["id"]?.stringValue { snapshot.ownPlaintexts[id] = sent.text }
+        if let body { ingest(body, &out) }
+    }
+
+    /// A refusal that will not pass: the head of the queue is dropped and the app told.
+    mutating func dropHead(_ response: HTTPResponseMessage, _ out: inout [ClientEffect]) {
+        guard let head = snapshot.pending.first(where: { $0.blocked == nil }) else { return }
+        snapshot.pending.removeAll { $0.clientID == head.clientID }
+        out.append(.surfaced(.sendRefused(clientID: head.clientID, status: response.status, detail: Self.detail(response.jsonBody))))
+    }
+
     /// 429 and 5xx: wait (`Retry-After`, else 2 s) and try the same step again.
-    mutating func retryLater(_ response: HTTPResponseMessage, _ out: inout [ClientEffect]) {
-        sendStage = .waitingRetry
-        let seconds = response.header("Retry-After").flatMap(Int.init) ?? 2
-        out.append(.startTimer(after: .seconds(Int64(max(1, seconds)))))
+    mutating func retryLater(_ response: HTTPResponseMessage, now: Instant) {
+        let seconds = response.header("Retry-After").flatMap(Int64.init) ?? 2
+        retrySend(after: .seconds(max(1, min(seconds, 3_600))), now: now)
     }
 
     static func bundle(_ json: JSONValue) -> PreKeyBundle? {

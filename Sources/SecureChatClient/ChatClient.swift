@@ -3,45 +3,81 @@ public import LabKernel
 
 /// The d3chat client of one device as a sans-I/O core: encryption per the profile,
 /// session restore, the seed's startup order, reconnects, de-duplication, ordered
-/// timelines and a queue of pending sends with idempotency keys.
+/// timelines and a queue of pending sends and edits with idempotency keys.
 ///
 /// Theory of operation. The driver feeds `ClientInput`s (user intents, HTTP responses by
 /// request id, socket events, timer expiries) with `now`; the core answers with
-/// `ClientEffect`s (requests to make, socket actions, a timer, messages for the app,
-/// errors to show). Each request carries its purpose, so a response continues the flow
-/// that asked: startup is me → ticket → socket → channels → messages; a send gathers
-/// members, device bundles and sessions, then posts ciphertext. A 401 triggers one
-/// refresh and one retry of the request; a second 401, or a failed refresh, logs out
-/// cleanly. Everything that must survive a restart is in `snapshot`.
+/// `ClientEffect`s (requests to make, socket actions, messages and events for the app,
+/// errors to show) and keeps its timers as data: after every input the driver arms one
+/// wake-up at `nextDeadline` and feeds `.timerFired` then (a spurious one does nothing).
+///
+/// Each request carries its purpose, so a response continues the flow that asked:
+/// startup is me → ticket → socket → channels → messages; a send gathers members, their
+/// device sets, bundles for devices without a session, a sender-key distribution, then
+/// posts ciphertext. Every request has a deadline (`Config.requestTimeout`); one that
+/// passes it counts as failed in transit, so nothing waits forever. A 401 parks the
+/// request and starts one refresh; only a 401 to the refresh logs out. A refresh that
+/// fails otherwise (in transit, 429, 5xx) backs off and tries again, and parked requests
+/// give up after `Config.parkLimit`. Device sets are versioned by the server: a
+/// `devices.changed` or membership event makes the next send re-fetch, encrypt to new
+/// devices, drop removed ones, and start a new sender key when a device or member left.
+/// Everything that must survive a restart is in `snapshot`.
 public struct ChatClient: Sendable {
     public var snapshot: Snapshot
+    public var config: Config
     var socket = SocketState.closed
     var reconnectAttempts = 0
     var inFlight: [Int: InFlight] = [:]
     var nextRequest = 1
-    var refreshing = false
-    /// Requests parked until the refresh finishes.
-    var parked: [InFlight] = []
+    var refresh = RefreshState.idle
+    /// Requests parked until the refresh finishes, with when they gave up waiting.
+    var parked: [(flight: InFlight, until: Instant)] = []
+    var timers = TimerTable<ChatTimer>()
     var sendStage = SendStage.idle
     var channelsLoaded = false
+    /// Pages whose fetch failed, to ask again (with the channel list) at `.resync`.
+    var resyncPages: [String] = []
+    var resyncChannels = false
     /// Group messages waiting for their sender's distribution, per `channel|device`.
     var heldGroup: [String: [JSONValue]] = [:]
-    /// Bundles fetched for the current send, by device, and the users fetched.
+    /// Bundles fetched for the current send, by device.
     var bundles: [String: PreKeyBundle] = [:]
-    var bundlesFetched: Set<String> = []
+    /// Users whose device set must be fetched again before the next send to them.
+    var staleDeviceSets: Set<String> = []
     /// The devices the distribution in flight goes to.
     var pendingDistribution: Set<String> = []
     /// Ids handled without a timeline entry (key distributions), so they are not redone.
     var seenOnly: Set<String> = []
+    /// Who is typing where, until when (indicators lapse without a refresh).
+    var typingUntil: [TypingKey: Instant] = [:]
     public internal(set) var stats = Stats()
+
+    public struct Config: Sendable, Equatable {
+        /// How long a request may go unanswered before it counts as failed in transit.
+        public var requestTimeout: TimeSpan = .seconds(30)
+        /// How long a request parked behind a refresh waits before giving up.
+        public var parkLimit: TimeSpan = .minutes(2)
+        /// Refresh retries: 1 s doubling to this, times 0.5…1.5.
+        public var refreshBackoffMax: TimeSpan = .seconds(60)
+        /// A typing indicator lapses this long after its last `typing.start`.
+        public var typingLapse: TimeSpan = .seconds(6)
+        /// Messages per page of `loadOlder`.
+        public var historyPage = 50
+
+        public init() {}
+    }
 
     public struct Stats: Sendable, Equatable {
         public var decrypted = 0
         public var decryptionFailures = 0
         public var notAddressed = 0
         public var refreshes = 0
+        public var refreshRetries = 0
         public var reconnects = 0
         public var replenished = 0
+        public var timeouts = 0
+        public var senderKeyRotations = 0
+        public var deviceSetFetches = 0
 
         public init() {}
     }
@@ -63,10 +99,16 @@ public struct ChatClient: Sendable {
         /// Our own plaintexts by message id: our chains cannot decrypt what they sent.
         public var ownPlaintexts: [String: String] = [:]
         public var pending: [PendingSend] = []
-        /// Device ids of users, from their bundles.
-        public var devicesOfUser: [String: [String]] = [:]
+        /// Each user's devices that can be encrypted to, as the server last listed them.
+        public var deviceSets: [String: DeviceSet] = [:]
 
         public init(seed: StreamSeed) { generator = seed.generator() }
+    }
+
+    /// A user's addressable devices and the version of that list.
+    public struct DeviceSet: Sendable, Equatable, Codable {
+        public var version: Int
+        public var devices: [String]
     }
 
     public struct ChannelInfo: Sendable, Equatable, Codable {
@@ -75,43 +117,102 @@ public struct ChatClient: Sendable {
         public var name: String?
         public var members: [String] = []
         public var membersFetched = false
-        /// When the member list was last fetched (a group send refreshes it after a minute).
+        /// When the member list was last fetched (a group send refreshes it after a minute,
+        /// and at once after a membership event).
         public var membersFetchedAt: Instant?
+        /// `loadOlder` reached the channel's first message.
+        public var reachedStart = false
     }
 
+    /// A message or an edit waiting to go out (in order; one at a time).
     public struct PendingSend: Sendable, Equatable, Codable {
         public var clientID: String
         public var channelID: String
         public var text: String
+        /// Why it is stuck (encryption failed); nil while it can go.
         public var blocked: String?
+        /// Set for an edit: the message whose content this replaces.
+        public var edits: String?
+
+        public init(clientID: String, channelID: String, text: String, blocked: String? = nil, edits: String? = nil) {
+            self.clientID = clientID
+            self.channelID = channelID
+            self.text = text
+            self.blocked = blocked
+            self.edits = edits
+        }
     }
 
     enum SocketState: Equatable { case closed, ticketing, opening, open, loggedOut }
 
     enum SendStage: Equatable { case idle, working, waitingRetry }
 
+    /// The refresh: not needed, on the wire, or waiting to try again after a failure.
+    /// `attempt` counts the refreshes since the last success (it sets the backoff).
+    enum RefreshState: Equatable {
+        case idle
+        case inFlight(attempt: Int)
+        case backingOff(attempt: Int)
+    }
+
+    /// The core's timers (at most one deadline each, `TimerTable`).
+    enum ChatTimer: Hashable, Sendable {
+        /// Reconnect the socket (backoff after a drop).
+        case reconnect
+        /// Try the head of the send queue again (after 429, 5xx or a lost answer).
+        case sendRetry
+        /// Try the refresh again (after a failure that was not a 401).
+        case refreshRetry
+        /// The earliest deadline among requests in flight.
+        case requests
+        /// The earliest give-up time among parked requests.
+        case parked
+        /// Re-fetch the channel list and pages that failed.
+        case resync
+        /// The earliest typing indicator to lapse.
+        case typing
+    }
+
     struct InFlight: Sendable {
         var purpose: Purpose
         var request: HTTPRequestMessage
         var retried: Bool
+        var deadline: Instant
     }
 
     enum Purpose: Sendable, Equatable {
         case register, login, refresh, me, uploadKeys, replenish, ticket, channels
         case messages(channel: String)
+        case olderMessages(channel: String)
         case members(channel: String)
-        case bundles(user: String)
+        case deviceSet(user: String)
+        case bundle(device: String)
         case post(clientID: String, distribution: Bool)
-        case announceSenderKey(channel: String)
+        case edit(clientID: String)
+        case delete(message: String)
+        case leave(channel: String)
+        case join(channel: String)
+        case logout, logoutAll
         case openDM, createGroup, addMember
     }
 
-    public init(snapshot: Snapshot) { self.snapshot = snapshot }
+    struct TypingKey: Hashable, Sendable {
+        var channel: String
+        var user: String
+    }
+
+    public init(snapshot: Snapshot, config: Config = Config()) {
+        self.snapshot = snapshot
+        self.config = config
+    }
 
     public var isSignedIn: Bool { snapshot.accessToken != nil }
     public var isConnected: Bool { socket == .open }
     public var userID: String? { snapshot.userID }
     public var deviceID: String? { snapshot.deviceID }
+
+    /// When the core next needs `.timerFired` (nil: nothing armed).
+    public var nextDeadline: Instant? { timers.nextDeadline }
 
     /// A channel's delivered messages, in order.
     public func timeline(_ channel: String) -> [ChatClientMessage] {
@@ -142,13 +243,28 @@ public enum ClientInput: Sendable {
     case socketOpened
     case socketText(String)
     case socketClosed(code: UInt16)
+    /// `nextDeadline` arrived.
     case timerFired
     case send(channelID: String, text: String)
+    /// Replaces the content of one of our messages (re-encrypted for the channel as it is now).
+    case edit(messageID: String, text: String)
+    case delete(messageID: String)
     case openDM(userID: String)
     case createGroup(name: String)
     case addMember(channelID: String, userID: String)
+    /// Leaves a group: its channel goes from this device's list.
+    case leave(channelID: String)
+    /// Joins a group (public, or one this user was invited to).
+    case join(channelID: String)
+    /// Fetches the page of messages before the oldest this device has.
+    case loadOlder(channelID: String)
     /// The user started or stopped typing in a channel (a socket frame; nothing when offline).
     case typing(channelID: String, started: Bool)
+    /// `online`, `away` or `offline`, for the people this user shares channels with.
+    case setPresence(String)
+    /// Ends this device's session (its login), or every session of the user.
+    case logout
+    case logoutAll
 }
 
 public enum ClientEffect: Sendable, Equatable {
@@ -156,9 +272,18 @@ public enum ClientEffect: Sendable, Equatable {
     case openSocket(ticket: String)
     case socketSend(String)
     case closeSocket
-    case startTimer(after: TimeSpan)
+    /// A message arrived, or changed (edited, deleted): the app shows it as it is now.
     case delivered(ChatClientMessage)
     case channelAdded(String)
+    /// The channel left this device's list (left, removed by a moderator, deleted).
+    case channelRemoved(String)
+    /// A member invited this user into a group (`join` accepts).
+    case invited(channelID: String, by: String)
+    /// `userID` is (or no longer is) typing in the channel.
+    case typing(channelID: String, userID: String, active: Bool)
+    case presence(userID: String, status: String)
+    /// A `loadOlder` page arrived: how many messages were new, and whether more are older.
+    case historyLoaded(channelID: String, added: Int, hasMore: Bool)
     case surfaced(ClientError)
     case loggedOut(reason: String)
 }

@@ -48,13 +48,14 @@ final class LoopbackChatDevice {
                     queue.append(socket == nil ? .socketClosed(code: 1006) : .socketOpened)
                 case .socketSend(let text): try socket?.send(text)
                 case .closeSocket: socket = nil
-                case .startTimer(let after): timerAt = now + after
                 case .delivered(let message): delivered.append(message)
                 case .channelAdded(let id): added.append(id)
                 case .surfaced(let error): surfaced.append(error)
                 case .loggedOut: socket = nil
+                case .channelRemoved, .invited, .typing, .presence, .historyLoaded: break
                 }
             }
+            timerAt = client.nextDeadline
         }
     }
 

@@ -17,15 +17,43 @@ struct ChatNetwork {
     var surfaced: [String: [ClientError]] = [:]
     var loggedOut: [String: String] = [:]
     var channelsAdded: [String: [String]] = [:]
+    var channelsRemoved: [String: [String]] = [:]
+    /// Typing, presence, invitations and history pages each device's app was told of.
+    var events: [String: [ClientEffect]] = [:]
     /// What each device did, in order: `GET /api/v1/users/me`, `socket`, …
     var log: [String: [String]] = [:]
     var seed: UInt64 = 1
     /// When set, the next POST of a message from this device reaches the server but its answer is lost.
     var loseNextPostAnswer: String?
+    /// Faults for requests of one device whose path ends with `path`, used `times` times.
+    var faults: [Fault] = []
+
+    struct Fault {
+        enum Kind {
+            /// The request never reaches the server; the device sees a transport failure.
+            case transport
+            /// The server is not asked; this status comes back.
+            case status(Int, retryAfter: Int?)
+            /// Neither an answer nor a failure ever comes (only the client's deadline ends it).
+            case blackhole
+        }
+        var who: String
+        var path: String
+        var kind: Kind
+        var times: Int
+    }
+
+    /// The fault for this request, if one is armed (and uses it up).
+    mutating func fault(_ who: String, _ path: String) -> Fault.Kind? {
+        guard let index = faults.firstIndex(where: { $0.who == who && path.hasSuffix($0.path) && $0.times > 0 }) else { return nil }
+        faults[index].times -= 1
+        return faults[index].kind
+    }
 
     init() {
         var config = ChatServerConfig()
         config.passwordCost = .minimum
+        config.allowLegacyPlaintext = true  // a d3chat web client's plaintext group, for history paging
         server = ChatServer(config: config, seed: StreamSeed(5), wallClock: .simulationEpoch)
     }
 
@@ -51,12 +79,22 @@ struct ChatNetwork {
             let (who, next) = queue.removeFirst()
             guard var client = clients[who] else { continue }
             let effects = client.handle(next, now: now)
+            timers[who] = client.nextDeadline
             clients[who] = client
             for effect in effects {
                 switch effect {
                 case .request(let id, let request):
                     log[who, default: []].append("\(request.method) \(request.path)")
                     if offline.contains(who) { queue.append((who, .transportFailed(id: id))); continue }
+                    switch fault(who, request.path) {
+                    case .transport?: queue.append((who, .transportFailed(id: id))); continue
+                    case .status(let status, let retryAfter)?:
+                        let headers = retryAfter.map { [HTTPHeader("Retry-After", String($0))] } ?? []
+                        queue.append((who, .response(id: id, .json(status, ["detail": "injected"], headers: headers))))
+                        continue
+                    case .blackhole?: continue
+                    case nil: break
+                    }
                     let reply = server.handle(request, now: now)
                     queue += route(reply.outputs)
                     if loseNextPostAnswer == who, request.method == "POST", request.path.hasSuffix("/messages") {
@@ -79,8 +117,6 @@ struct ChatNetwork {
                     if let connection = connectionOf[who] { queue += route(server.receive(connection, text: text, now: now)) }
                 case .closeSocket:
                     if let connection = connectionOf.removeValue(forKey: who) { server.disconnect(connection) }
-                case .startTimer(let after):
-                    timers[who] = now + after
                 case .delivered(let message):
                     delivered[who, default: []].append(message)
                 case .channelAdded(let id):
@@ -89,6 +125,10 @@ struct ChatNetwork {
                     surfaced[who, default: []].append(error)
                 case .loggedOut(let reason):
                     loggedOut[who] = reason
+                case .channelRemoved(let id):
+                    channelsRemoved[who, default: []].append(id)
+                case .typing, .presence, .invited, .historyLoaded:
+                    events[who, default: []].append(effect)
                 }
             }
         }
@@ -108,13 +148,15 @@ struct ChatNetwork {
         }
     }
 
-    /// Moves the clock and fires the timers that fall due.
+    /// Moves the clock, firing each device's wake-ups as they fall due (in time order).
     mutating func advance(_ span: TimeSpan) {
-        now = now + span
-        for (who, at) in timers.sorted(by: { $0.key < $1.key }) where at <= now {
+        let end = now + span
+        while let (who, at) = timers.filter({ $0.value <= end }).min(by: { ($0.value, $0.key) < ($1.value, $1.key) }) {
+            now = max(now, at)
             timers[who] = nil
             run(who, .timerFired)
         }
+        now = end
     }
 
     mutating func goOffline(_ name: String) {
@@ -131,4 +173,26 @@ struct ChatNetwork {
     }
 
     func texts(_ name: String, _ channel: String) -> [String] { clients[name]!.timeline(channel).map(\.text) }
+
+    /// A request made by hand with a device's token (another client of the same account).
+    mutating func direct(_ name: String, _ method: String, _ path: String, _ body: JSONValue? = nil) -> HTTPResponseMessage {
+        var bytes: [UInt8] = []
+        body?.write(to: &bytes)
+        let reply = server.handle(HTTPRequestMessage(method: method, target: "/api/v1" + path,
+                                                     headers: ["authorization": "Bearer \(clients[name]!.snapshot.accessToken ?? "")",
+                                                               "content-type": "application/json"], body: bytes), now: now)
+        for input in route(reply.outputs) { run(input.0, input.1) }
+        return reply.response
+    }
+
+    func userID(_ name: String) -> String { clients[name]!.userID! }
+
+    /// alice and bob, each signed in and connected, and a DM between them.
+    static func pair() -> (ChatNetwork, String) {
+        var net = ChatNetwork()
+        net.register("alice", username: "alice")
+        net.register("bob", username: "bob")
+        net.run("alice", .openDM(userID: net.userID("bob")))
+        return (net, net.channelsAdded["alice"]!.last!)
+    }
 }

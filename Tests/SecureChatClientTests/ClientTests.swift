@@ -8,20 +8,9 @@ import LabKernel
 /// The seed's readiness checklist, each item with real client cores against the server core.
 @Suite("Chat client against the server core")
 struct ClientTests {
-    func userID(_ net: ChatNetwork, _ name: String) -> String { net.clients[name]!.userID! }
-
-    /// alice and bob, each signed in and connected, and a DM between them.
-    func pair() -> (ChatNetwork, String) {
-        var net = ChatNetwork()
-        net.register("alice", username: "alice")
-        net.register("bob", username: "bob")
-        net.run("alice", .openDM(userID: userID(net, "bob")))
-        return (net, net.channelsAdded["alice"]!.last!)
-    }
-
     @Test("fresh install, register, restart: the stored snapshot restores the session without a login, and old sessions still decrypt")
     func restart() {
-        var (net, dm) = pair()
+        var (net, dm) = ChatNetwork.pair()
         #expect(net.clients["alice"]!.isConnected && net.clients["bob"]!.isConnected)
         net.run("alice", .send(channelID: dm, text: "before the restart"))
         let saved = try! net.clients["bob"]!.snapshot.encoded()
@@ -48,7 +37,7 @@ struct ClientTests {
         net.register("bob", username: "bob")
         net.login("bob-tablet", username: "bob")
         net.login("alice-laptop", username: "alice")
-        net.run("alice", .openDM(userID: userID(net, "bob")))
+        net.run("alice", .openDM(userID: net.userID("bob")))
         let dm = net.channelsAdded["alice"]!.last!
         #expect(net.channelsAdded["bob"]?.contains(dm) == true && net.channelsAdded["bob-tablet"]?.contains(dm) == true)
         net.run("alice", .send(channelID: dm, text: "hi bob, from alice"))
@@ -68,7 +57,7 @@ struct ClientTests {
         for name in ["alice", "bob", "carol"] { net.register(name, username: name) }
         net.run("alice", .createGroup(name: "team"))
         let group = net.channelsAdded["alice"]!.last!
-        for name in ["bob", "carol"] { net.run("alice", .addMember(channelID: group, userID: userID(net, name))) }
+        for name in ["bob", "carol"] { net.run("alice", .addMember(channelID: group, userID: net.userID(name))) }
         net.run("alice", .send(channelID: group, text: "welcome"))
         net.run("bob", .send(channelID: group, text: "thanks"))
         net.goOffline("carol")
@@ -87,7 +76,7 @@ struct ClientTests {
         for name in ["alice", "carol"] { net.register(name, username: name) }
         net.run("alice", .createGroup(name: "busy"))
         let group = net.channelsAdded["alice"]!.last!
-        net.run("alice", .addMember(channelID: group, userID: userID(net, "carol")))
+        net.run("alice", .addMember(channelID: group, userID: net.userID("carol")))
         net.run("alice", .send(channelID: group, text: "before"))
         net.goOffline("carol")
         for n in 0..<180 { net.run("alice", .send(channelID: group, text: "m\(n)")) }
@@ -102,7 +91,7 @@ struct ClientTests {
         for name in ["alice", "bob", "carol"] { net.register(name, username: name) }
         net.run("alice", .createGroup(name: "team"))
         let group = net.channelsAdded["alice"]!.last!
-        for name in ["bob", "carol"] { net.run("alice", .addMember(channelID: group, userID: userID(net, name))) }
+        for name in ["bob", "carol"] { net.run("alice", .addMember(channelID: group, userID: net.userID(name))) }
         net.run("alice", .send(channelID: group, text: "all three of us"))
         let carolKeys = net.clients["carol"]!.snapshot.keys!
         let carolToken = net.clients["carol"]!.snapshot.accessToken!
@@ -112,18 +101,18 @@ struct ClientTests {
         net.advance(.seconds(61))  // alice refreshes the member list before her next group send
         net.run("alice", .send(channelID: group, text: "just us two"))
         #expect(net.texts("bob", group) == ["all three of us", "just us two"])
-        let wire = try #require(net.server.state.messages.values.first { $0.senderID == userID(net, "alice") && $0.createdAt > net.now - .seconds(1) }?.content)
+        let wire = try #require(net.server.state.messages.values.first { $0.senderID == net.userID("alice") && $0.createdAt > net.now - .seconds(1) }?.content)
         var receiver = try #require(carolKeys.receivers["\(group)|\(net.clients["alice"]!.deviceID!)"])
         #expect(throws: (any Error).self) { try receiver.decrypt(Base64.decode(wire) ?? []) }
     }
 
     @Test("keys.low_otp: when others drain a device's one-time keys, the device uploads 20 more")
     func lowOneTimeKeys() {
-        var (net, _) = pair()
+        var (net, _) = ChatNetwork.pair()
         let bob = net.clients["bob"]!.deviceID!
         for n in 0..<12 {
             net.register("stranger\(n)", username: "stranger\(n)")
-            net.run("stranger\(n)", .openDM(userID: userID(net, "bob")))
+            net.run("stranger\(n)", .openDM(userID: net.userID("bob")))
             net.run("stranger\(n)", .send(channelID: net.channelsAdded["stranger\(n)"]!.last!, text: "hello \(n)"))
         }
         #expect(net.clients["bob"]!.stats.replenished >= 1)
@@ -133,9 +122,9 @@ struct ClientTests {
 
     @Test("moderation: a ban closes the socket and logs the device out; the next login is refused")
     func moderation() {
-        var (net, _) = pair()
+        var (net, _) = ChatNetwork.pair()
         let adminToken = net.clients["alice"]!.snapshot.accessToken!
-        let ban = net.server.handle(HTTPRequestMessage(method: "POST", target: "/api/v1/admin/users/\(userID(net, "bob"))/ban",
+        let ban = net.server.handle(HTTPRequestMessage(method: "POST", target: "/api/v1/admin/users/\(net.userID("bob"))/ban",
                                                        headers: ["authorization": "Bearer \(adminToken)"]), now: net.now)
         #expect(ban.response.status == 200)
         for input in net.route(ban.outputs) { net.run(input.0, input.1) }
@@ -146,13 +135,13 @@ struct ClientTests {
 
     @Test("a 401 triggers exactly one refresh and the request is retried; when the refresh fails too, a clean logout")
     func refreshThenLogout() {
-        var (net, dm) = pair()
+        var (net, dm) = ChatNetwork.pair()
         net.now = net.now + .minutes(16)  // every access token has expired
         net.run("alice", .send(channelID: dm, text: "after a coffee"))
         #expect(net.clients["alice"]!.stats.refreshes == 1)
         #expect(net.texts("bob", dm) == ["after a coffee"])
         // The refresh token stops working (sockets stay open, so only the refresh can tell).
-        for (key, record) in net.server.state.refreshTokens where record.userID == userID(net, "alice") {
+        for (key, record) in net.server.state.refreshTokens where record.userID == net.userID("alice") {
             net.server.state.refreshTokens[key]?.state = .revoked
         }
         net.now = net.now + .minutes(16)
@@ -163,7 +152,7 @@ struct ClientTests {
 
     @Test("encryption failure never sends plaintext: the message stays queued and the error is surfaced")
     func noPlaintextFallback() {
-        var (net, dm) = pair()
+        var (net, dm) = ChatNetwork.pair()
         let bob = net.clients["bob"]!.deviceID!
         var forged = net.server.state.bundles[bob]!
         forged.signedPreKey = Base64.encode([UInt8](repeating: 9, count: 32))  // signature no longer matches
@@ -177,7 +166,7 @@ struct ClientTests {
 
     @Test("sends made offline wait with their idempotency key; a lost answer is retried without a duplicate")
     func pendingAcrossDisconnects() {
-        var (net, dm) = pair()
+        var (net, dm) = ChatNetwork.pair()
         net.goOffline("alice")
         net.run("alice", .send(channelID: dm, text: "queued while offline"))
         #expect(net.clients["alice"]!.snapshot.pending.count == 1)

@@ -16,6 +16,9 @@ public struct SenderKeyReceiver: Sendable, Codable {
     let signingPublicKey: [UInt8]
     var chainKey: SecretKey32
     public private(set) var iteration: UInt32
+    /// The iteration the distribution started at: anything earlier was sent before this
+    /// device had the key.
+    public let firstIteration: UInt32
     var skipped: [UInt32: SecretKey32] = [:]
     var skippedOrder: [UInt32] = []
 
@@ -24,6 +27,21 @@ public struct SenderKeyReceiver: Sendable, Codable {
         signingPublicKey = distribution.signingPublicKey
         chainKey = distribution.chainKey
         iteration = distribution.iteration
+        firstIteration = distribution.iteration
+    }
+
+    enum CodingKeys: String, CodingKey { case channelID, signingPublicKey, chainKey, iteration, firstIteration, skipped, skippedOrder }
+
+    /// Receivers stored before `firstIteration` existed start at their current position.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        channelID = try c.decode(String.self, forKey: .channelID)
+        signingPublicKey = try c.decode([UInt8].self, forKey: .signingPublicKey)
+        chainKey = try c.decode(SecretKey32.self, forKey: .chainKey)
+        iteration = try c.decode(UInt32.self, forKey: .iteration)
+        firstIteration = try c.decodeIfPresent(UInt32.self, forKey: .firstIteration) ?? iteration
+        skipped = try c.decode([UInt32: SecretKey32].self, forKey: .skipped)
+        skippedOrder = try c.decode([UInt32].self, forKey: .skippedOrder)
     }
 
     public mutating func decrypt(_ wire: [UInt8]) throws(ChatCryptoError) -> [UInt8] {
@@ -41,6 +59,7 @@ public struct SenderKeyReceiver: Sendable, Codable {
             skippedOrder.removeAll { $0 == target }
             return plaintext
         }
+        guard target >= firstIteration else { throw .predatesKey(iteration: target) }
         guard target >= iteration else { throw .replay(iteration: target) }
         guard target - iteration <= UInt32(Self.maxForwardJump) else {
             throw .gapTooLarge(skipped: Int(target - iteration), limit: Self.maxForwardJump)

@@ -33,6 +33,8 @@ struct ChatSimulation {
     var transits: [UInt32: Transit] = [:]
     var nextTransit: UInt32 = 0
     var timerGeneration: [Int: UInt32] = [:]
+    /// Each client's wake-up in the queue (its `nextDeadline` when last scheduled).
+    var timerAt: [Int: Instant] = [:]
     /// When the last frame on each device's socket arrives (frames keep their order).
     var socketArrival: [Int: Instant] = [:]
     var generator: SeededGenerator

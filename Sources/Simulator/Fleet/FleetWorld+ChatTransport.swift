@@ -26,7 +26,15 @@ extension FleetWorld {
         // mutates in place (a copy left behind would make every change copy it).
         guard var client = chatSim?.clients.removeValue(forKey: device) else { return }
         let effects = client.handle(input, now: now)
+        let deadline = client.nextDeadline
         chatSim!.clients[device] = client
+        // One pending wake-up per client, at its earliest deadline (a later one replaces it).
+        if deadline != chatSim!.timerAt[device] {
+            chatSim!.timerAt[device] = deadline
+            let generation = (chatSim!.timerGeneration[device] ?? 0) &+ 1
+            chatSim!.timerGeneration[device] = generation
+            if let deadline { queue.schedule(.chatTimer(device: UInt32(device), generation: generation), at: max(now, deadline)) }
+        }
         for effect in effects {
             switch effect {
             case .request(let id, var request):
@@ -50,20 +58,17 @@ extension FleetWorld {
                     chatSim!.deviceOfConnection[connection] = nil
                     chatSim!.server.disconnect(connection)
                 }
-            case .startTimer(let after):
-                let generation = (chatSim!.timerGeneration[device] ?? 0) &+ 1
-                chatSim!.timerGeneration[device] = generation
-                queue.schedule(.chatTimer(device: UInt32(device), generation: generation), at: now + after)
             case .delivered(let message):
                 chatDelivered(message, on: device, now: now)
-            case .channelAdded, .surfaced, .loggedOut:
+            case .channelAdded, .channelRemoved, .invited, .typing, .presence, .historyLoaded, .surfaced, .loggedOut:
                 break
             }
         }
     }
 
     mutating func chatTimerFired(_ device: Int, generation: UInt32, now: Instant, queue: inout EventQueue<Event>) {
-        guard chatSim?.timerGeneration[device] == generation else { return }  // a later timer replaced it
+        guard chatSim?.timerGeneration[device] == generation else { return }  // a later deadline replaced it
+        chatSim!.timerAt[device] = nil
         chatInput(device, .timerFired, now: now, queue: &queue)
     }
 

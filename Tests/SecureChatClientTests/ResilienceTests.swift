@@ -1,0 +1,77 @@
+import Testing
+import ChatCrypto
+import LabCrypto
+import LabKernel
+@testable import SecureChatClient
+@testable import SecureChatServer
+
+/// The client never wedges: refreshes that fail in transit or with 429/5xx are retried
+/// with a capped backoff, only a 401 logs out, and every request has a deadline.
+@Suite("Chat client: no wedge, no needless logout")
+struct ResilienceTests {
+    @Test("a refresh lost in transit is retried after a backoff; the parked send then goes through")
+    func refreshLostInTransit() {
+        var (net, dm) = ChatNetwork.pair()
+        net.now = net.now + .minutes(16)  // the access token has expired
+        net.faults = [.init(who: "alice", path: "/auth/refresh", kind: .transport, times: 1)]
+        net.run("alice", .send(channelID: dm, text: "through a flaky refresh"))
+        #expect(net.clients["alice"]!.isSignedIn && net.loggedOut["alice"] == nil)
+        #expect(net.texts("bob", dm).isEmpty && net.clients["alice"]!.nextDeadline != nil, "waiting with a deadline, not forever")
+        net.advance(.seconds(3))
+        #expect(net.texts("bob", dm) == ["through a flaky refresh"])
+        #expect(net.clients["alice"]!.stats.refreshes == 2 && net.clients["alice"]!.stats.refreshRetries == 1)
+    }
+
+    @Test("429 and 5xx answers to a refresh back off (Retry-After honoured) and never log out; only a 401 does")
+    func refreshErrorsRetry() {
+        var (net, dm) = ChatNetwork.pair()
+        net.now = net.now + .minutes(16)
+        net.faults = [.init(who: "alice", path: "/auth/refresh", kind: .status(429, retryAfter: 20), times: 1),
+                      .init(who: "alice", path: "/auth/refresh", kind: .status(503, retryAfter: nil), times: 2)]
+        net.run("alice", .send(channelID: dm, text: "patience"))
+        net.advance(.seconds(19))
+        #expect(net.clients["alice"]!.stats.refreshes == 1, "Retry-After: 20 is honoured")
+        net.advance(.seconds(20))
+        #expect(net.loggedOut["alice"] == nil && net.clients["alice"]!.isSignedIn)
+        net.advance(.seconds(20))
+        #expect(net.texts("bob", dm) == ["patience"] && net.clients["alice"]!.stats.refreshes == 4)
+        // A 401 to the refresh is the one answer that ends the session.
+        net.now = net.now + .minutes(16)
+        net.faults = [.init(who: "alice", path: "/auth/refresh", kind: .status(401, retryAfter: nil), times: 1)]
+        net.run("alice", .send(channelID: dm, text: "never"))
+        #expect(net.loggedOut["alice"] != nil && !net.clients["alice"]!.isSignedIn)
+    }
+
+    @Test("a request whose answer never comes fails at its deadline and is retried: the send goes through once")
+    func blackholedRequest() {
+        var (net, dm) = ChatNetwork.pair()
+        net.faults = [.init(who: "alice", path: "/messages", kind: .blackhole, times: 1)]
+        net.run("alice", .send(channelID: dm, text: "into the void, then out"))
+        #expect(net.texts("bob", dm).isEmpty)
+        net.advance(.seconds(29))
+        #expect(net.texts("bob", dm).isEmpty)
+        net.advance(.seconds(5))
+        #expect(net.texts("bob", dm) == ["into the void, then out"] && net.clients["alice"]!.stats.timeouts == 1)
+        // Black-holed reconnects time out too: the socket comes back.
+        net.faults = [.init(who: "bob", path: "/auth/ws-ticket", kind: .blackhole, times: 1)]
+        net.goOffline("bob")
+        net.offline.remove("bob")
+        net.advance(.seconds(120))
+        #expect(net.clients["bob"]!.isConnected)
+    }
+
+    @Test("requests parked behind a failing refresh give up after the park limit; the client stays signed in and recovers")
+    func parkedRequestsGiveUp() {
+        var (net, dm) = ChatNetwork.pair()
+        net.now = net.now + .minutes(16)
+        net.faults = [.init(who: "alice", path: "/auth/refresh", kind: .status(503, retryAfter: nil), times: 100)]
+        net.run("alice", .send(channelID: dm, text: "eventually"))
+        net.advance(.minutes(3))
+        #expect(net.clients["alice"]!.stats.timeouts >= 1, "the parked request gave up at its limit (the send, still queued, asks again)")
+        #expect((5...9).contains(net.clients["alice"]!.stats.refreshes), "backing off: 1, 2, 4 … 60 s, not a busy loop")
+        #expect(net.clients["alice"]!.isSignedIn && net.clients["alice"]!.snapshot.pending.count == 1, "the message waits in the queue, not lost")
+        net.faults = []
+        net.advance(.minutes(2))
+        #expect(net.texts("bob", dm) == ["eventually"])
+    }
+}
