@@ -113,6 +113,12 @@ extension ChatClient {
             } else if let owner = snapshot.deviceSets.first(where: { $0.value.devices.contains(device) })?.key {
                 staleDeviceSets.insert(owner)  // the device is gone: ask for the owner's set again
             }
+        case .post where response.status == 409, .edit where response.status == 409:
+            // The server's device set differs from ours: ask again for every member's, then
+            // encrypt and send the same message (same client_message_id) again.
+            if let channel = snapshot.pending.first(where: { $0.blocked == nil })?.channelID, let info = snapshot.channels[channel] {
+                staleDeviceSets.formUnion(info.members + [snapshot.userID ?? ""])
+            }
         case .post(let clientID, let distribution):
             postAnswered(clientID: clientID, distribution: distribution, response, &out)
         case .edit(let clientID):

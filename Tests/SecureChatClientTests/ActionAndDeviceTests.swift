@@ -133,4 +133,17 @@ struct ActionAndDeviceTests {
         #expect(throws: (any Error).self) { try receiver.decrypt(Base64.decode(groupWire.content) ?? []) }
         #expect(net.texts("bob", dm).suffix(1) == ["tablet gone"] && net.texts("bob", group).suffix(1) == ["group, tablet gone"])
     }
+
+    @Test("a sender who missed devices.changed is told by a 409 and re-sends to the new device: no message skips it")
+    func mismatchRetried() {
+        var (net, dm) = ChatNetwork.pair()
+        net.run("alice", .send(channelID: dm, text: "hi"))
+        net.goOffline("alice")
+        net.login("bob-tablet", username: "bob")  // alice's socket is down: the event never reaches her
+        net.goOnline("alice")
+        net.run("alice", .send(channelID: dm, text: "for both of bob's devices"))
+        #expect(net.texts("bob-tablet", dm).contains("for both of bob's devices"))
+        #expect(net.texts("bob", dm) == ["hi", "for both of bob's devices"], "once, not twice")
+        #expect(net.clients["alice"]!.snapshot.pending.isEmpty && net.clients["alice"]!.stats.deviceSetFetches >= 3)
+    }
 }

@@ -85,13 +85,7 @@ struct AccessControlTests {
     func bundleDrain() throws {
         var h = ChatHarness()
         let alice = h.register("alice"), bob = h.register("bob"), eve = h.register("eve")
-        let identity = try IdentityKey(seed: SHA256.hash("bob id")), spk = try PreKey(id: 1, seed: SHA256.hash("bob spk"))
-        let bundle = PreKeyBundle(identity: identity, signedPreKey: spk, oneTimePreKey: nil)
-        let keys = (0..<40).map { JSONValue.string(Base64.encode(SHA256.hash("otk \($0)"))) }
-        #expect(h.send("POST", "/keys/upload", ["device_id": .string(bob.deviceID), "identity_key": .string(Base64.encode(identity.publicKey)),
-                                                "signed_pre_key": .string(Base64.encode(spk.publicKey)),
-                                                "signed_pre_key_signature": .string(Base64.encode(bundle.signedPreKeySignature)),
-                                                "one_time_pre_keys": .array(keys)], token: bob.access).status == 201)
+        #expect(try h.uploadKeys(bob, "bob", oneTime: 40).status == 201)
         let statuses = (0..<15).map { _ in h.send("GET", "/keys/\(bob.userID)/bundles", token: eve.access).status }
         #expect(statuses.prefix(10).allSatisfy { $0 == 200 } && statuses.suffix(5).allSatisfy { $0 == 429 })
         #expect(h.send("GET", "/keys/\(bob.deviceID)/bundle", token: eve.access).status == 429, "the per-device route counts too")
@@ -206,21 +200,14 @@ struct DirectoryTests {
         let alice = h.register("alice"), bob = h.register("bob"), stranger = h.register("stranger")
         h.send("POST", "/channels/dm", ["user_id": .string(bob.userID)], token: alice.access)
         let (aliceSocket, strangerSocket) = (h.socket(alice)!, h.socket(stranger)!)
-        func upload(_ account: ChatHarness.Account, _ label: String) throws -> HTTPResponseMessage {
-            let identity = try IdentityKey(seed: SHA256.hash("\(label) id")), spk = try PreKey(id: 1, seed: SHA256.hash("\(label) spk"))
-            let bundle = PreKeyBundle(identity: identity, signedPreKey: spk, oneTimePreKey: nil)
-            return h.send("POST", "/keys/upload", ["device_id": .string(account.deviceID), "identity_key": .string(Base64.encode(identity.publicKey)),
-                                                   "signed_pre_key": .string(Base64.encode(spk.publicKey)),
-                                                   "signed_pre_key_signature": .string(Base64.encode(bundle.signedPreKeySignature))], token: account.access)
-        }
-        #expect(try upload(bob, "bob phone").status == 201)
+        #expect(try h.uploadKeys(bob, "bob phone").status == 201)
         let (_, tablet) = h.login("bob", device: "tablet")
-        #expect(try upload(tablet!, "bob tablet").status == 201)
+        #expect(try h.uploadKeys(tablet!, "bob tablet").status == 201)
         var listing = h.send("GET", "/users/\(bob.userID)/devices", token: alice.access).jsonBody
         #expect(listing?["version"] == 2 && listing?["devices"]?.arrayValue?.count == 2)
         #expect(h.events(aliceSocket, "devices.changed").map { $0["version"] } == [1, 2])
         #expect(h.events(strangerSocket, "devices.changed").isEmpty, "only people who share a channel hear it")
-        #expect(try upload(tablet!, "bob tablet").status == 201 && h.events(aliceSocket, "devices.changed").count == 2, "same keys: no change")
+        #expect(try h.uploadKeys(tablet!, "bob tablet").status == 201 && h.events(aliceSocket, "devices.changed").count == 2, "same keys: no change")
         let tabletSocket = h.socket(tablet!)!
         #expect(h.send("DELETE", "/devices/\(tablet!.deviceID)", token: bob.access).status == 204)
         #expect(h.closed[tabletSocket] == 4003 && h.send("GET", "/users/me", token: tablet!.access).status == 401)

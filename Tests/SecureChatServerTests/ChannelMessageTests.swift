@@ -83,9 +83,10 @@ struct ChannelMessageTests {
     }
 
     @Test("v2 content must be ciphertext: plaintext is refused in DMs and groups; chain keys never reach the server")
-    func ciphertextOnly() {
+    func ciphertextOnly() throws {
         var h = ChatHarness()
         let alice = h.register("alice"), bob = h.register("bob")
+        try h.uploadKeys(bob, "bob")
         let group = h.send("POST", "/channels", ["name": "g"], token: alice.access).jsonBody?["id"]?.stringValue ?? ""
         let dm = h.send("POST", "/channels/dm", ["user_id": .string(bob.userID)], token: alice.access).jsonBody?["id"]?.stringValue ?? ""
         let before = h.fingerprint
@@ -190,5 +191,30 @@ struct ChannelMessageTests {
             #expect(response.status == 422 && response.detailType == type && response.detailLoc == loc, "\(response.detail)")
         }
         #expect(h.fingerprint == before)
+    }
+}
+
+@Suite("Chat server: a DM reaches every current device")
+struct DeviceCoverageTests {
+    @Test("a DM envelope missing a member's device, or addressing a removed one, is 409 with the difference; the exact set is 201")
+    func mismatchedDevices() throws {
+        var h = ChatHarness()
+        let alice = h.register("alice"), bob = h.register("bob")
+        let (_, tablet) = h.login("bob", device: "tablet")
+        for (account, label) in [(alice, "alice"), (bob, "bob"), (tablet!, "tablet")] { try h.uploadKeys(account, label) }
+        let dm = h.send("POST", "/channels/dm", ["user_id": .string(bob.userID)], token: alice.access).jsonBody?["id"]?.stringValue ?? ""
+        func post(_ devices: [String]) -> HTTPResponseMessage {
+            h.send("POST", "/channels/\(dm)/messages", ["content": .string(ChannelMessageTests.envelope(to: devices, from: alice.deviceID)),
+                                                       "protocol_version": 2], token: alice.access)
+        }
+        let before = h.fingerprint
+        let missing = post([bob.deviceID])
+        #expect(missing.status == 409 && missing.jsonBody?["detail"]?["missing_devices"] == [.string(tablet!.deviceID)])
+        #expect(h.fingerprint == before)
+        #expect(post([bob.deviceID, tablet!.deviceID]).status == 201)
+        h.send("DELETE", "/devices/\(tablet!.deviceID)", token: bob.access)
+        let extra = post([bob.deviceID, tablet!.deviceID])
+        #expect(extra.status == 409 && extra.jsonBody?["detail"]?["extra_devices"] == [.string(tablet!.deviceID)])
+        #expect(post([bob.deviceID]).status == 201)
     }
 }

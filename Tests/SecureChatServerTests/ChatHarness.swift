@@ -1,3 +1,4 @@
+import ChatCrypto
 import Foundation
 import LabCrypto
 import LabKernel
@@ -69,6 +70,19 @@ struct ChatHarness {
     mutating func legacyGroup(_ account: Account, _ name: String = "g", visibility: String = "private") -> String {
         send("POST", "/channels", ["name": .string(name), "legacy_plaintext": true, "visibility": .string(visibility)],
              token: account.access).jsonBody?["id"]?.stringValue ?? ""
+    }
+
+    /// Uploads a key bundle for the account's device (keys from `label`), with
+    /// `oneTime` one-time keys: the device becomes one others can encrypt to.
+    @discardableResult
+    mutating func uploadKeys(_ account: Account, _ label: String, oneTime: Int = 0) throws -> HTTPResponseMessage {
+        let identity = try IdentityKey(seed: SHA256.hash("\(label) id")), spk = try PreKey(id: 1, seed: SHA256.hash("\(label) spk"))
+        let bundle = PreKeyBundle(identity: identity, signedPreKey: spk, oneTimePreKey: nil)
+        return send("POST", "/keys/upload", ["device_id": .string(account.deviceID), "identity_key": .string(Base64.encode(identity.publicKey)),
+                                             "signed_pre_key": .string(Base64.encode(spk.publicKey)),
+                                             "signed_pre_key_signature": .string(Base64.encode(bundle.signedPreKeySignature)),
+                                             "one_time_pre_keys": .array((0..<oneTime).map { .string(Base64.encode(SHA256.hash("\(label) otk \($0)"))) })],
+                    token: account.access)
     }
 
     /// A socket for the account: ticket, then connect.

@@ -73,16 +73,7 @@ struct ChatServerFuzzTests {
 
         init(fuzzer: inout RequestFuzzer) throws {
             let admin = h.register("admin"), alice = h.register("alice"), bob = h.register("bob")
-            for (account, label) in [(alice, "alice"), (bob, "bob")] {
-                let identity = try IdentityKey(seed: SHA256.hash("\(label) id"))
-                let spk = try PreKey(id: 1, seed: SHA256.hash("\(label) spk"))
-                let bundle = PreKeyBundle(identity: identity, signedPreKey: spk, oneTimePreKey: nil)
-                h.send("POST", "/keys/upload", ["device_id": .string(account.deviceID), "identity_key": .string(Base64.encode(identity.publicKey)),
-                                                "signed_pre_key": .string(Base64.encode(spk.publicKey)),
-                                                "signed_pre_key_signature": .string(Base64.encode(bundle.signedPreKeySignature)),
-                                                "one_time_pre_keys": .array((0..<12).map { .string(Base64.encode(SHA256.hash("\(label) otk \($0)"))) })],
-                       token: account.access)
-            }
+            for (account, label) in [(alice, "alice"), (bob, "bob")] { try h.uploadKeys(account, label, oneTime: 12) }
             let group = h.send("POST", "/channels", ["name": "team"], token: alice.access).jsonBody?["id"]?.stringValue ?? ""
             h.send("POST", "/channels/\(group)/members", ["user_id": .string(bob.userID)], token: alice.access)
             let dm = h.send("POST", "/channels/dm", ["user_id": .string(bob.userID)], token: alice.access).jsonBody?["id"]?.stringValue ?? ""

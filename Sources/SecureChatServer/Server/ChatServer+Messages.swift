@@ -86,6 +86,9 @@ extension ChatServer {
         guard state.devices[senderDevice]?.userID == caller.userID else {
             throw ChatAPIError.validation(["body", "sender_device_id"], "sender_device_id is not one of your devices")
         }
+        if channel.isDM, version == 2, contentType != ChatEnvelope.distributionContentType {
+            try requireEveryDevice(content, in: channel, from: senderDevice)
+        }
         if let replyTo {
             try requireUUID(replyTo, ["body", "reply_to_id"])
             guard state.messages[replyTo]?.channelID == channel.id else { throw ChatAPIError(404, "Reply target not found in this channel") }
@@ -103,6 +106,24 @@ extension ChatServer {
         if let clientID { state.messageByClientID["\(caller.userID)|\(clientID)"] = message.id }
         outputs += deliver(["type": "message.new", "message": messageJSON(message)], users: memberIDs(channel.id)) { $0.channels.contains(channel.id) }
         return .json(201, messageJSON(message))
+    }
+
+    /// A DM must be encrypted to exactly the members' devices that can be encrypted to
+    /// (less the sender's): a 409 names the missing and the extra ones, and the client
+    /// re-fetches those device sets and sends again. So a phone added a moment ago gets
+    /// the message, and a removed one never does (the way Signal's server answers a
+    /// "mismatched devices" send).
+    func requireEveryDevice(_ content: String, in channel: ChatChannel, from sender: String) throws {
+        guard let envelope = ChatEnvelope.decode(content) else { return }
+        let members = memberIDs(channel.id)
+        let expected = Set(state.bundles.values.filter { members.contains($0.userID) }.map(\.deviceID)).subtracting([sender])
+        let addressed = Set(envelope.to.keys)
+        guard addressed != expected else { return }
+        var error = ChatAPIError(409, "The device set changed: encrypt to the listed devices and send again")
+        error.detail = ["msg": .string("The device set changed: encrypt to the listed devices and send again"),
+                        "missing_devices": .array(expected.subtracting(addressed).sorted().map { .string($0) }),
+                        "extra_devices": .array(addressed.subtracting(expected).sorted().map { .string($0) })]
+        throw error
     }
 
     /// Protocol version 2 is ciphertext only: a group message is base64 of a sender-key
