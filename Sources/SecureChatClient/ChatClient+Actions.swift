@@ -39,6 +39,8 @@ extension ChatClient {
         case .delete: markDeleted(id, &out)
         case .leave: removeChannel(id, &out)
         case .join: request(.channels, "GET", "/channels", nil, now: now, &out)
+        case .removeDevice:
+            if let me = snapshot.userID { staleDeviceSets.insert(me) }
         default: break
         }
     }

@@ -28,6 +28,9 @@ extension ChatClient {
         case .socketOpened:
             socket = .open
             reconnectAttempts = 0
+            // Events sent while the socket was down are not replayed: device sets may have
+            // changed meanwhile, so each is checked again before the next send to its user.
+            staleDeviceSets.formUnion(snapshot.deviceSets.keys)
             request(.channels, "GET", "/channels", nil, now: now, &out)
         case .socketText(let text):
             frame(text, now: now, &out)
@@ -68,6 +71,8 @@ extension ChatClient {
             endSession(all: false, now: now, &out)
         case .logoutAll:
             endSession(all: true, now: now, &out)
+        case .removeDevice(let device):
+            request(.removeDevice(device: device), "DELETE", "/devices/\(device)", nil, now: now, &out)
         }
         return out
     }
@@ -184,7 +189,7 @@ extension ChatClient {
             if !(200...201).contains(response.status) { out.append(.surfaced(.requestFailed(status: response.status, detail: Self.detail(body)))) }
         case .members, .deviceSet, .bundle, .post, .edit:
             sendResponse(flight.purpose, response, now: now, &out)
-        case .delete(let message), .leave(let message), .join(let message):
+        case .delete(let message), .leave(let message), .join(let message), .removeDevice(let message):
             actionAnswered(flight.purpose, id: message, response, now: now, &out)
         case .logout, .logoutAll:
             break
@@ -224,9 +229,11 @@ extension ChatClient {
             out.append(.socketSend(JSONValue.object(["type": "subscribe", "channel_id": .string(id)]).canonicalText))
             addChannel(channel, fetch: true, now: now, &out)
         case "channel.member_added", "channel.member_left":
-            guard let channel = frame["channel_id"]?.stringValue else { return }
-            if type == "channel.member_left", frame["user_id"]?.stringValue == snapshot.userID { return removeChannel(channel, &out) }
+            guard let channel = frame["channel_id"]?.stringValue, let user = frame["user_id"]?.stringValue else { return }
+            if type == "channel.member_left", user == snapshot.userID { return removeChannel(channel, &out) }
             snapshot.channels[channel]?.membersFetched = false
+            // A member back after time away may have other devices than we last saw.
+            if type == "channel.member_added" { staleDeviceSets.insert(user) }
         case "channel.invite":
             if let channel = frame["channel"]?["id"]?.stringValue { out.append(.invited(channelID: channel, by: frame["invited_by"]?.stringValue ?? "")) }
         case "devices.changed":

@@ -31,17 +31,26 @@ extension ChatClient {
             text = plaintext
         } else {
             let key = "\(channel)|\(senderDevice ?? "")"
-            guard snapshot.keys?.receivers[key] != nil else {
-                // Its distribution has not arrived yet (or never will: it was sent before
-                // this device joined); the oldest go when a sender has too many waiting.
+            switch openGroup(content, key: key, id: id, &out) {
+            case .plaintext(let plaintext): text = plaintext
+            case .otherChain:
+                // Its distribution has not arrived yet (or never will: it was sent while this
+                // device was not a member); the oldest go when a sender has too many waiting.
                 heldGroup[key, default: []].append(json)
                 if heldGroup[key]!.count > Self.maxHeldPerSender { heldGroup[key]!.removeFirst() }
                 return
+            case .unreadable: return
             }
-            guard let plaintext = openGroup(content, key: key, id: id, &out) else { return }
-            text = plaintext
         }
         deliver(json, text: text, &out)
+    }
+
+    /// What a group message came to: its text, a chain this device holds no key for (yet),
+    /// or nothing (counted: a failure, or sent before this device had the key).
+    enum GroupOpening {
+        case plaintext(String)
+        case otherChain
+        case unreadable
     }
 
     mutating func deliver(_ json: JSONValue, text: String, _ out: inout [ClientEffect]) {
@@ -109,7 +118,9 @@ extension ChatClient {
         do {
             let distribution = try SenderKeyDistribution(bytes: bytes)
             let key = "\(channel)|\(device)"
-            snapshot.keys?.receivers[key] = SenderKeyReceiver(channelID: channel, distribution: distribution)
+            var chains = snapshot.keys?.receivers[key] ?? []
+            chains.insert(SenderKeyReceiver(channelID: channel, distribution: distribution), at: 0)
+            snapshot.keys?.receivers[key] = Array(chains.prefix(ChatKeyStore.maxChainsPerSender))
             // Messages that came before their key, in the order they came.
             for held in heldGroup.removeValue(forKey: key) ?? [] { ingest(held, &out) }
         } catch {
@@ -117,20 +128,31 @@ extension ChatClient {
         }
     }
 
-    mutating func openGroup(_ content: String, key: String, id: String, _ out: inout [ClientEffect]) -> String? {
-        guard let wire = Base64.decode(content) else { fail(id, "not base64", &out); return nil }
-        guard snapshot.keys?.receivers[key] != nil else { fail(id, "no sender key for \(key)", &out); return nil }
-        do {
-            let plaintext = try snapshot.keys!.receivers[key]!.decrypt(wire)
-            stats.decrypted += 1
-            return String(decoding: plaintext, as: UTF8.self)
-        } catch .predatesKey {
-            stats.notAddressed += 1  // sent before this device had the sender's key
-            return nil
-        } catch {
-            fail(id, "\(error)", &out)
-            return nil
+    /// Opens a group message with the sender's chains this device holds, newest first.
+    /// The wire names no chain, so a signature that verifies under none of them means a
+    /// chain whose distribution has not come (or never will): not a failure.
+    mutating func openGroup(_ content: String, key: String, id: String, _ out: inout [ClientEffect]) -> GroupOpening {
+        guard let wire = Base64.decode(content) else {
+            fail(id, "not base64", &out)
+            return .unreadable
         }
+        let chains = snapshot.keys?.receivers[key] ?? []
+        for index in chains.indices {
+            do {
+                let plaintext = try snapshot.keys!.receivers[key]![index].decrypt(wire)
+                stats.decrypted += 1
+                return .plaintext(String(decoding: plaintext, as: UTF8.self))
+            } catch .badMessageSignature {
+                continue
+            } catch .predatesKey {
+                stats.notAddressed += 1  // sent before this device had the sender's key
+                return .unreadable
+            } catch {
+                fail(id, "\(error)", &out)
+                return .unreadable
+            }
+        }
+        return .otherChain
     }
 
     /// `message.edit`: the new content decrypted like a new message.
@@ -140,7 +162,7 @@ extension ChatClient {
         if snapshot.channels[message.channelID]?.isDM ?? false {
             guard let text = openPairwise(content, id: id, &out) else { return }
             message.text = text
-        } else if let text = openGroup(content, key: "\(message.channelID)|\(message.senderDeviceID ?? "")", id: id, &out) {
+        } else if case .plaintext(let text) = openGroup(content, key: "\(message.channelID)|\(message.senderDeviceID ?? "")", id: id, &out) {
             message.text = text
         } else if Base64.decode(content) == nil {
             message.text = content

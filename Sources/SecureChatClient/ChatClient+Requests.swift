@@ -59,7 +59,7 @@ extension ChatClient {
             out.append(.historyLoaded(channelID: channel, added: 0, hasMore: true))
         case .logout, .logoutAll:
             break  // the session is already ended on this device
-        case .register, .login, .uploadKeys, .replenish, .delete, .leave, .join, .openDM, .createGroup, .addMember:
+        case .register, .login, .uploadKeys, .replenish, .delete, .leave, .join, .removeDevice, .openDM, .createGroup, .addMember:
             out.append(.surfaced(.requestFailed(status: 0, detail: "no answer from the server")))
         }
     }

@@ -50,7 +50,11 @@ extension ChatClient {
         if !undistributed.isEmpty, let chain = snapshot.keys?.senderChains[channel.id] {
             guard let content = envelope(chain.distribution.bytes, to: undistributed, clientID: head.clientID, &out) else { return }
             var marker = head
-            marker.clientID = head.clientID + "-d\(snapshot.keys?.distributedTo[channel.id]?.count ?? 0)"
+            // Its own idempotency key, naming the chain (its signing key) and how far it has
+            // gone: after a rotation the new chain's first distribution is a new message,
+            // not a repeat the server would answer with the old chain's.
+            let chainID = Array(chain.distribution.signingPublicKey.prefix(6)).hexString
+            marker.clientID = head.clientID + "-d\(chainID)-\(snapshot.keys?.distributedTo[channel.id]?.count ?? 0)"
             marker.edits = nil
             pendingDistribution = Set(undistributed)
             return post(marker, content: content, contentType: ChatEnvelope.distributionContentType, distribution: true, now: now, &out)
@@ -101,7 +105,10 @@ extension ChatClient {
         switch purpose {
         case .members(let channel):
             guard response.status == 200 else { return dropHead(response, &out) }
-            snapshot.channels[channel]?.members = (body?.arrayValue ?? []).compactMap { $0["user_id"]?.stringValue }
+            let members = (body?.arrayValue ?? []).compactMap { $0["user_id"]?.stringValue }
+            // Someone new to this channel's list: their devices are checked afresh.
+            staleDeviceSets.formUnion(members.filter { !(snapshot.channels[channel]?.members.contains($0) ?? false) && snapshot.deviceSets[$0] != nil })
+            snapshot.channels[channel]?.members = members
             snapshot.channels[channel]?.membersFetched = true
             snapshot.channels[channel]?.membersFetchedAt = now
         case .deviceSet(let user):
@@ -139,15 +146,13 @@ extension ChatClient {
         advanceSend(now: now, &out)
     }
 
-    /// A user's devices as the server lists them now: sessions with devices no longer
-    /// listed are dropped, so nothing is encrypted to them again.
+    /// A user's devices as the server lists them now. Recipients come from these lists, so
+    /// a device no longer listed is encrypted to no more; its session stays, to read what
+    /// it sent before it went and is still on its way (catch-up after time away).
     mutating func deviceSetArrived(_ user: String, _ body: JSONValue) {
         let devices = (body["devices"]?.arrayValue ?? []).compactMap { $0["device_id"]?.stringValue }
         let version = body["version"]?.numberValue.map(Int.init) ?? 0
-        for gone in snapshot.deviceSets[user]?.devices ?? [] where !devices.contains(gone) {
-            snapshot.keys?.sessions[gone] = nil
-            bundles[gone] = nil
-        }
+        for gone in snapshot.deviceSets[user]?.devices ?? [] where !devices.contains(gone) { bundles[gone] = nil }
         snapshot.deviceSets[user] = DeviceSet(version: version, devices: devices)
         staleDeviceSets.remove(user)
     }

@@ -192,6 +192,7 @@ public struct ChatClient: Sendable {
         case delete(message: String)
         case leave(channel: String)
         case join(channel: String)
+        case removeDevice(device: String)
         case logout, logoutAll
         case openDM, createGroup, addMember
     }
@@ -265,6 +266,9 @@ public enum ClientInput: Sendable {
     /// Ends this device's session (its login), or every session of the user.
     case logout
     case logoutAll
+    /// Removes another of this user's devices (a lost phone): the server closes its
+    /// sockets, revokes its tokens, and senders stop encrypting to it.
+    case removeDevice(deviceID: String)
 }
 
 public enum ClientEffect: Sendable, Equatable {

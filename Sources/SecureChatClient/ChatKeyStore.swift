@@ -16,8 +16,10 @@ public struct ChatKeyStore: Sendable, Codable {
     /// Our sender chain per group channel, and the devices it was distributed to.
     public var senderChains: [String: SenderKeyChain] = [:]
     public var distributedTo: [String: Set<String>] = [:]
-    /// Receivers per `channel|sender device`.
-    public var receivers: [String: SenderKeyReceiver] = [:]
+    /// Receivers per `channel|sender device`, newest first: a sender's chain before its
+    /// last rotations is kept (at most `maxChainsPerSender`) for messages that arrive late.
+    public var receivers: [String: [SenderKeyReceiver]] = [:]
+    public static let maxChainsPerSender = 8
 
     public struct PairwiseSession: Sendable, Codable {
         public var ratchet: RatchetSession

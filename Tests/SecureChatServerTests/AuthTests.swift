@@ -44,6 +44,29 @@ struct AuthTests {
         #expect(h.send("POST", "/auth/refresh", ["refresh_token": .string(next.refresh)]).status == 401)
     }
 
+    @Test("a refresh whose answer was lost may be retried with the same token for a while; after use or after the grace, it is reuse")
+    func lostRefreshAnswer() {
+        var h = ChatHarness()
+        let a = h.register("alice")
+        let socket = h.socket(a)!
+        let lost = h.account(h.send("POST", "/auth/refresh", ["refresh_token": .string(a.refresh)]), "alice")  // never reaches the client
+        h.now = h.now + .seconds(40)
+        let retried = h.send("POST", "/auth/refresh", ["refresh_token": .string(a.refresh)])
+        #expect(retried.status == 200 && h.closed[socket] == nil, "a retry, not an attack: the login and its socket live on")
+        let current = h.account(retried, "alice")
+        #expect(h.send("GET", "/users/me", token: current.access).status == 200)
+        #expect(h.send("POST", "/auth/refresh", ["refresh_token": .string(lost.refresh)]).status == 401, "the pair that got lost is dead")
+        // The new pair was used: the old token again is reuse, and ends the login.
+        let reuse = h.send("POST", "/auth/refresh", ["refresh_token": .string(a.refresh)])
+        #expect(reuse.status == 401 && h.closed[socket] == 4003 && h.send("GET", "/users/me", token: current.access).status == 401)
+        // Past the grace, even an unused successor does not save a replayed token.
+        var late = ChatHarness()
+        let b = late.register("bob")
+        late.send("POST", "/auth/refresh", ["refresh_token": .string(b.refresh)])
+        late.now = late.now + .minutes(4)
+        #expect(late.send("POST", "/auth/refresh", ["refresh_token": .string(b.refresh)]).detail.contains("reuse detected"))
+    }
+
     @Test("access tokens expire after 15 minutes; tickets work once within 30 s; a bad ticket is 4001")
     func lifetimes() {
         var h = ChatHarness()

@@ -36,7 +36,7 @@ struct ChatSimulationTests {
         #expect(Self.total(world, "chat.reconnects") > 0, "flaky networks make devices reconnect")
         #expect(Self.total(world, "chat.typing") > 0, "typing.start reaches the other members' devices")
         let chat = world.invariants.rows.filter { $0.name.hasPrefix("chat.") }
-        #expect(chat.count == 5)
+        #expect(chat.count == 6)
         for row in chat { #expect(row.checks > 0 && row.violations == 0, "\(row.name): \(row.firstViolation ?? "")") }
         let sim = try #require(world.chatSim)
         #expect(sim.devicesOfUser.contains { $0.count > 1 }, "some users have several devices")
@@ -82,5 +82,46 @@ struct ChatSimulationTests {
               \(line)
             """
         #expect { try ScenarioLoader.parse(text: text, file: "chat.yaml") } throws: { "\($0)".contains(message) }
+    }
+}
+
+@Suite("Chat simulation: devices come and go, users act")
+struct ChatChurnSimulationTests {
+    static func scenario(seed: UInt64 = 7, devices: Int = 60) throws -> Scenario {
+        try ScenarioLoader.parse(text: """
+            name: chat-churn
+            seed: \(seed)
+            duration: 3h
+            devices:
+              - {name: phones, count: \(devices), network: flaky}
+            chat:
+              devicesPerUser: {1: 20%, 2: 50%, 3: 30%}
+              groups: 6
+              groupSize: [3, 6]
+              dmsPerUser: 1
+              messagesPerUserHour: 12
+              churn: {addsPerUserDay: 24, removesPerUserDay: 24}
+              actions: {editShare: 10%, deleteShare: 5%, leavesPerUserDay: 12, historyPerUserDay: 24, presencePerUserDay: 24, logoutsPerUserDay: 12, logoutAllsPerUserDay: 4}
+            """, file: "chat-churn.yaml")
+    }
+
+    @Test("phones are added and removed, users edit, delete, leave, log out: every member device decrypts, no removed one reads anything later")
+    func churn() throws {
+        let world = WorkflowSimulationTests.run(try Self.scenario())
+        for kind in ["add_device", "remove_device", "edit", "delete", "leave", "rejoin", "history", "presence", "logout", "sign_in"] {
+            #expect(ChatSimulationTests.total(world, "chat.actions", "kind=\(kind)") > 0, "\(kind)")
+        }
+        #expect(ChatSimulationTests.total(world, "chat.decryption_failures") == 0)
+        let chat = world.invariants.rows.filter { $0.name.hasPrefix("chat.") }
+        #expect(chat.count == 7)
+        for row in chat { #expect(row.checks > 0 && row.violations == 0, "\(row.name): \(row.firstViolation ?? "")") }
+    }
+
+    @Test("the churn invariants hold over many seeds (a small fleet each; `fleetlab seeds` runs 200)", arguments: [11, 12, 13])
+    func seeds(seed: UInt64) throws {
+        let world = WorkflowSimulationTests.run(try Self.scenario(seed: seed, devices: 30))
+        for row in world.invariants.rows where row.name.hasPrefix("chat.") {
+            #expect(row.violations == 0, "seed \(seed), \(row.name): \(row.firstViolation ?? ""); replay: fleetlab simulate … --seed \(seed)")
+        }
     }
 }

@@ -126,9 +126,9 @@ extension ChatServer {
     mutating func issueTokens(user: ChatUser, device: String, family: String? = nil, now: Instant) -> JSONValue {
         let familyID = family ?? newID()
         let access = "at_" + generator.token(24), refresh = "rt_" + generator.token(32)
-        state.accessTokens[Self.tokenKey(access)] = AccessRecord(userID: user.id, deviceID: device, familyID: familyID,
-                                                                 expiresAt: now + config.accessTokenLifetime)
         let hash = Self.tokenKey(refresh)
+        state.accessTokens[Self.tokenKey(access)] = AccessRecord(userID: user.id, deviceID: device, familyID: familyID,
+                                                                 expiresAt: now + config.accessTokenLifetime, refreshHash: hash)
         state.refreshTokens[hash] = RefreshRecord(tokenHash: hash, familyID: familyID, userID: user.id, deviceID: device,
                                                   expiresAt: now + config.refreshTokenLifetime, state: .active)
         return ["access_token": .string(access), "refresh_token": .string(refresh), "token_type": "bearer", "user_id": .string(user.id),
@@ -149,6 +149,9 @@ extension ChatServer {
         guard var record = state.refreshTokens[hash], now < record.expiresAt else { throw ChatAPIError(401, "Invalid refresh token") }
         switch record.state {
         case .revoked: throw ChatAPIError(401, "Invalid refresh token")
+        case .rotated where isLostAnswerRetry(record, now: now):
+            // The answer to the first rotation never arrived: rotate again from here.
+            if let successor = record.successor { state.refreshTokens[successor]?.state = .revoked }
         case .rotated:
             revokeFamily(record.familyID, outputs: &outputs, reason: "Refresh token reuse detected")
             audit(now, actor: record.userID, "refresh_token_reuse", target: record.familyID, "a rotated refresh token was presented again")
@@ -157,10 +160,21 @@ extension ChatServer {
         }
         guard let user = state.users[record.userID], state.devices[record.deviceID] != nil else { throw ChatAPIError(401, "Invalid refresh token") }
         try checkStanding(user, now: now)
-        record.state = .rotated
-        state.refreshTokens[hash] = record
         state.accessTokens.removeAll { $0.familyID == record.familyID }
-        return .json(200, issueTokens(user: user, device: record.deviceID, family: record.familyID, now: now))
+        let tokens = issueTokens(user: user, device: record.deviceID, family: record.familyID, now: now)
+        record.state = .rotated
+        record.rotatedAt = now
+        record.successor = tokens["refresh_token"]?.stringValue.map(Self.tokenKey)
+        state.refreshTokens[hash] = record
+        return .json(200, tokens)
+    }
+
+    /// A rotated token presented again soon after, whose successor pair was never used
+    /// (neither refreshed nor its access token presented): the answer was lost.
+    func isLostAnswerRetry(_ record: RefreshRecord, now: Instant) -> Bool {
+        guard let rotatedAt = record.rotatedAt, now - rotatedAt <= config.refreshRetryGrace,
+              let successor = record.successor.flatMap({ state.refreshTokens[$0] }) else { return false }
+        return successor.state == .active && successor.confirmed != true
     }
 
     /// Ends one login everywhere: its tokens, its tickets and its open sockets.
@@ -220,6 +234,9 @@ extension ChatServer {
             throw ChatAPIError(401, "Token expired", headers: [HTTPHeader("WWW-Authenticate", "Bearer")])
         }
         guard let user = state.users[record.userID] else { throw ChatAPIError(401, "Invalid token") }
+        if let refresh = record.refreshHash, state.refreshTokens[refresh]?.confirmed != true {
+            state.refreshTokens[refresh]?.confirmed = true  // the client has this pair
+        }
         return Caller(userID: user.id, deviceID: record.deviceID, familyID: record.familyID, isAdmin: user.role == .admin)
     }
 

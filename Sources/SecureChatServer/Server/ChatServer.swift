@@ -171,6 +171,11 @@ public struct ChatServerConfig: Sendable {
     public var passwordCost: PasswordHash.Cost = .interactive
     public var accessTokenLifetime: TimeSpan = .minutes(15)
     public var refreshTokenLifetime: TimeSpan = .days(30)
+    /// A rotated refresh token presented again this soon, while the token it was rotated
+    /// to has never been used, is a retry whose answer was lost: it gets a fresh pair (the
+    /// unused one is revoked) instead of ending the login as reuse (Auth0's "reuse
+    /// interval", Okta's grace period). Covers a client's request deadline and backoff.
+    public var refreshRetryGrace: TimeSpan = .minutes(3)
     public var ticketLifetime: TimeSpan = .seconds(30)
     public var inviteLifetime: TimeSpan = .days(7)
     public var lowOneTimeKeyThreshold = 10

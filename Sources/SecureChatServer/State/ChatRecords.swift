@@ -66,6 +66,12 @@ public struct RefreshRecord: Sendable, Equatable, Codable {
     public var deviceID: String
     public var expiresAt: Instant
     public var state: State
+    /// When it was rotated, and the hash of the token that replaced it: a retry whose
+    /// answer was lost may present it again within `refreshRetryGrace`.
+    public var rotatedAt: Instant?
+    public var successor: String?
+    /// The access token issued with it has been used: the client got this pair.
+    public var confirmed: Bool?
 }
 
 public struct AccessRecord: Sendable, Equatable, Codable {
@@ -73,6 +79,8 @@ public struct AccessRecord: Sendable, Equatable, Codable {
     public var deviceID: String
     public var familyID: String
     public var expiresAt: Instant
+    /// The hash of the refresh token issued with it (its first use confirms that pair).
+    public var refreshHash: String?
 }
 
 public struct TicketRecord: Sendable, Equatable, Codable {

@@ -20,9 +20,22 @@ struct ChatSimulation {
     struct Sent {
         var at: Instant
         var group: Bool
+        var channel: String
         var acked = false
         var pending: Set<Int>
     }
+
+    /// What happens later because of an action: a member adds a leaver back, a phone that
+    /// was logged out or removed signs in again.
+    enum FollowUp {
+        case rejoin(user: Int, group: Int)
+        case signIn(device: Int)
+    }
+
+    /// A device is a reader of a message only if its keys (and its user's membership)
+    /// were on the server this long before the send: the time `devices.changed` and
+    /// membership events take to reach a connected sender.
+    static let readerGrace: TimeSpan = .seconds(60)
 
     var server: ChatServer
     var clients: [Int: ChatClient] = [:]
@@ -51,6 +64,26 @@ struct ChatSimulation {
     var recordedStats: [Int: ChatClient.Stats] = [:]
     var metrics: ChatMetrics
     var invariants: ChatInvariants
+    /// Devices signed in (or signing in) now; the rest wait to be added, or were removed
+    /// or logged out.
+    var active: Set<Int> = []
+    /// When each device's current keys reached the server (it became addressable).
+    var keysAt: [Int: Instant] = [:]
+    /// Devices removed or logged out, and when: they must decrypt nothing sent after.
+    var retiredAt: [Int: Instant] = [:]
+    /// How many times each device signed in afresh (its client's seed).
+    var incarnation: [Int: UInt64] = [:]
+    var followUps: [UInt32: FollowUp] = [:]
+    /// The first decryption failure of each device, for the invariant's message.
+    var firstFailure: [Int: String] = [:]
+    var nextFollowUp: UInt32 = 0
+
+    /// The text a message was sent with, without the mark an edit adds.
+    static func original(_ text: String) -> String {
+        text.hasSuffix(editMark) ? String(text.dropLast(editMark.count)) : text
+    }
+
+    static let editMark = " (edited)"
 
     mutating func park(_ transit: Transit) -> UInt32 {
         let slot = nextTransit
@@ -71,10 +104,12 @@ struct ChatMetrics {
     let refreshes: MetricHandle
     let connected: MetricHandle
     let typing: MetricHandle
+    /// `chat.actions{kind}`: what users did besides sending, by ChatAction and edit/delete.
+    let actions: [String: MetricHandle]
 
     static let kinds = ["dm", "group"]
 
-    init(recorder: inout Recorder) {
+    init(recorder: inout Recorder, actions withActions: Bool) {
         messages = Self.kinds.map { recorder.register("chat.messages", labels: [("kind", $0)]) }
         ackLatency = Self.kinds.map { recorder.register("chat.ack_latency", labels: [("kind", $0)]) }
         deliveryLatency = Self.kinds.map { recorder.register("chat.delivery_latency", labels: [("kind", $0)]) }
@@ -85,7 +120,10 @@ struct ChatMetrics {
         refreshes = recorder.register("chat.refreshes")
         connected = recorder.register("chat.connected")
         typing = recorder.register("chat.typing")
+        actions = withActions ? Dictionary(uniqueKeysWithValues: Self.actionKinds.map { ($0, recorder.register("chat.actions", labels: [("kind", $0)])) }) : [:]
     }
+
+    static let actionKinds = ["add_device", "remove_device", "leave", "rejoin", "history", "presence", "logout", "logout_all", "sign_in", "edit", "delete"]
 }
 
 struct ChatInvariants {
@@ -94,12 +132,17 @@ struct ChatInvariants {
     let perSenderOrder: Int
     let noDuplicates: Int
     let noPlaintextOnServer: Int
+    /// Only when devices leave their users (churn, logouts).
+    let removedReadNothing: Int?
+    let sendsSettle: Int
 
-    init(ledger: inout InvariantLedger) {
+    init(ledger: inout InvariantLedger, devicesLeave: Bool) {
         everyMemberReads = ledger.register("chat.every_member_device_decrypts")
         noDecryptionFailure = ledger.register("chat.no_decryption_failures")
         perSenderOrder = ledger.register("chat.per_sender_order")
         noDuplicates = ledger.register("chat.no_duplicates")
         noPlaintextOnServer = ledger.register("chat.no_plaintext_on_server")
+        removedReadNothing = devicesLeave ? ledger.register("chat.removed_devices_read_nothing_after") : nil
+        sendsSettle = ledger.register("chat.sends_settle")
     }
 }

@@ -24,12 +24,17 @@ extension FleetWorld {
             cursor += n
         }
         var sim = ChatSimulation(server: server, generator: seed.child("network").generator(),
-                                 metrics: ChatMetrics(recorder: &recorder), invariants: ChatInvariants(ledger: &invariants))
+                                 metrics: ChatMetrics(recorder: &recorder, actions: settings.churn.isOn || settings.actions != ChatActions()), invariants: ChatInvariants(ledger: &invariants,
+                                                            devicesLeave: settings.churn.removesPerUserDay > 0 || settings.actions.logoutsPerUserDay > 0
+                                                                || settings.actions.logoutAllsPerUserDay > 0))
         sim.devicesOfUser = devicesOfUser
         for (user, list) in devicesOfUser.enumerated() {
-            for device in list {
+            for (position, device) in list.enumerated() {
                 sim.userOfDevice[device] = user
                 sim.clients[device] = ChatClient(snapshot: ChatClient.Snapshot(seed: seed.child("device").child(UInt64(device))))
+                // With churn, a user's last phone (of two or three) is one they add later.
+                let later = settings.churn.addsPerUserDay > 0 && list.count > 1 && position == list.count - 1
+                if !later { sim.active.insert(device) }
             }
         }
         let users = devicesOfUser.count
@@ -70,7 +75,7 @@ extension FleetWorld {
             case 0:
                 chatInput(list[0], .register(username: "user\(user)", password: "correct horse \(user)", deviceName: "d\(list[0])"), now: now, queue: &queue)
             case 1:
-                for device in list.dropFirst() {
+                for device in list.dropFirst() where chatSim!.active.contains(device) {
                     chatInput(device, .login(username: "user\(user)", password: "correct horse \(user)", deviceName: "d\(device)"), now: now, queue: &queue)
                 }
             default:
@@ -96,6 +101,7 @@ extension FleetWorld {
                     chatInput(devicesOfUser[user][0], .openDM(userID: userID), now: now, queue: &queue)
                 }
             }
+            scheduleChatActions(now: now + .seconds(60), queue: &queue)
             let rate = scenario.chat!.peakRate
             guard rate > 0 else { return }
             for user in devicesOfUser.indices {
@@ -115,9 +121,7 @@ extension FleetWorld {
         queue.schedule(.chatTalk(user: UInt32(user)), at: now + .milliseconds(max(1, Int64(gap * 1_000))))
         let hour = Int(((scenario.startAt.nanoseconds + now.nanoseconds) / 3_600_000_000_000) % 24)
         guard chatSim!.generator.nextUnit() < settings.keep(hour: hour) else { return }
-        let online = chatSim!.devicesOfUser[user].filter { chatSim!.clients[$0]?.isConnected ?? false }
-        guard !online.isEmpty else { return }
-        let device = online[Int(chatSim!.generator.next() % UInt64(online.count))]
+        guard let device = chatConnectedDevice(of: user) else { return }
         let myGroups = (chatSim!.groupsOfUser[user] ?? []).filter { chatSim!.groupChannel[$0] != nil }
         let dms = (chatSim!.clients[device]?.snapshot.channels.values.filter(\.isDM).map(\.id) ?? []).sorted()
         let toGroup = !myGroups.isEmpty && (dms.isEmpty || chatSim!.generator.chance(settings.groupShare))
@@ -128,16 +132,17 @@ extension FleetWorld {
         } else {
             channel = dms[Int(chatSim!.generator.next() % UInt64(dms.count))]
         }
-        // The members are the server's, at the moment of sending.
-        if chatSim!.userIndex.count < chatSim!.devicesOfUser.count {
-            for (index, list) in chatSim!.devicesOfUser.enumerated() { if let id = chatSim!.clients[list[0]]?.userID { chatSim!.userIndex[id] = index } }
-        }
-        let memberUsers = (chatSim!.server.state.members[channel] ?? [:]).keys.compactMap { chatSim!.userIndex[$0] }
-        // Readers: every signed-in device of every member, but the sender's.
-        let readers = Set(memberUsers.flatMap { chatSim!.devicesOfUser[$0] }.filter { $0 != device && chatSim!.clients[$0]?.deviceID != nil })
+        // A user the server does not have as a member (added back a moment ago, the add
+        // still on its way) would be refused: they wait.
+        guard let userID = chatSim!.clients[device]?.userID, chatSim!.server.state.isMember(userID, of: channel) else { return }
+        if chatEditOrDelete(device, channel: channel, now: now, queue: &queue) { return }
+        // Readers: every active device of every member (as the server has them at the
+        // moment of sending), but the sender's, whose keys and membership have had time to
+        // reach a connected sender (`readerGrace`).
+        let readers = chatReaders(of: channel, sender: device, now: now)
         chatSim!.sequence[device, default: 0] += 1
         let text = "u\(user).d\(device).\(chatSim!.sequence[device]!)"
-        chatSim!.sent[text] = ChatSimulation.Sent(at: now, group: toGroup, pending: readers)
+        chatSim!.sent[text] = ChatSimulation.Sent(at: now, group: toGroup, channel: channel, pending: readers)
         if chatSim!.generator.chance(settings.typingShare) {
             chatInput(device, .typing(channelID: channel, started: true), now: now, queue: &queue)
         }

@@ -60,7 +60,11 @@ extension FleetWorld {
                 }
             case .delivered(let message):
                 chatDelivered(message, on: device, now: now)
-            case .channelAdded, .channelRemoved, .invited, .typing, .presence, .historyLoaded, .surfaced, .loggedOut:
+            case .surfaced(let error):
+                if case .decryptionFailed(let id, let reason) = error, chatSim!.firstFailure[device] == nil {
+                    chatSim!.firstFailure[device] = "message \(id): \(reason)"
+                }
+            case .channelAdded, .channelRemoved, .invited, .typing, .presence, .historyLoaded, .loggedOut:
                 break
             }
         }
@@ -74,7 +78,12 @@ extension FleetWorld {
 
     /// A message reached its reader (or its sender's acknowledgement came back).
     mutating func chatDelivered(_ message: ChatClientMessage, on device: Int, now: Instant) {
-        guard var record = chatSim!.sent[message.text] else { return }
+        let key = ChatSimulation.original(message.text)
+        guard var record = chatSim!.sent[key] else { return }
+        if let retired = chatSim!.retiredAt[device], let invariant = chatSim!.invariants.removedReadNothing {
+            invariants.check(invariant, record.at <= retired,
+                             "device \(device), removed at \(retired), decrypted \(message.text) sent at \(record.at)")
+        }
         let kind = record.group ? 1 : 0
         if message.senderDeviceID == chatSim!.clients[device]?.deviceID {
             guard !record.acked else { return }
@@ -84,7 +93,7 @@ extension FleetWorld {
         } else if record.pending.remove(device) != nil {
             recorder.observe(chatSim!.metrics.deliveryLatency[kind], UInt64(max(0, (now - record.at).nanoseconds)))
         }
-        chatSim!.sent[message.text] = record
+        chatSim!.sent[key] = record
     }
 
     mutating func chatArrived(_ slot: UInt32, now: Instant, queue: inout EventQueue<Event>) {
@@ -94,6 +103,8 @@ extension FleetWorld {
             chatInput(device, input, now: now, queue: &queue)
         case .request(let device, let id, let request):
             let reply = chatSim!.server.handle(request, now: now)
+            if reply.response.status == 201, request.method == "POST", request.path.hasSuffix("/keys/upload") { chatSim!.keysAt[device] = now }
+            chatServerEnded(request, by: device, reply.response, now: now)
             chatRoute(reply.outputs, now: now, queue: &queue)
             if let latency = chatLatency(device) {
                 chatSchedule(.input(device: device, .response(id: id, reply.response)), after: latency, now: now, queue: &queue)
@@ -175,23 +186,39 @@ extension FleetWorld {
         guard let sim = chatSim else { return }
         let ids = sim.invariants
         for (text, record) in sim.sent.sorted(by: { $0.key < $1.key }) where now - record.at > .minutes(10) {
-            let missing = record.pending.filter { sim.connectionOf[$0] != nil }
-            invariants.check(ids.everyMemberReads, missing.isEmpty, "\(text): connected devices \(missing.sorted()) never decrypted it")
+            // Only what the server accepted is expected of readers; what it refused (the user
+            // had left by the time the queue sent it) settles as a refusal.
+            if record.acked {
+                let missing = record.pending.filter { sim.connectionOf[$0] != nil }
+                invariants.check(ids.everyMemberReads, missing.isEmpty, "\(text): connected devices \(missing.sorted()) never decrypted it")
+            }
+            // Nothing waits for ever in a connected sender's queue.
+            let sender = Int(text.split(separator: ".")[1].dropFirst()) ?? -1
+            let stuck = !record.acked && sim.connectionOf[sender] != nil
+                && (sim.clients[sender]?.snapshot.pending.contains { ChatSimulation.original($0.text) == text } ?? false)
+            invariants.check(ids.sendsSettle, !stuck, "\(text): still queued at its connected sender \(sender) after \(now - record.at)")
         }
         for (device, client) in sim.clients.sorted(by: { $0.key < $1.key }) {
             invariants.check(ids.noDecryptionFailure, client.stats.decryptionFailures == 0,
-                             "device \(device): \(client.stats.decryptionFailures) messages failed to decrypt")
+                             "device \(device): \(client.stats.decryptionFailures) messages failed to decrypt (first: \(sim.firstFailure[device] ?? "?"))")
             for channel in client.snapshot.timelines.keys.sorted() {
                 let line = client.timeline(channel)
                 invariants.check(ids.noDuplicates, Set(line.map(\.id)).count == line.count, "device \(device): a message twice in \(channel)")
                 var last: [String: Int] = [:]
                 for message in line {
-                    let parts = message.text.split(separator: ".")
+                    let parts = ChatSimulation.original(message.text).split(separator: ".")
                     guard parts.count == 3, let n = Int(parts[2]) else { continue }
                     let sender = String(parts[1])
                     invariants.check(ids.perSenderOrder, n > (last[sender] ?? 0), "device \(device): \(message.text) after \(sender).\(last[sender] ?? 0)")
                     last[sender] = n
                 }
+            }
+        }
+        if let invariant = ids.removedReadNothing {
+            for (device, retired) in sim.retiredAt.sorted(by: { $0.key < $1.key }) {
+                let late = (sim.clients[device].map { client in client.snapshot.channels.keys.flatMap { client.timeline($0) } } ?? [])
+                    .filter { (sim.sent[ChatSimulation.original($0.text)]?.at ?? .zero) > retired }
+                invariants.check(invariant, late.isEmpty, "device \(device), removed at \(retired), holds \(late.map(\.text).sorted().prefix(3))")
             }
         }
         for message in sim.server.state.messages.values.sorted(by: { $0.id < $1.id }) {

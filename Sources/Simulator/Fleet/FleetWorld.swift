@@ -34,6 +34,9 @@ public struct FleetWorld: SimulationWorld {
         case chatTimer(device: UInt32, generation: UInt32)
         case chatTalk(user: UInt32)
         case chatSetup(phase: UInt8)
+        /// A user does something besides sending (`ChatAction`), or a follow-up falls due.
+        case chatAction(user: UInt32, kind: UInt8)
+        case chatFollowUp(slot: UInt32)
     }
 
     public internal(set) var devices: [VirtualDevice] = []
@@ -211,6 +214,10 @@ public struct FleetWorld: SimulationWorld {
             chatTalk(Int(user), now: now, queue: &queue)
         case .chatSetup(let phase):
             chatSetup(phase, now: now, queue: &queue)
+        case .chatAction(let user, let kind):
+            chatAction(Int(user), ChatAction(rawValue: kind) ?? .presence, now: now, queue: &queue)
+        case .chatFollowUp(let slot):
+            chatFollowUp(slot, now: now, queue: &queue)
         }
     }
 

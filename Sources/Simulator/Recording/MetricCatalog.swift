@@ -123,6 +123,8 @@ public enum MetricCatalog {
         Entry(name: "chat.refreshes", kind: .counter, unit: .count, labelKeys: [], description: "Access-token refreshes (rotations)"),
         Entry(name: "chat.connected", kind: .gauge, unit: .count, labelKeys: [], description: "Chat devices with an open socket at the bucket end"),
         Entry(name: "chat.typing", kind: .counter, unit: .count, labelKeys: [], description: "typing.start frames the server fanned out to other devices"),
+        Entry(name: "chat.actions", kind: .counter, unit: .count, labelKeys: ["kind"],
+              description: "What chat users did besides sending: devices added and removed, edits, deletes, leaves and rejoins, history pages, presence, logouts, sign-ins"),
         Entry(name: "workflow.engine_ticks", kind: .counter, unit: .count, labelKeys: ["power_state"],
               description: "Engine ticks run (ticks with work), by the power state they ran in"),
     ]

@@ -21,8 +21,14 @@ public struct ChatSettings: Sendable, Decodable {
     public var byHour: [Double] = []
     /// Chance a user's message is announced by `typing.start` (the server fans it out).
     public var typingShare = Ratio(numerator: 50, denominator: 100)
+    /// Devices users add and remove during the run.
+    public var churn = ChatChurn()
+    /// What users do besides sending.
+    public var actions = ChatActions()
 
-    enum CodingKeys: String, CodingKey, CaseIterable { case devices, devicesPerUser, groups, groupSize, dmsPerUser, messagesPerUserHour, groupShare, byHour, typingShare }
+    enum CodingKeys: String, CodingKey, CaseIterable {
+        case devices, devicesPerUser, groups, groupSize, dmsPerUser, messagesPerUserHour, groupShare, byHour, typingShare, churn, actions
+    }
 
     public init() {}
 
@@ -53,6 +59,8 @@ public struct ChatSettings: Sendable, Decodable {
         groupShare = try c.decodeIfPresent(Ratio.self, forKey: .groupShare) ?? groupShare
         byHour = try c.decodeIfPresent([Double].self, forKey: .byHour) ?? []
         typingShare = try c.decodeIfPresent(Ratio.self, forKey: .typingShare) ?? typingShare
+        churn = try c.decodeIfPresent(ChatChurn.self, forKey: .churn) ?? churn
+        actions = try c.decodeIfPresent(ChatActions.self, forKey: .actions) ?? actions
         guard byHour.isEmpty || (byHour.count == 24 && byHour.allSatisfy { $0 >= 0 } && byHour.contains { $0 > 0 }) else {
             throw fail(.byHour, "24 weights, one per hour from 00:00, none negative and not all zero")
         }
@@ -65,4 +73,76 @@ public struct ChatSettings: Sendable, Decodable {
     }
 
     func keep(hour: Int) -> Double { byHour.isEmpty ? 1 : byHour[hour] / byHour.max()! }
+}
+
+/// `chat.churn`: users add phones and remove them (a lost phone, removed from another of
+/// their devices), each a Poisson process per user. With adds on, users of two or three
+/// devices start with their last one not yet signed in; a removed phone may be added again
+/// later as a new device. A user always keeps one device.
+public struct ChatChurn: Sendable, Decodable, Equatable {
+    public var addsPerUserDay = 0.0
+    public var removesPerUserDay = 0.0
+
+    enum CodingKeys: String, CodingKey, CaseIterable { case addsPerUserDay, removesPerUserDay }
+
+    public init() {}
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        addsPerUserDay = try ChatActions.rate(c, .addsPerUserDay)
+        removesPerUserDay = try ChatActions.rate(c, .removesPerUserDay)
+    }
+
+    public var isOn: Bool { addsPerUserDay > 0 || removesPerUserDay > 0 }
+}
+
+/// `chat.actions`: edits and deletes as shares of a user's sends, and per user per day
+/// (Poisson): leaving a group (a member adds them back an hour later), paging back through
+/// history, changing presence, logging out of one device (and back in one to three hours
+/// later, as a new device), logging out of every device (the same).
+public struct ChatActions: Sendable, Decodable, Equatable {
+    public var editShare = Ratio.zero
+    public var deleteShare = Ratio.zero
+    public var leavesPerUserDay = 0.0
+    public var historyPerUserDay = 0.0
+    public var presencePerUserDay = 0.0
+    public var logoutsPerUserDay = 0.0
+    public var logoutAllsPerUserDay = 0.0
+
+    enum CodingKeys: String, CodingKey, CaseIterable {
+        case editShare, deleteShare, leavesPerUserDay, historyPerUserDay, presencePerUserDay, logoutsPerUserDay, logoutAllsPerUserDay
+    }
+
+    public init() {}
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        editShare = try c.decodeIfPresent(Ratio.self, forKey: .editShare) ?? .zero
+        deleteShare = try c.decodeIfPresent(Ratio.self, forKey: .deleteShare) ?? .zero
+        leavesPerUserDay = try Self.rate(c, .leavesPerUserDay)
+        historyPerUserDay = try Self.rate(c, .historyPerUserDay)
+        presencePerUserDay = try Self.rate(c, .presencePerUserDay)
+        logoutsPerUserDay = try Self.rate(c, .logoutsPerUserDay)
+        logoutAllsPerUserDay = try Self.rate(c, .logoutAllsPerUserDay)
+    }
+
+    /// A per-user-per-day rate: 0 (off) to 1,440 (once a minute).
+    static func rate<K: CodingKey>(_ c: KeyedDecodingContainer<K>, _ key: K) throws -> Double {
+        let value = try c.decodeIfPresent(Double.self, forKey: key) ?? 0
+        guard (0...1_440).contains(value) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [key], debugDescription: "expected 0...1440 per user per day"))
+        }
+        return value
+    }
+
+    /// The per-day rates, by the action each schedules.
+    var rates: [(ChatAction, Double)] {
+        [(.leave, leavesPerUserDay), (.history, historyPerUserDay), (.presence, presencePerUserDay), (.logout, logoutsPerUserDay),
+         (.logoutAll, logoutAllsPerUserDay)]
+    }
+}
+
+/// What a user does on a `.chatAction` event.
+enum ChatAction: UInt8, CaseIterable, Sendable {
+    case addDevice, removeDevice, leave, history, presence, logout, logoutAll
 }

@@ -1,0 +1,121 @@
+import ArgumentParser
+import Foundation
+import LabKernel
+import LabStore
+import Live
+import Simulator
+
+/// `fleetlab seeds`: one scenario over many seeds, in the spirit of TigerBeetle's VOPR:
+/// each seed is a whole run of the model (no results written), several at once, and every
+/// seed whose invariants or thresholds fail is printed with the command that replays it.
+struct SeedsCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "seeds",
+        abstract: "Run a scenario over many seeds and report the ones whose invariants or thresholds fail.",
+        discussion: """
+        Seeds FIRST, FIRST+1, … FIRST+COUNT-1 replace the scenario's seed; JOBS runs go at \
+        once (one process each). Nothing is written: a failing seed is replayed with \
+        `fleetlab simulate SCENARIO --seed S`, which writes the results and the dashboard.
+
+        Exit status: 0 every seed passed, 2 bad input, 3 a seed failed.
+        """)
+
+    @Argument(help: "A scenario file (YAML).")
+    var scenario: String
+
+    @Option(help: "How many seeds.")
+    var count = 100
+
+    @Option(help: "The first seed.")
+    var first: UInt64 = 1
+
+    @Option(help: "Runs at once (default: the processor count).")
+    var jobs = ProcessInfo.processInfo.activeProcessorCount
+
+    @Option(help: "Total devices (overrides the scenario).")
+    var devices: Int?
+
+    @Option(help: "Simulated duration (overrides the scenario).")
+    var duration: DurationArgument?
+
+    /// Set on the processes this command starts: run that one seed and print its verdict.
+    @Option(help: .hidden)
+    var only: UInt64?
+
+    func validate() throws {
+        guard (1...1_000_000).contains(count), (1...64).contains(jobs) else { throw ValidationError("--count 1...1000000, --jobs 1...64") }
+        if let devices, devices < 1 || devices > 50_000_000 { throw ValidationError("--devices must be between 1 and 50,000,000") }
+    }
+
+    func load(seed: UInt64) throws -> Scenario {
+        do {
+            return try ScenarioLoader.load(path: scenario).overriding(devices: devices, duration: duration?.span, seed: seed)
+        } catch {
+            throw CLIFailure.badInput("\(error)")
+        }
+    }
+
+    func run() throws {
+        if let only { return try runOne(only) }
+        _ = try load(seed: first)  // a bad scenario is reported once, before any run
+        let started = WallClock.seconds()
+        let seeds = (0..<UInt64(count)).map { first + $0 }
+        var failed: [(UInt64, String)] = []
+        var done = 0
+        var running: [(seed: UInt64, process: Process, output: Pipe)] = []
+        var next = seeds.makeIterator()
+        func launch() throws -> Bool {
+            guard let seed = next.next() else { return false }
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: ServerSupervisor.currentExecutable)
+            var arguments = ["seeds", scenario, "--only", String(seed)]
+            if let devices { arguments += ["--devices", String(devices)] }
+            if let duration { arguments += ["--duration", duration.span.description] }
+            process.arguments = arguments
+            let pipe = Pipe()
+            process.standardOutput = pipe
+            process.standardError = pipe
+            try process.run()
+            running.append((seed, process, pipe))
+            return true
+        }
+        for _ in 0..<jobs { guard try launch() else { break } }
+        while !running.isEmpty {
+            let (seed, process, pipe) = running.removeFirst()
+            let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            done += 1
+            if process.terminationStatus != 0 {
+                let why = output.split(separator: "\n").first { $0.hasPrefix("FAILED") }.map(String.init) ?? "exit status \(process.terminationStatus)"
+                failed.append((seed, why))
+                Console.error("seed \(seed): \(why)")
+            }
+            if Console.stderrIsTerminal { FileHandle.standardError.write(Data("\r\(done)/\(count) seeds, \(failed.count) failed".utf8)) }
+            _ = try launch()
+        }
+        let wall = WallClock.seconds() - started
+        if Console.stderrIsTerminal { FileHandle.standardError.write(Data("\n".utf8)) }
+        print("fleetlab seeds \(scenario) — \(count) seeds from \(first), \(jobs) at once, \(MetricUnit.decimal(wall, digits: 1)) s: "
+            + (failed.isEmpty ? "every seed passed" : "\(failed.count) failed"))
+        for (seed, why) in failed.sorted(by: { $0.0 < $1.0 }) {
+            print("  seed \(seed): \(why)")
+            print("    reproduce with: fleetlab simulate \(scenario) --seed \(seed)"
+                + (devices.map { " --devices \($0)" } ?? "") + (duration.map { " --duration \($0.span)" } ?? ""))
+        }
+        if !failed.isEmpty { throw ExitCode(ExitStatus.checksFailed) }
+    }
+
+    /// One seed, in this process: its first failing invariant or threshold, if any.
+    func runOne(_ seed: UInt64) throws {
+        let outcome = try FleetRun(scenario: try load(seed: seed), resultsPath: nil).run()
+        if let row = outcome.invariants.first(where: { !$0.passed }) {
+            print("FAILED invariant \(row.name): \(row.firstViolation ?? "") (\(row.violations) of \(row.checks))")
+            throw ExitCode(ExitStatus.checksFailed)
+        }
+        if let threshold = outcome.thresholds.first(where: { !$0.passed }) {
+            print("FAILED threshold \(threshold.metric): \(threshold.message)")
+            throw ExitCode(ExitStatus.checksFailed)
+        }
+        print("passed")
+    }
+}
