@@ -170,7 +170,7 @@ struct BlockSemanticsTests {
         #expect(again.engine.allInstances.map { $0.data["banner_test"] } == Array(host.engine.allInstances.prefix(200).map { $0.data["banner_test"] }))
     }
 
-    @Test("cancellation_scope: an external cancel lets the scope finish, then stops")
+    @Test("cancellation_scope: an external cancel lets the scope finish, runs its cleanup, then stops")
     func cancellationScope() throws {
         var host = try makeHost(["cancellation-scope-cleanup"])
         let id = try host.start("cancellation-scope-cleanup")
@@ -182,7 +182,16 @@ struct BlockSemanticsTests {
         try host.runUntilIdle()
         #expect(host.state(id) == .cancelled)
         let steps = host.stepStates(id)
-        #expect(steps["notify_commit"] == .completed && steps["after_scope"] == .pending)
+        #expect(steps["notify_commit"] == .completed && steps["release_reservation"] == .completed && steps["after_scope"] == .pending)
+        #expect(host.handlerRuns.count == 4, "reserve, commit, notify and the cleanup's release ran")
+    }
+
+    @Test("cancellation_scope: without a cancel the cleanup never runs")
+    func cancellationScopeWithoutCancel() throws {
+        let (host, id) = try runWorkflow("cancellation-scope-cleanup", answers: ["commit_reservation": "yes"])
+        #expect(host.state(id) == .completed)
+        let steps = host.stepStates(id)
+        #expect(steps["after_scope"] == .completed && steps["release_reservation"] == .pending)
     }
 
     @Test("cancel stops an unprotected instance at once and drops its handlers' results")

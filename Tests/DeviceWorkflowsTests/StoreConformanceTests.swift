@@ -381,6 +381,7 @@ struct AnyStore: WorkflowStore {
     func loadState() throws -> MobileEngine.StoredState { try base.loadState() }
     func telemetry(limit: Int) throws -> [(id: Int64, event: TelemetryEvent)] { try base.telemetry(limit: limit) }
     mutating func removeTelemetry(through id: Int64) throws { try base.removeTelemetry(through: id) }
+    func telemetryCount() throws -> Int { try base.telemetryCount() }
     mutating func forgetJournal(_ keys: [InvocationKey]) throws { try base.forgetJournal(keys) }
     mutating func enqueue(_ kind: OutboxEntry.Kind, key: String, payload: JSONValue) throws { try base.enqueue(kind, key: key, payload: payload) }
     func outbox(_ kind: OutboxEntry.Kind, limit: Int) throws -> [OutboxEntry] { try base.outbox(kind, limit: limit) }

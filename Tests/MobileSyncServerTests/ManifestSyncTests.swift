@@ -118,16 +118,43 @@ struct ManifestSyncTests {
         #expect(!cached.contains(oldKey))
     }
 
-    @Test("beyond maxStoredSequences the oldest unused sequence is evicted; no root key means sync is not configured")
+    @Test("beyond maxStoredSequences the oldest unused sequence is evicted; a root key that is neither hex nor base64 is not configured")
     func evictionAndConfig() throws {
         var rig = try Rig(maxStored: 2)
         for name in ["a", "b", "c"] { try rig.publish(name, version: 1) }
         _ = try rig.sync()
         #expect(rig.device.engine.loadedSequences().count == 2)
-        var unconfigured = EngineHost(engine: MobileEngine(config: MobileEngineConfig(), handlers: [], seed: StreamSeed(1)),
-                                      store: InMemoryWorkflowStore())
+        var config = MobileEngineConfig()
+        config.rootPublicKey = "not a key"
+        var unconfigured = EngineHost(engine: MobileEngine(config: config, handlers: [], seed: StreamSeed(1)), store: InMemoryWorkflowStore())
         #expect(throws: ManifestSyncError.notConfigured) {
             try unconfigured.syncManifest(url: "x", token: nil) { _ in ManifestFetchReply(status: 200, body: []) }
         }
+    }
+
+    @Test("the root key in hex (the seed's spelling) verifies like base64; an empty key turns verification off, with a warning")
+    func rootKeyForms() throws {
+        var rig = try Rig()
+        try rig.publish("greet", version: 1)
+        let base64 = rig.device.engine.config.rootPublicKey
+        var hexConfig = rig.device.engine.config
+        hexConfig.rootPublicKey = try #require(Base64.decode(base64)).hexString
+        rig.device = EngineHost(engine: MobileEngine(config: hexConfig, handlers: BuiltinHandlers.names, seed: StreamSeed(1)), store: InMemoryWorkflowStore())
+        var result = try rig.sync()
+        #expect(result.added == 1 && result.signatureFailures == 0 && result.warnings.isEmpty)
+
+        // A manifest signed by someone else: refused under the key, accepted with it off.
+        rig.tamper = { path, body in
+            guard path.hasSuffix("manifest.json"), let newline = body.firstIndex(of: UInt8(ascii: "\n")) else { return body }
+            return Array(Base64.encode([UInt8](repeating: 7, count: 64)).utf8) + body[newline...]
+        }
+        try rig.publish("bye", version: 1)
+        #expect(throws: ManifestSyncError.self) { try rig.sync() }
+        var offConfig = hexConfig
+        offConfig.rootPublicKey = ""
+        rig.device = EngineHost(engine: MobileEngine(config: offConfig, handlers: BuiltinHandlers.names, seed: StreamSeed(1)), store: InMemoryWorkflowStore())
+        result = try rig.sync()
+        #expect(result.added == 2, "verification off: the forged signature is not checked")
+        #expect(result.warnings.count == 1 && result.warnings[0].contains("verification is off"))
     }
 }

@@ -131,7 +131,7 @@ public struct PackedInstant: Sendable, Equatable {
 /// An instance's id: a UUID (orch8's ids are), kept as its 16 bytes. Events and
 /// effects of every step carry it; as text it was a heap string each of them retained,
 /// and the cache miss of reading that string's object, an instance apart, came back in
-/// every place that touched it (see `docs/benchmarks.md`, stop 14). `text` is the id
+/// every place that touched it (docs/benchmarks.md, "Workflow engine"). `text` is the id
 /// as stores, listeners and the API write it.
 public typealias InstanceID = UUIDValue
 

@@ -89,7 +89,8 @@ struct Interpreter {
         guard case .block(let b) = kind else { return driveList(n, program.list(kind)) }
         switch program.kinds[Int(b)] {
         case .step: return driveStep(n, program.steps[Int(b)]!)
-        case .router, .abSplit, .cancellationScope: return driveChosenList(n, b)
+        case .router, .abSplit: return driveChosenList(n, b)
+        case .cancellationScope: return driveScope(n, b)
         case .parallel: return driveParallel(n, b)
         case .race(let firstToSucceed): return driveRace(n, b, firstToSucceed: firstToSucceed)
         case .loop:
@@ -189,6 +190,22 @@ struct Interpreter {
             instance.addChild(of: n, kind: .list(owner: b, list: max(0, instance.nodes[Int(n)].cursor)))
         }
         return settle(n, with: drive(instance.nodes[Int(n)].firstChild))
+    }
+
+    /// A scope runs its body (shielded from a cancel: see `isShielded`); when a cancel was
+    /// requested by the time the body ends and the scope has cleanup blocks, they run
+    /// next, and the scope ends with the body's result.
+    mutating func driveScope(_ n: Int32, _ b: Int32) -> Progress {
+        if instance.nodes[Int(n)].childCount == 0 { instance.addChild(of: n, kind: .list(owner: b, list: 0)) }
+        let body = drive(instance.nodes[Int(n)].firstChild)
+        guard body != .blocked else { return .blocked }
+        guard instance.cancelRequested, program.lists[Int(b)].count > 1 else { return settle(n, with: body) }
+        if instance.nodes[Int(n)].childCount == 1 { instance.addChild(of: n, kind: .list(owner: b, list: 1)) }
+        switch drive(instance.nodes[Int(n)].lastChild) {
+        case .blocked: return .blocked
+        case .failed(let error): return settle(n, with: .failed(error))
+        case .done, .cancelled: return settle(n, with: body)
+        }
     }
 
     // MARK: Parallel and race

@@ -39,7 +39,10 @@ public struct TimerKinds: OptionSet, Sendable {
 /// `WallClockOrigin` turns instants into RFC 3339), threads.
 public struct MobileEngine: Sendable {
     public private(set) var config: MobileEngineConfig
-    public let handlers: Set<String>
+    /// Registered handler names (`registerHandler` adds one later).
+    public internal(set) var handlers: Set<String>
+    /// The app's `setDeviceContext`, sent with telemetry and registration.
+    public internal(set) var deviceContext: DeviceContext?
     let wallClock: WallClockOrigin
     var programs: [ProgramKey: Program] = [:]
     /// Load order, oldest first, for eviction.

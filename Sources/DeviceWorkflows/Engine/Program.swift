@@ -137,8 +137,9 @@ final class Program: Sendable {
         self.startsChildren = kinds.contains(.subSequence)
     }
 
-    /// A list node, plus its blocks' nodes. A router, split or scope instantiates one of
-    /// its lists (the largest counts); a parallel, race or try/catch may instantiate all.
+    /// A list node, plus its blocks' nodes. A router or split instantiates one of its lists
+    /// (the largest counts); a parallel, race, try/catch or scope (body and cleanup) may
+    /// instantiate all.
     static func treeBound(of list: [Int32], kinds: [CompiledKind], lists: [[[Int32]]]) -> Int? {
         var total = 1
         for b in list {
@@ -148,8 +149,8 @@ final class Program: Sendable {
             switch kinds[Int(b)] {
             case .loop, .forEach: return nil
             case .step, .subSequence: total += 1
-            case .router, .abSplit, .cancellationScope: total += 1 + (sizes.max() ?? 0)
-            case .parallel, .race, .tryCatch: total += 1 + sizes.reduce(0, +)
+            case .router, .abSplit: total += 1 + (sizes.max() ?? 0)
+            case .parallel, .race, .tryCatch, .cancellationScope: total += 1 + sizes.reduce(0, +)
             }
         }
         return total

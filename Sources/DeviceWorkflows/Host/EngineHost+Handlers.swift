@@ -11,11 +11,16 @@ struct HandlerEntry {
 /// mostly the same few steps of many instances, and comparing a name with the last one
 /// (usually the very same string) is cheaper than hashing it.
 struct HandlerLookup {
-    private let byName: [String: HandlerEntry]
+    private var byName: [String: HandlerEntry]
     private var lastName = ""
     private var last: HandlerEntry?
 
     init(_ handlers: [String: BuiltinHandler]) { byName = handlers.mapValues(HandlerEntry.init) }
+
+    mutating func register(_ name: String, _ handler: @escaping BuiltinHandler) {
+        byName[name] = HandlerEntry(run: handler)
+        if name == lastName { last = byName[name] }
+    }
 
     mutating func callAsFunction(_ name: String) -> HandlerEntry? {
         if let last, name == lastName { return last }

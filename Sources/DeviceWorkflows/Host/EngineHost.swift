@@ -19,7 +19,7 @@ public import LabKernel
 public struct EngineHost<Store: WorkflowStore> {
     public var engine: MobileEngine
     public var store: Store
-    public let handlers: [String: BuiltinHandler]
+    public internal(set) var handlers: [String: BuiltinHandler]
     var handlerLookup: HandlerLookup
     public let wallClock: WallClockOrigin
     /// Answers to give when a step waits: step id → values, used in order.
@@ -86,11 +86,12 @@ public struct EngineHost<Store: WorkflowStore> {
 
     /// A host over a store that already has state: the engine is restored from it.
     public static func relaunch(config: MobileEngineConfig, store: Store, seed: StreamSeed, now: Instant,
-                                handlers: [String: BuiltinHandler] = BuiltinHandlers.all) throws -> EngineHost {
-        var engine = MobileEngine(config: config, handlers: Set(handlers.keys), seed: seed)
+                                handlers: [String: BuiltinHandler] = BuiltinHandlers.all,
+                                wallClock: WallClockOrigin = .simulationEpoch) throws -> EngineHost {
+        var engine = MobileEngine(config: config, handlers: Set(handlers.keys), seed: seed, wallClock: wallClock)
         var effects: [EngineEffect] = []
         _ = engine.restore(try store.loadState(), now: now, into: &effects)
-        var host = EngineHost(engine: engine, store: store, handlers: handlers, now: now)
+        var host = EngineHost(engine: engine, store: store, handlers: handlers, wallClock: wallClock, now: now)
         try host.apply(effects)
         return host
     }

@@ -92,7 +92,7 @@ public indirect enum Block: Sendable, Equatable {
         case .forEach(let b): return [b.body]
         case .tryCatch(let b): return [b.tryBlocks, b.catchBlocks] + (b.finallyBlocks.map { [$0] } ?? [])
         case .abSplit(let b): return b.variants.map(\.blocks)
-        case .cancellationScope(let b): return [b.blocks]
+        case .cancellationScope(let b): return [b.blocks] + (b.cleanup.map { [$0] } ?? [])
         }
     }
 
@@ -223,7 +223,18 @@ public struct ABSplitBlock: Sendable, Equatable {
     public var variants: [Variant]
 }
 
+/// Blocks an external cancel does not interrupt: they run to their end first. With
+/// `cleanup` (the seed's "cleanup handler"; also read as `on_cancel`), a cancel that
+/// arrives while the scope runs also runs the cleanup blocks, shielded in turn, before
+/// the instance ends cancelled; without a cancel they never run.
 public struct CancellationScopeBlock: Sendable, Equatable {
     public var id: String
     public var blocks: [Block]
+    public var cleanup: [Block]?
+
+    public init(id: String, blocks: [Block], cleanup: [Block]? = nil) {
+        self.id = id
+        self.blocks = blocks
+        self.cleanup = cleanup
+    }
 }

@@ -185,7 +185,8 @@ struct DecodingContext {
         case .abSplit: return abSplit(id, f, path)
         case .cancellationScope:
             let blocks = blockList(f.value("blocks") ?? .null, path: path + ".blocks", owner: id, field: "blocks")
-            return .cancellationScope(CancellationScopeBlock(id: id, blocks: blocks))
+            let cleanup = f.value("cleanup", "on_cancel", "onCancel").map { blockList($0, path: path + ".cleanup", owner: id, field: "cleanup") }
+            return .cancellationScope(CancellationScopeBlock(id: id, blocks: blocks, cleanup: cleanup))
         }
     }
 
@@ -239,7 +240,10 @@ struct DecodingContext {
         }
         let storeAs = f.string("store_as", "storeAs")
         if let storeAs, storeAs.isEmpty { problem(id, path + ".store_as", "store_as must not be empty") }
-        return WaitForInput(prompt: f.string("prompt") ?? "", timeout: duration(id, f.value("timeout"), path + ".timeout"),
+        // The seed's table marks the prompt required: the approval UI has nothing to show without it.
+        let prompt = f.string("prompt") ?? ""
+        if prompt.allSatisfy(\.isWhitespace) { problem(id, path + ".prompt", "wait_for_input needs a prompt (the text the approval UI shows)") }
+        return WaitForInput(prompt: prompt, timeout: duration(id, f.value("timeout"), path + ".timeout"),
                             choices: choices, storeAs: storeAs)
     }
 

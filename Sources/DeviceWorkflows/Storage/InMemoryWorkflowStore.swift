@@ -166,6 +166,8 @@ public struct InMemoryWorkflowStore: WorkflowStore, Sendable {
         return out
     }
 
+    public func telemetryCount() throws -> Int { committed.telemetry.reduce(0) { $0 + $1.events.count } }
+
     public mutating func removeTelemetry(through id: Int64) throws {
         let spent = committed.telemetry.prefix { $0.firstID + Int64($0.events.count) - 1 <= id }.count
         committed.telemetry.removeFirst(spent)

@@ -262,6 +262,10 @@ public final class SQLiteWorkflowStore: WorkflowStore {
         }
     }
 
+    public func telemetryCount() throws -> Int {
+        Int(try database.query("SELECT COUNT(*) FROM telemetry").first?.first?.integer ?? 0)
+    }
+
     public func removeTelemetry(through id: Int64) throws {
         try database.run("DELETE FROM telemetry WHERE id <= ?", [.integer(id)])
     }

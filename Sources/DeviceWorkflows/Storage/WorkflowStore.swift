@@ -34,6 +34,8 @@ public protocol WorkflowStore: SyncOutboxStore {
     func loadState() throws -> MobileEngine.StoredState
     /// Telemetry recorded and not yet flushed, oldest first, with their ids.
     func telemetry(limit: Int) throws -> [(id: Int64, event: TelemetryEvent)]
+    /// How many recorded events wait to be sent.
+    func telemetryCount() throws -> Int
     mutating func removeTelemetry(through id: Int64) throws
 }
 

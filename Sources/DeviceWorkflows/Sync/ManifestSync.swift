@@ -14,6 +14,10 @@ import LabCrypto
 /// and neither stops the others. `removed` entries (younger than 30 days) unload their
 /// sequence. Loading beyond `maxStoredSequences` evicts the oldest unused sequence.
 ///
+/// The root key is read as the seed's hex (64 digits) or the real SDK's base64 of the 32
+/// bytes; an empty key is the seed's "verification off": signatures are not checked
+/// (hashes still are) and the result carries a warning saying so.
+///
 /// The fetching is the driver's: it answers each `ManifestFetch` (and owns retries,
 /// with `ManifestFetchRetry` for the delays).
 extension EngineHost {
@@ -25,14 +29,11 @@ extension EngineHost {
     public mutating func syncManifest(
         url: String, token: String?, fetch: (ManifestFetch) throws -> ManifestFetchReply
     ) throws(ManifestSyncError) -> ManifestSyncResult {
-        guard let root = Base64.decode(engine.config.rootPublicKey), root.count == Ed25519.publicKeyCount else {
-            throw .notConfigured
-        }
-        var headers: [String: String] = [:]
-        if let token { headers["authorization"] = "Bearer \(token)" }
-        if let etag = try? store.syncValue(Self.manifestETagKey) { headers["if-none-match"] = etag }
+        let root = try ManifestRootKey(engine.config.rootPublicKey)
+        let first = manifestRequest(url: url, token: token)
+        let headers = first.headers.filter { $0.key != "if-none-match" }
         let reply: ManifestFetchReply
-        do { reply = try fetch(ManifestFetch(url: url, headers: headers)) } catch { throw .network("\(error)") }
+        do { reply = try fetch(first) } catch { throw .network("\(error)") }
         if reply.status == 304 { return ManifestSyncResult() }
         guard reply.status == 200 else { throw .network("the manifest answered HTTP \(reply.status)") }
         guard let newline = reply.body.firstIndex(of: UInt8(ascii: "\n")) else { throw .invalidManifest("no signature line") }
@@ -40,7 +41,7 @@ extension EngineHost {
             throw .signatureInvalid("the signature line is not base64")
         }
         let canonical = Array(reply.body[reply.body.index(after: newline)...])
-        guard Ed25519.verify(signature: signature, message: canonical, publicKey: root) else {
+        guard root.accepts(signature: signature, message: canonical) else {
             throw .signatureInvalid("the manifest is not signed by the root key")
         }
         let manifest: ManifestDocument
@@ -49,6 +50,7 @@ extension EngineHost {
         guard manifest.version > last else { return ManifestSyncResult() }
 
         var result = ManifestSyncResult()
+        if case .verificationOff = root { result.warnings.append(ManifestRootKey.offWarning) }
         var effects: [EngineEffect] = []
         let sdk = SDKVersion(engine.config.sdkVersion)
         for entry in manifest.sequences {
@@ -67,10 +69,7 @@ extension EngineHost {
                 continue
             }
             guard SHA256.hash(bytes.body).hexString == entry.sha256.lowercased(),
-                  let key = manifest.signingKeys[entry.signingKeyID],
-                  let sig = try? fetch(ManifestFetch(url: ManifestDocument.signatureURL(entry.url), headers: headers)), sig.status == 200,
-                  let sigBytes = Base64.decode(String(decoding: sig.body, as: UTF8.self).trimmingWhitespace()),
-                  Ed25519.verify(signature: sigBytes, message: bytes.body, publicKey: key) else {
+                  root == .verificationOff || verifySequence(entry, bytes.body, manifest, headers: headers, fetch: fetch) else {
                 result.signatureFailures += 1
                 continue
             }
@@ -115,12 +114,75 @@ extension EngineHost {
         }
         return result
     }
+
+    /// The manifest's GET: the bearer token, and the ETag of the last one applied.
+    public func manifestRequest(url: String, token: String?) -> ManifestFetch {
+        var headers: [String: String] = [:]
+        if let token { headers["authorization"] = "Bearer \(token)" }
+        if let etag = try? store.syncValue(Self.manifestETagKey) { headers["if-none-match"] = etag }
+        return ManifestFetch(url: url, headers: headers)
+    }
+
+    /// For a driver whose fetches are asynchronous: the GETs `syncManifest` will make
+    /// after the manifest itself, given its answer (each newer sequence and its `.sig`).
+    /// The driver fetches them first and answers `syncManifest`'s calls from what it got.
+    public func manifestDownloads(after reply: ManifestFetchReply, token: String?) -> [ManifestFetch] {
+        guard reply.status == 200, let newline = reply.body.firstIndex(of: UInt8(ascii: "\n")),
+              let json = try? JSONValue.parse(bytes: Array(reply.body[reply.body.index(after: newline)...])),
+              let manifest = try? ManifestDocument(json: json) else { return [] }
+        let headers = token.map { ["authorization": "Bearer \($0)"] } ?? [:]
+        return manifest.sequences.filter { entry in (engine.sequence(named: entry.name)?.version ?? Int.min) < entry.version }
+            .flatMap { [ManifestFetch(url: $0.url, headers: headers), ManifestFetch(url: ManifestDocument.signatureURL($0.url), headers: headers)] }
+    }
+
+    /// Whether a sequence's `.sig` beside it verifies under the signing key it names.
+    func verifySequence(_ entry: ManifestDocument.Entry, _ body: [UInt8], _ manifest: ManifestDocument, headers: [String: String],
+                        fetch: (ManifestFetch) throws -> ManifestFetchReply) -> Bool {
+        guard let key = manifest.signingKeys[entry.signingKeyID],
+              let sig = try? fetch(ManifestFetch(url: ManifestDocument.signatureURL(entry.url), headers: headers)), sig.status == 200,
+              let sigBytes = Base64.decode(String(decoding: sig.body, as: UTF8.self).trimmingWhitespace()) else { return false }
+        return Ed25519.verify(signature: sigBytes, message: body, publicKey: key)
+    }
+}
+
+/// `rootPublicKey` as configured: 64 hex digits (the seed's spelling) or base64 of the 32
+/// bytes (the real SDK's), or empty for no verification.
+enum ManifestRootKey: Equatable {
+    case key([UInt8])
+    case verificationOff
+
+    static let offWarning = "signature verification is off: rootPublicKey is empty, so any manifest and sequence is accepted"
+
+    init(_ text: String) throws(ManifestSyncError) {
+        let trimmed = text.trimmingWhitespace()
+        if trimmed.isEmpty {
+            self = .verificationOff
+        } else if trimmed.utf8.count == 2 * Ed25519.publicKeyCount, let bytes = [UInt8](hex: trimmed) {
+            self = .key(bytes)
+        } else if let bytes = Base64.decode(trimmed), bytes.count == Ed25519.publicKeyCount {
+            self = .key(bytes)
+        } else {
+            throw .notConfigured
+        }
+    }
+
+    func accepts(signature: [UInt8], message: [UInt8]) -> Bool {
+        switch self {
+        case .key(let key): return Ed25519.verify(signature: signature, message: message, publicKey: key)
+        case .verificationOff: return true
+        }
+    }
 }
 
 /// A GET the driver performs for a manifest sync.
 public struct ManifestFetch: Equatable, Sendable {
     public var url: String
     public var headers: [String: String]
+
+    public init(url: String, headers: [String: String]) {
+        self.url = url
+        self.headers = headers
+    }
 }
 
 public struct ManifestFetchReply: Equatable, Sendable {
@@ -143,12 +205,15 @@ public struct ManifestSyncResult: Equatable, Sendable {
     public var removed = 0
     public var skipped = 0
     public var signatureFailures = 0
+    /// What the app should log (verification off, …).
+    public var warnings: [String] = []
 
     public init() {}
 
     public var json: JSONValue {
         ["added": .number(Double(added)), "updated": .number(Double(updated)), "removed": .number(Double(removed)),
-         "skipped": .number(Double(skipped)), "signatureFailures": .number(Double(signatureFailures))]
+         "skipped": .number(Double(skipped)), "signatureFailures": .number(Double(signatureFailures)),
+         "warnings": .array(warnings.map(JSONValue.string))]
     }
 }
 
@@ -162,7 +227,7 @@ public enum ManifestSyncError: Error, Equatable, Sendable, CustomStringConvertib
 
     public var description: String {
         switch self {
-        case .notConfigured: return "sync not configured (no rootPublicKey)"
+        case .notConfigured: return "sync not configured: rootPublicKey is neither 64 hex digits nor base64 of a 32-byte Ed25519 key"
         case .network(let m): return "network: \(m)"
         case .signatureInvalid(let m): return "signature invalid: \(m)"
         case .invalidManifest(let m): return "invalid manifest: \(m)"

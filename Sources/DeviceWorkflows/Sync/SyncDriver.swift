@@ -244,3 +244,49 @@ enum CommandOutcome {
     case deferred(String)
 }
 
+
+/// A batch of recorded telemetry ready for `POST /telemetry/mobile` (wire-notes §a):
+/// `{"device": DeviceContext, "events": [{event_type, payload, timestamp}]}`, where
+/// `payload` is JSON text of `{instance_id, block_id?, detail, environment?}`.
+public struct TelemetryBatch: Equatable, Sendable {
+    public var body: JSONValue
+    public var count: Int
+    /// The last event's id: what leaves the store once the server took the batch.
+    public var throughID: Int64
+}
+
+extension SyncDriver {
+    // MARK: Telemetry
+
+    /// Events kept on the device at most; beyond it the oldest are dropped (a device
+    /// offline for days must not fill its disk with its own diary).
+    public static var telemetryKept: Int { 5_000 }
+    /// Events per request: the server refuses more than 500 (413).
+    public static var telemetryBatchSize: Int { 500 }
+
+    /// The next batch to send, or nil with nothing recorded. Trims the store to
+    /// `telemetryKept` first.
+    public mutating func makeTelemetryBatch() throws -> TelemetryBatch? {
+        let waiting = try store.telemetryCount()
+        if waiting > Self.telemetryKept, let last = try store.telemetry(limit: waiting - Self.telemetryKept).last {
+            try store.removeTelemetry(through: last.id)
+        }
+        let rows = try store.telemetry(limit: Self.telemetryBatchSize)
+        guard let last = rows.last else { return nil }
+        let environment = engine.config.environment
+        let events: [JSONValue] = rows.map { row in
+            var payload: [String: JSONValue] = ["instance_id": .string(row.event.instanceID.text), "detail": .string(row.event.detail)]
+            if let block = row.event.blockID { payload["block_id"] = .string(block) }
+            if !environment.isEmpty { payload["environment"] = .string(environment) }
+            return ["event_type": .string(row.event.kind.rawValue), "payload": .string(JSONValue.object(payload).canonicalText),
+                    "timestamp": .string(row.event.timestamp)]
+        }
+        let device = engine.deviceContext ?? DeviceContext(deviceID: sync?.config.deviceID ?? "", sdkVersion: engine.config.sdkVersion)
+        return TelemetryBatch(body: ["device": device.json, "events": .array(events)], count: rows.count, throughID: last.id)
+    }
+
+    /// The server accepted `batch`: its events leave the store.
+    public mutating func telemetryDelivered(_ batch: TelemetryBatch) throws {
+        try store.removeTelemetry(through: batch.throughID)
+    }
+}
