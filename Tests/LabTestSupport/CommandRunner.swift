@@ -24,6 +24,16 @@ public enum CommandRunner {
                       stderr: String(decoding: errData, as: UTF8.self))
     }
 
+    /// `fleetlab(_:in:)` for async tests: the waiting happens off Swift's cooperative
+    /// threads (two on this machine), which in-process servers of other tests need.
+    public static func fleetlabAsync(_ arguments: [String], in directory: URL? = nil) async throws -> Result {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread {
+                continuation.resume(with: Swift.Result { try fleetlab(arguments, in: directory) })
+            }
+        }
+    }
+
     /// Starts `fleetlab arguments` without waiting; stdout and stderr are pipes.
     public static func start(_ arguments: [String], in directory: URL? = nil, environment: [String: String] = [:]) throws -> Process {
         let process = Process()

@@ -33,22 +33,22 @@ struct LoopbackDeviceTests {
         let url = served.syncURL, key = served.rootKey
         let rootPublic = try await get(url + "/api/v1/mobile/manifest/root-key", key: key)["public_key"]?.stringValue ?? ""
         let device = try Self.device(url, key: key, dir: TestPaths.scratchDirectory("loopback-device"), rootKey: rootPublic)
-        try device.register(pushToken: "fcm-1")
+        try await device.register(pushToken: "fcm-1")
         _ = try device.host.loadSequence(json: workflowJSON("payment-verification"))
 
         // 1. Approval round trip.
         let first = try device.host.start("payment-verification")
         try device.step()
-        #expect(try device.syncNow() != nil)
+        #expect(try await device.syncNow() != nil)
         let approvals = try await get(url + "/api/v1/mobile/approvals?state=pending", key: key)["items"]?.arrayValue ?? []
         let approval = try #require(approvals.first { $0["instance_id"]?.stringValue == first }?["id"]?.stringValue)
         let resolved = try await HTTPProbe.request("POST", url + "/api/v1/mobile/approvals/\(approval)/resolve",
                                                    body: Data(#"{"output":{"value":"approved"}}"#.utf8), headers: ["x-api-key": key])
         #expect(resolved.status == 200)
-        #expect(try device.syncNow()?.applied.count == 1)
+        #expect(try await device.syncNow()?.applied.count == 1)
         try device.step()
         #expect(device.host.engine.instance(first)?.state == .completed)
-        try device.syncNow()
+        try await device.syncNow()
         let status = try await get(url + "/api/v1/mobile/status?device_id=pixel-7", key: key)["items"]?.arrayValue ?? []
         #expect(status.first { $0["instance_id"]?.stringValue == first }?["state"] == "Completed")
 
@@ -56,11 +56,11 @@ struct LoopbackDeviceTests {
         served.stop()
         let second = try device.host.start("payment-verification")
         try device.step()
-        #expect(try device.syncNow() == nil, "the sync fails while the server is down")
+        #expect(try await device.syncNow() == nil, "the sync fails while the server is down")
         #expect(try device.host.store.outboxCount() >= 2)
         served = try ServedFleetlab(syncPort: port, data: data)
         #expect(served.rootKey == key, "the restarted server kept its state")
-        #expect(try device.syncNow() != nil)
+        #expect(try await device.syncNow() != nil)
         #expect(try device.host.store.outboxCount() == 0)
         let pending = try await get(url + "/api/v1/mobile/approvals?state=pending", key: key)["items"]?.arrayValue ?? []
         #expect(pending.contains { $0["instance_id"]?.stringValue == second })
@@ -72,10 +72,10 @@ struct LoopbackDeviceTests {
                                                      body: Data(JSONValue.object(["sequence": .object(v2)]).canonicalText.utf8),
                                                      headers: ["x-api-key": key])
         #expect(published.status == 201, "\(published.text)")
-        let result = try device.syncManifest(tenant: "_")
+        let result = try await device.syncManifest(tenant: "_")
         #expect(result.updated == 1 && result.signatureFailures == 0, "\(result)")
         #expect(device.host.engine.sequence(named: "payment-verification")?.version == 2)
-        #expect(try device.syncManifest(tenant: "_") == ManifestSyncResult(), "unchanged: 304")
+        #expect(try await device.syncManifest(tenant: "_") == ManifestSyncResult(), "unchanged: 304")
         served.stop()
     }
 }

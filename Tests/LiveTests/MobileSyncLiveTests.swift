@@ -60,6 +60,34 @@ struct MobileSyncLiveTests {
         }
     }
 
+    @Test("the sealing key is a file only its owner reads; the database alone holds no root key, tenant key or credential")
+    func secretsOnDisk() async throws {
+        let data = TestPaths.scratchDirectory("mobile-sync-secrets").path
+        let server = try MobileSyncLiveServer(dataDirectory: data, seed: 8)
+        let key = server.rootAPIKey
+        var tenantKey = ""
+        try await run(server) { base in
+            let tenant = try await HTTPProbe.request("POST", base + "/api/v1/mobile/tenants", body: json(["tenant_id": "acme"]),
+                                                     headers: ["x-api-key": key])
+            tenantKey = ((tenant.json as? [String: Any])?["api_key"] as? String) ?? ""
+            let credential = try await HTTPProbe.request("POST", base + "/credentials", body: json(["id": "c", "name": "C", "kind": "api_key",
+                                                                                                   "value": "sk_live_DISKCHECK"]),
+                                                         headers: ["x-api-key": tenantKey])
+            #expect(credential.status == 201)
+        }
+        let keyFile = data + "/mobile-sync.key"
+        let mode = try FileManager.default.attributesOfItem(atPath: keyFile)[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+        // Everything SQLite wrote, main file and write-ahead log alike.
+        let files = try FileManager.default.contentsOfDirectory(atPath: data).filter { $0.hasPrefix("mobile-sync.sqlite") }
+        let bytes = try files.reduce(Data()) { $0 + (try Data(contentsOf: URL(fileURLWithPath: data + "/" + $1))) }
+        for secret in [key, tenantKey, "sk_live_DISKCHECK"] {
+            #expect(bytes.range(of: Data(secret.utf8)) == nil, "\(secret.prefix(10))… is on disk in plain text")
+        }
+        let restarted = try MobileSyncLiveServer(dataDirectory: data, seed: 9)
+        #expect(restarted.rootAPIKey == key, "the key file opens what the database sealed")
+    }
+
     @Test("a body over the limit is 413 before the core sees it")
     func tooLarge() async throws {
         let server = try MobileSyncLiveServer(dataDirectory: TestPaths.scratchDirectory("mobile-sync-big").path, seed: 1)

@@ -1,5 +1,6 @@
 import DeviceWorkflows
 import Foundation
+import LabCrypto
 import LabKernel
 import LabStore
 import LabTestSupport
@@ -14,13 +15,13 @@ struct ServerHarness {
     var store: SQLiteSyncServerStore?
     var pushes: [PushWake] = []
 
-    init(authRequired: Bool = true, sqlite: Bool = false) throws {
+    init(authRequired: Bool = true, sqlite: Bool = false, sealingKey: SecretKey32? = nil) throws {
         server = SyncServer(config: SyncServerConfig(authRequired: authRequired, baseURL: "http://127.0.0.1:7710"),
                             seed: StreamSeed(99), wallClock: .simulationEpoch)
         root = server.bootstrap(now: .zero)
         if sqlite {
             let path = TestPaths.scratchDirectory("sync-server").appendingPathComponent("server.sqlite").path
-            store = try SQLiteSyncServerStore(path: path)
+            store = try SQLiteSyncServerStore(path: path, sealingKey: sealingKey)
             try store?.apply(server.state.takeChanges())
         } else {
             _ = server.state.takeChanges()

@@ -1,29 +1,45 @@
 public import DeviceWorkflows
-import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
-import LabKernel
+public import LabKernel
+import Synchronization
 
 /// A real device core on real sockets: an `EngineHost` with sync on, its store on disk,
-/// talking HTTP to a served mobile sync server. Time is `LiveClock`'s: instants are the
-/// wall clock since the Unix epoch, so what the store keeps (deadlines, creation times)
-/// means the same after a relaunch; the host's wall clock must be `.unixEpoch`.
-/// `step()` advances the engine to now and ticks it.
+/// talking HTTP (`HTTPClient`, a deadline on every exchange) to an orch8 sync server.
+/// Time is `LiveClock`'s: instants are the wall clock since the Unix epoch, so what the
+/// store keeps (deadlines, creation times) means the same after a relaunch; the host's
+/// wall clock must be `.unixEpoch`. `step()` advances the engine to now and ticks it.
+///
+/// One owner drives it (a test, `fleetlab device`): its methods are not for concurrent
+/// use. Push wakes arrive on the channel's thread and wait in an inbox for `takeWakes`.
 public final class LiveDevice<Store: WorkflowStore>: @unchecked Sendable {
     public var host: EngineHost<Store>
     public let baseURL: String
     public let apiKey: String
     public let deviceID: String
     let clock = LiveClock()
+    let http: HTTPClient
+    /// How long one exchange with the server may take.
+    public var requestTimeout: Duration = .seconds(10)
     /// Ticks run so far (the reporter counts its interval in these).
     public private(set) var ticks: UInt64 = 0
+    let wakes = WakeInbox()
+    var pushChannel: PushChannelClient?
+    /// Telemetry events the server accepted.
+    public private(set) var telemetrySent = 0
+    /// What the last sync request carried.
+    public private(set) var lastSent = SentCounts()
 
-    public init(host: EngineHost<Store>, baseURL: String, apiKey: String, deviceID: String, seed: UInt64 = 1) {
+    public struct SentCounts: Equatable, Sendable {
+        public var statuses = 0, approvals = 0, delegations = 0, acks = 0
+    }
+
+    public init(host: EngineHost<Store>, baseURL: String, apiKey: String, deviceID: String, seed: UInt64 = 1,
+                http: HTTPClient = HTTPClient()) {
+        precondition(host.wallClock == .unixEpoch, "a live device's instants are wall-clock time since the Unix epoch")
         self.host = host
         self.baseURL = baseURL
         self.apiKey = apiKey
         self.deviceID = deviceID
+        self.http = http
         self.host.enableSync(deviceID: deviceID, seed: StreamSeed(seed))
         self.host.advance(to: clock.now)
     }
@@ -43,83 +59,172 @@ public final class LiveDevice<Store: WorkflowStore>: @unchecked Sendable {
         public var description: String { "HTTP \(status): \(body)" }
     }
 
-    /// `POST /api/v1/mobile/devices/register`.
-    public func register(platform: String = "ios", pushToken: String? = nil, appVersion: String = "1.0") throws {
-        var body: [String: JSONValue] = ["device_id": .string(deviceID), "platform": .string(platform), "app_version": .string(appVersion)]
+    var headers: [String: String] { ["x-api-key": apiKey, "x-device-id": deviceID, "content-type": "application/json"] }
+
+    func exchange(_ method: String, _ path: String, body: JSONValue? = nil, extra: [String: String] = [:]) async throws -> HTTPResponseMessage {
+        var bytes: [UInt8] = []
+        body?.write(to: &bytes)
+        let request = HTTPRequestMessage(method: method, target: path, headers: headers.merging(extra) { $1 }, body: bytes)
+        return try await http.send(request, to: baseURL, timeout: requestTimeout)
+    }
+
+    /// `POST /api/v1/mobile/devices/register` (the app version from the device context
+    /// when one is set).
+    public func register(platform: String = "ios", pushToken: String? = nil, appVersion: String = "1.0") async throws {
+        let version = host.engine.deviceContext.map(\.appVersion).flatMap { $0.isEmpty ? nil : $0 } ?? appVersion
+        var body: [String: JSONValue] = ["device_id": .string(deviceID), "platform": .string(platform), "app_version": .string(version)]
         if let pushToken { body["push_token"] = .string(pushToken) }
-        let reply = try Self.fetch(method: "POST", url: baseURL + "/api/v1/mobile/devices/register", headers: headers, body: JSONValue.object(body))
+        let reply = try await exchange("POST", "/api/v1/mobile/devices/register", body: .object(body))
         guard reply.status == 201 else { throw HTTPFailure(status: reply.status, body: String(decoding: reply.body, as: UTF8.self)) }
     }
 
-    var headers: [String: String] { ["x-api-key": apiKey, "x-device-id": deviceID, "content-type": "application/json"] }
-
-    /// One sync now: the outbox goes up, commands come down and are applied. A network
-    /// error, 429 or 5xx backs off (Retry-After honoured) and loses nothing. Returns nil
-    /// when the request failed.
+    /// One sync now: the outbox goes up, commands come down and are applied, then the
+    /// recorded telemetry goes up. A network error, timeout, 429 or 5xx backs off
+    /// (Retry-After honoured) and loses nothing. Returns nil when the request failed.
     @discardableResult
-    public func syncNow() throws -> CommandReport? {
+    public func syncNow() async throws -> CommandReport? {
         host.advance(to: wallNow)
         let (request, sent) = try host.makeSyncRequest()
+        lastSent = SentCounts(statuses: request.statusUpdates.count, approvals: request.approvalRequests.count,
+                              delegations: request.stepDelegations.count, acks: request.commandAcks.count)
         host.sync?.began()
-        let reply: (status: Int, headers: [String: String], body: [UInt8])
+        let reply: HTTPResponseMessage
         do {
-            reply = try Self.fetch(method: "POST", url: baseURL + "/api/v1/mobile/sync", headers: headers, body: request.json)
+            reply = try await exchange("POST", "/api/v1/mobile/sync", body: request.json)
         } catch {
+            host.advance(to: wallNow)
             host.syncFailed()
             return nil
         }
-        guard (200..<300).contains(reply.status), let json = try? JSONValue.parse(bytes: reply.body),
-              let response = try? SyncResponse(json: json) else {
-            let retryAfter = reply.headers["retry-after"].flatMap(Int64.init).map { TimeSpan.seconds($0) }
+        host.advance(to: wallNow)
+        guard (200..<300).contains(reply.status), let json = reply.jsonBody, let response = try? SyncResponse(json: json) else {
+            let retryAfter = reply.header("retry-after").flatMap(Int64.init).map { TimeSpan.seconds($0) }
             host.syncFailed(retryAfter: retryAfter)
             return nil
         }
-        return try host.syncSucceeded(sent, response: response, tick: ticks)
+        let report = try host.syncSucceeded(sent, response: response, tick: ticks)
+        try await flushTelemetry()
+        return report
     }
 
-    /// The SDK's `sync(manifestUrl, tokenProvider)` over HTTP.
-    public func syncManifest(tenant: String) throws -> ManifestSyncResult {
-        try host.syncManifest(url: baseURL + "/\(tenant)/manifest.json", token: apiKey) { fetch in
-            let reply = try Self.fetch(method: "GET", url: fetch.url, headers: fetch.headers, body: nil)
-            return ManifestFetchReply(status: reply.status, headers: reply.headers, body: reply.body)
+    /// Syncs when the reporter says one is due (its interval, a push, a backoff that
+    /// ended); nil when none was due or the request failed.
+    public func syncIfDue() async throws -> CommandReport? {
+        guard let reporter = host.sync, reporter.isDue(tick: ticks, now: wallNow) else { return nil }
+        return try await syncNow()
+    }
+
+    /// `flushTelemetry()`: sends what the engine recorded, in batches of up to 500, to
+    /// `POST /api/v1/telemetry/mobile`; a failed request keeps the events for next time.
+    /// Also runs after every successful sync (the reporter's cadence).
+    @discardableResult
+    public func flushTelemetry() async throws -> Int {
+        var sent = 0
+        while let batch = try host.makeTelemetryBatch() {
+            guard let reply = try? await exchange("POST", "/api/v1/telemetry/mobile", body: batch.body),
+                  (200..<300).contains(reply.status) else { break }
+            try host.telemetryDelivered(batch)
+            sent += batch.count
+        }
+        telemetrySent += sent
+        return sent
+    }
+
+    /// The SDK's `sync(manifestUrl, tokenProvider)` over HTTP: the manifest of `tenant`
+    /// ("_" for the root key's) and the files it names.
+    public func syncManifest(tenant: String) async throws -> ManifestSyncResult {
+        let url = baseURL + "/\(tenant)/manifest.json"
+        let first = host.manifestRequest(url: url, token: apiKey)
+        var replies = try await prefetch([first])
+        if let manifest = replies[url] {
+            replies.merge(try await prefetch(host.manifestDownloads(after: manifest, token: apiKey))) { old, _ in old }
+        }
+        return try host.syncManifest(url: url, token: apiKey) { fetch in
+            guard let reply = replies[fetch.url] else { throw HTTPFailure(status: 0, body: "not fetched: \(fetch.url)") }
+            return reply
         }
     }
 
-    /// A blocking HTTP exchange (URLSession on its own queue; the device core is synchronous).
-    static func fetch(method: String, url: String, headers: [String: String], body: JSONValue?,
-                      timeout: TimeInterval = 10) throws -> (status: Int, headers: [String: String], body: [UInt8]) {
-        guard let target = URL(string: url) else { throw HTTPFailure(status: 0, body: "bad URL \(url)") }
-        var request = URLRequest(url: target)
-        request.httpMethod = method
-        request.timeoutInterval = timeout
-        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
-        if let body { request.httpBody = Data(body.canonicalText.utf8) }
-        let done = DispatchSemaphore(value: 0)
-        let box = ReplyBox()
-        URLSession.shared.dataTask(with: request) { data, response, error in
-            box.set(data: data, response: response as? HTTPURLResponse, error: error)
-            done.signal()
-        }.resume()
-        done.wait()
-        if let error = box.error { throw error }
-        guard let http = box.response else { throw HTTPFailure(status: 0, body: "no response") }
-        var fields: [String: String] = [:]
-        for (name, value) in http.allHeaderFields { fields[String(describing: name).lowercased()] = String(describing: value) }
-        return (http.statusCode, fields, [UInt8](box.data ?? Data()))
+    /// The SDK's `loadSequencesFromUrl(url)` over HTTP ("" is `config.sequencesUrl`).
+    public func loadSequences(fromURL url: String) async throws -> SequenceListLoad {
+        let target = url.isEmpty ? host.engine.config.sequencesUrl : url
+        let replies = try await prefetch([ManifestFetch(url: target, headers: [:])])
+        return try host.loadSequences(fromURL: url) { fetch in
+            guard let reply = replies[fetch.url] else { throw HTTPFailure(status: 0, body: "not fetched: \(fetch.url)") }
+            return reply
+        }
+    }
+
+    /// GETs each absolute URL (on this device's server or another), keyed by URL.
+    func prefetch(_ fetches: [ManifestFetch]) async throws -> [String: ManifestFetchReply] {
+        var replies: [String: ManifestFetchReply] = [:]
+        for fetch in fetches where replies[fetch.url] == nil {
+            guard let split = Self.splitURL(fetch.url) else { continue }
+            let request = HTTPRequestMessage(method: "GET", target: split.target, headers: headers.merging(fetch.headers) { $1 })
+            let reply = try await http.send(request, to: split.base, timeout: requestTimeout)
+            replies[fetch.url] = ManifestFetchReply(status: reply.status, headers: Dictionary(reply.headers.map { ($0.name, $0.value) },
+                                                                                            uniquingKeysWith: { $1 }), body: reply.body)
+        }
+        return replies
+    }
+
+    /// `http://host:port/path?query` as its base and target.
+    static func splitURL(_ url: String) -> (base: String, target: String)? {
+        guard url.hasPrefix("http://") else { return nil }
+        let rest = url.dropFirst("http://".count)
+        guard let slash = rest.firstIndex(of: "/") else { return (url, "/") }
+        return ("http://" + rest[..<slash], String(rest[slash...]))
+    }
+
+    // MARK: Push
+
+    /// Subscribes to the server's development push channel: each wake is kept for
+    /// `takeWakes`, and the reporter syncs on the next step (`onPushReceived()`).
+    public func subscribeToPush(onEnd: @escaping @Sendable (String) -> Void = { _ in }) async throws {
+        pushChannel?.close()
+        let wakes = self.wakes
+        pushChannel = try await PushChannelClient.connect(baseURL: baseURL, deviceID: deviceID, apiKey: apiKey,
+                                                          onWake: { wake in wakes.list.withLock { $0.append(wake) } }, onEnd: onEnd)
+    }
+
+    public func unsubscribeFromPush() {
+        pushChannel?.close()
+        pushChannel = nil
+    }
+
+    /// The wakes received since the last call; each forces the next sync.
+    public func takeWakes() -> [JSONValue] {
+        let taken = wakes.list.withLock { list -> [JSONValue] in
+            defer { list.removeAll() }
+            return list
+        }
+        if !taken.isEmpty { host.pushReceived() }
+        return taken
     }
 }
 
-final class ReplyBox: @unchecked Sendable {
-    private let lock = NSLock()
-    private(set) var data: Data?
-    private(set) var response: HTTPURLResponse?
-    private(set) var error: (any Error)?
+final class WakeInbox: Sendable {
+    let list = Mutex<[JSONValue]>([])
+}
 
-    func set(data: Data?, response: HTTPURLResponse?, error: (any Error)?) {
-        lock.withLock {
-            self.data = data
-            self.response = response
-            self.error = error
+extension LiveDevice where Store == SQLiteWorkflowStore {
+    /// A device whose state lives in `storePath`: a new one, or the one a previous run
+    /// left there, restored (instances, outbox, executed commands) as an app relaunch
+    /// would. Instants are wall-clock time since the Unix epoch.
+    public static func open(baseURL: String, apiKey: String, deviceID: String, storePath: String, config: MobileEngineConfig,
+                            seed: UInt64) throws -> LiveDevice {
+        let wall = WallClockOrigin.unixEpoch
+        let store = try SQLiteWorkflowStore(path: storePath)
+        let now = LiveClock().now
+        var host: EngineHost<SQLiteWorkflowStore>
+        let stored = try store.loadState()
+        if !stored.instances.isEmpty || !stored.sequences.isEmpty {
+            host = try EngineHost.relaunch(config: config, store: store, seed: StreamSeed(seed), now: now, wallClock: wall)
+        } else {
+            let engine = MobileEngine(config: config, handlers: BuiltinHandlers.names, seed: StreamSeed(seed), wallClock: wall)
+            host = EngineHost(engine: engine, store: store, wallClock: wall, now: now)
         }
+        host.engine.resume()
+        return LiveDevice(host: host, baseURL: baseURL, apiKey: apiKey, deviceID: deviceID, seed: seed)
     }
 }

@@ -18,16 +18,21 @@ public struct PeerRequestContext: RequestContext {
 
 /// Turns Hummingbird requests into `HTTPRequestMessage`s for a sans-I/O server core and
 /// its `HTTPResponseMessage`s back into responses. `handle` runs the core (under the
-/// adapter's lock) and returns what to send.
+/// adapter's lock) and returns what to send. A core that accepts a long-lived stream
+/// answers with its first bytes and `Content-Type: text/event-stream`; `stream` then
+/// gives the body that stays open (Server-Sent Events), or nil to send the answer as it is.
 public struct CoreResponder: HTTPResponder {
     public typealias Context = PeerRequestContext
     /// Larger bodies are refused with 413 before the core sees them.
     public var maxBodyBytes = 8 << 20
     let handle: @Sendable (HTTPRequestMessage) async throws -> HTTPResponseMessage
+    let stream: (@Sendable (HTTPResponseMessage) -> ResponseBody?)?
 
-    public init(maxBodyBytes: Int = 8 << 20, handle: @escaping @Sendable (HTTPRequestMessage) async throws -> HTTPResponseMessage) {
+    public init(maxBodyBytes: Int = 8 << 20, handle: @escaping @Sendable (HTTPRequestMessage) async throws -> HTTPResponseMessage,
+                stream: (@Sendable (HTTPResponseMessage) -> ResponseBody?)? = nil) {
         self.maxBodyBytes = maxBodyBytes
         self.handle = handle
+        self.stream = stream
     }
 
     public func respond(to request: Request, context: Context) async throws -> Response {
@@ -44,7 +49,13 @@ public struct CoreResponder: HTTPResponder {
                                          body: Array(body.readableBytesView), peer: context.peer)
         FaultInjection.check(path: message.path)
         do {
-            return Self.response(try await handle(message))
+            let answer = try await handle(message)
+            if answer.status == 200, answer.header("content-type") == "text/event-stream", let body = stream?(answer) {
+                var response = Self.response(answer)
+                response.body = body
+                return response
+            }
+            return Self.response(answer)
         } catch {
             return Self.response(.json(500, ["error": "internal server error"]))
         }

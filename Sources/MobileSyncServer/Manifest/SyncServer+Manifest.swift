@@ -171,9 +171,9 @@ extension SyncServer {
     }
 
     /// `GET /{tenant}/manifest.json`, with an ETag; `If-None-Match` answers 304.
-    func serveManifest(tenant path: String, request: HTTPRequestMessage) throws -> HTTPResponseMessage {
+    func serveManifest(tenant path: String, request: HTTPRequestMessage, now: Instant) throws -> HTTPResponseMessage {
         let tenant = Self.tenant(fromPath: path)
-        let caller = try authenticate(request)
+        let caller = try authenticate(request, now: now)
         guard caller.sees(tenant) else { throw APIError(404, "not found", "no manifest for \(path)") }
         guard let root = rootSigningKey else { throw APIError(503, "unavailable", "the server has no manifest root key yet") }
         let canonical = manifestDocument(tenant: tenant).canonicalText
@@ -186,9 +186,9 @@ extension SyncServer {
     }
 
     /// `GET /{tenant}/sequences/{sha256}.json` (the exact bytes) or `.sig` (base64).
-    func serveSequenceFile(tenant path: String, file: String, request: HTTPRequestMessage) throws -> HTTPResponseMessage {
+    func serveSequenceFile(tenant path: String, file: String, request: HTTPRequestMessage, now: Instant) throws -> HTTPResponseMessage {
         let tenant = Self.tenant(fromPath: path)
-        let caller = try authenticate(request)
+        let caller = try authenticate(request, now: now)
         guard caller.sees(tenant) else { throw APIError(404, "not found", "no such sequence") }
         let isSignature = file.hasSuffix(".sig")
         let hash = String(file.dropLast(isSignature ? 4 : 5))
@@ -200,6 +200,18 @@ extension SyncServer {
             return HTTPResponseMessage(status: 200, headers: [HTTPHeader("Content-Type", "text/plain")], body: Array(sequence.signature.utf8))
         }
         return HTTPResponseMessage(status: 200, headers: [HTTPHeader("Content-Type", "application/json")], body: Array(sequence.json.utf8))
+    }
+
+    /// `GET /{tenant}/sequences.json`: every published sequence of the tenant as one JSON
+    /// array, by name (the seed's bundled `sequences.json`, what `loadSequencesFromUrl`
+    /// reads). Unsigned: a device that wants signatures uses the manifest.
+    func serveSequenceList(tenant path: String, request: HTTPRequestMessage, now: Instant) throws -> HTTPResponseMessage {
+        let tenant = Self.tenant(fromPath: path)
+        let caller = try authenticate(request, now: now)
+        guard caller.sees(tenant) else { throw APIError(404, "not found", "no sequences for \(path)") }
+        let published = state.manifest.sequences.values.filter { $0.tenantID == tenant }.sorted { $0.name < $1.name }
+        let body = "[" + published.map(\.json).joined(separator: ",") + "]"
+        return HTTPResponseMessage(status: 200, headers: [HTTPHeader("Content-Type", "application/json")], body: Array(body.utf8))
     }
 }
 

@@ -1,10 +1,11 @@
 /// The Mobile Sync dashboard (`GET /dashboard/mobile-sync`), the page the seed's
 /// Dashboard Features section describes: pending approvals with their choices, a Start
 /// Workflow form, instance statuses with progress bars and expandable step timelines,
-/// Update and Restart actions. One self-contained page: its own CSS and script, nothing
-/// fetched but this server's API, which it calls with the key given as `?key=` (kept in
-/// the tab's sessionStorage) or typed in. It polls every 3 seconds. Every value from the
-/// API is inserted as text, never as HTML.
+/// Update and Restart actions, and a device's recent telemetry. One self-contained page:
+/// its own CSS and script, nothing fetched but this server's API, which it calls with the
+/// session cookie its sign-in form set (`SyncServer+Dashboard.swift`): the API key is
+/// posted once in a form body and never reaches a URL or the page's script. It polls
+/// every 3 seconds. Every value from the API is inserted as text, never as HTML.
 enum MobileSyncDashboardPage {
     static let html = #"""
 <!doctype html>
@@ -54,14 +55,20 @@ form.start { display:grid; grid-template-columns: 220px 220px 1fr auto; gap:10px
 input, select, textarea { font:inherit; padding:5px 8px; border:1px solid var(--line); border-radius:6px; width:100%; }
 textarea { min-height:34px; font-family: ui-monospace, monospace; font-size:12px; }
 .policies { display:inline-flex; gap:4px; flex-wrap:wrap; margin-left:6px; }
-.keybox { display:none; gap:8px; align-items:center; }
+.signin { display:none; gap:8px; align-items:center; margin:0; }
+.signout { display:none; margin:0; }
+.payload { max-width:520px; overflow-wrap:anywhere; }
 </style>
 </head>
 <body>
 <header>
   <h1>Mobile Sync</h1>
-  <div class="keybox" id="keybox"><input id="keyinput" placeholder="API key" size="40"><button id="keysave" class="primary">Use key</button></div>
+  <form class="signin" id="signin" method="post" action="/dashboard/mobile-sync/session">
+    <input id="keyinput" name="key" type="password" placeholder="API key" size="40" autocomplete="current-password" aria-label="API key">
+    <button id="keysave" class="primary" type="submit">Sign in</button>
+  </form>
   <div class="meta" id="meta">connecting…</div>
+  <form class="signout" id="signout" method="post" action="/dashboard/mobile-sync/session/end"><button type="submit">Sign out</button></form>
 </header>
 <main>
   <div class="error" id="error"></div>
@@ -85,13 +92,17 @@ textarea { min-height:34px; font-family: ui-monospace, monospace; font-size:12px
     <table><thead><tr><th>Device</th><th>Instance</th><th>Sequence</th><th>State</th><th>Current step</th><th>Progress</th><th>Updated</th><th></th></tr></thead>
     <tbody id="statuses"></tbody></table>
   </section>
+  <section>
+    <h2>Device events <select id="events-device" aria-label="Device for events"></select></h2>
+    <table><thead><tr><th>Time</th><th>Event</th><th>Payload</th><th>Received</th></tr></thead>
+    <tbody id="events"></tbody></table>
+  </section>
 </main>
 <script>
 (function () {
   "use strict";
   var params = new URLSearchParams(location.search);
-  if (params.get("key")) { sessionStorage.setItem("fleetlab-key", params.get("key")); }
-  var key = sessionStorage.getItem("fleetlab-key") || "";
+  var signedIn = true;
   var expanded = {};
   var openActions = {};
   var busy = false;
@@ -107,11 +118,12 @@ textarea { min-height:34px; font-family: ui-monospace, monospace; font-size:12px
   }
   function showError(message) { var e = document.getElementById("error"); e.textContent = message || ""; e.style.display = message ? "block" : "none"; }
   function api(method, path, body) {
-    var init = { method: method, headers: { "x-api-key": key } };
+    var init = { method: method, credentials: "same-origin", headers: { "x-fleetlab-dashboard": "1" } };
     if (body !== undefined) { init.headers["content-type"] = "application/json"; init.body = JSON.stringify(body); }
     return fetch(path, init).then(function (r) {
       return r.text().then(function (t) {
         var data = null; try { data = t ? JSON.parse(t) : null; } catch (e) { data = null; }
+        if (r.status === 401) { signedIn = false; }
         if (!r.ok) { throw new Error((data && data.error) || ("HTTP " + r.status)); }
         return data;
       });
@@ -154,6 +166,23 @@ textarea { min-height:34px; font-family: ui-monospace, monospace; font-size:12px
     synced.forEach(function (d) { select.appendChild(el("option", { value: d.device_id, text: d.device_id + " (" + d.platform + ")" })); });
     if (current) { select.value = current; }
     document.getElementById("start-note").textContent = synced.length ? "" : "No device has synced yet.";
+    var events = document.getElementById("events-device"); var chosen = events.value; events.textContent = "";
+    items.forEach(function (d) { events.appendChild(el("option", { value: d.device_id, text: d.device_id })); });
+    if (chosen) { events.value = chosen; }
+  }
+
+  function renderEvents(items) {
+    var body = document.getElementById("events"); body.textContent = "";
+    if (!items.length) { body.appendChild(el("tr", null, [el("td", { colspan: "4", class: "empty", text: "No telemetry from this device yet." })])); return; }
+    items.forEach(function (e) {
+      body.appendChild(el("tr", { "data-event": e.event_type }, [el("td", { class: "mono", text: e.timestamp }), el("td", { class: "mono", text: e.event_type }),
+        el("td", { class: "mono payload", text: e.payload }), el("td", { text: ago(e.received_at) + " ago" })]));
+    });
+  }
+  function refreshEvents() {
+    var device = document.getElementById("events-device").value;
+    if (!device) { renderEvents([]); return Promise.resolve(); }
+    return api("GET", "/api/v1/mobile/devices/" + encodeURIComponent(device) + "/telemetry?limit=50").then(function (r) { renderEvents(r.items); });
   }
 
   function progress(steps) {
@@ -215,15 +244,23 @@ textarea { min-height:34px; font-family: ui-monospace, monospace; font-size:12px
     });
   }
 
+  function showSignIn() {
+    document.getElementById("signin").style.display = "flex"; document.getElementById("signout").style.display = "none";
+    document.getElementById("meta").textContent = "sign in with the server's root API key or a tenant's key";
+    if (params.get("signin") === "failed") { showError("That API key is not valid."); }
+  }
   function refresh() {
-    if (!key) { document.getElementById("keybox").style.display = "flex"; document.getElementById("meta").textContent = "enter an API key"; return; }
+    if (!signedIn) { showSignIn(); return; }
     if (busy) { return; } busy = true;
     Promise.all([api("GET", "/api/v1/mobile/approvals?state=pending&limit=500"), api("GET", "/api/v1/mobile/devices?limit=500"),
                  api("GET", "/api/v1/mobile/status?limit=500")]).then(function (r) {
       renderApprovals(r[0].items); renderDevices(r[1].items); renderStatuses(r[2].items);
+      return refreshEvents();
+    }).then(function () {
       document.getElementById("meta").textContent = "updated " + new Date(Date.now()).toLocaleTimeString() + " · polling every 3 s";
+      document.getElementById("signout").style.display = "block";
       document.body.setAttribute("data-loaded", "true"); showError("");
-    }, function (e) { showError(e.message); }).then(function () { busy = false; });
+    }, function (e) { if (signedIn) { showError(e.message); } else { showSignIn(); } }).then(function () { busy = false; });
   }
 
   document.getElementById("start-form").addEventListener("submit", function (ev) {
@@ -236,10 +273,7 @@ textarea { min-height:34px; font-family: ui-monospace, monospace; font-size:12px
     if (typeof input !== "object" || Array.isArray(input) || input === null) { showError("The initial state is a JSON object."); return; }
     command(device, "start_workflow", { sequence_name: sequence, input: input });
   });
-  document.getElementById("keysave").addEventListener("click", function () {
-    key = document.getElementById("keyinput").value.trim(); sessionStorage.setItem("fleetlab-key", key);
-    document.getElementById("keybox").style.display = "none"; refresh();
-  });
+  document.getElementById("events-device").addEventListener("change", function () { refreshEvents(); });
   refresh();
   setInterval(refresh, 3000);
 })();

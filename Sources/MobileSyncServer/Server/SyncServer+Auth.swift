@@ -1,3 +1,4 @@
+import LabCrypto
 import LabKernel
 
 /// Who is calling: a tenant, or the root key / no-auth mode (`tenant` empty), which sees
@@ -14,12 +15,15 @@ extension SyncServer {
     /// `x-api-key` (or `Authorization: Bearer`): the root key, with the tenant from
     /// `X-Tenant-Id` if given, or a tenant's key, which a different `X-Tenant-Id` may not
     /// override (403). Missing or unknown keys are 401.
-    func authenticate(_ request: HTTPRequestMessage) throws -> Caller {
+    func authenticate(_ request: HTTPRequestMessage, now: Instant) throws -> Caller {
         let requested = request.header("x-tenant-id").flatMap { $0.isEmpty ? nil : $0 }
         guard config.authRequired else { return Caller(tenant: requested ?? "", isRoot: true) }
         var key = request.header("x-api-key")
         if key == nil, let authorization = request.header("authorization"), authorization.lowercased().hasPrefix("bearer ") {
             key = String(authorization.dropFirst(7))
+        }
+        if key == nil, let session = try dashboardSession(request, now: now) {
+            return Caller(tenant: session.tenant, isRoot: session.isRoot)
         }
         guard let key, !key.isEmpty else { throw APIError(401, "unauthorized", "an x-api-key header is required") }
         if let root = state.meta[Self.rootKeyMeta], ConstantTimeText.equal(key, root) {
@@ -50,10 +54,15 @@ extension SyncServer {
             throw APIError(400, "invalid argument", "tenant_id may hold letters, digits, - _ . (at most 128), got '\(id)'")
         }
         guard state.tenants[id] == nil else { throw APIError(409, "conflict", "tenant \(id) already exists") }
-        let tenant = TenantRecord(tenantID: id, apiKey: "fl_\(id)_" + randomToken(20), createdAt: timestamp(now))
+        let key = "fl_\(id)_" + randomToken(20)
+        let tenant = TenantRecord(tenantID: id, apiKeyHash: Self.keyHash(key), createdAt: timestamp(now))
         state.put(tenant)
-        return .json(201, ["tenant_id": .string(id), "api_key": .string(tenant.apiKey), "created_at": .string(tenant.createdAt)])
+        // The only time the key is shown: the server keeps its hash.
+        return .json(201, ["tenant_id": .string(id), "api_key": .string(key), "created_at": .string(tenant.createdAt)])
     }
+
+    /// What an API key (or a dashboard session token) is stored and looked up as.
+    public static func keyHash(_ key: String) -> String { SHA256.hash(key).hexString }
 
     func listTenants(caller: Caller) throws -> HTTPResponseMessage {
         try requireRoot(caller)

@@ -172,6 +172,28 @@ extension SyncServer {
         } catch { throw APIError.from(error) }
     }
 
+    /// `GET /api/v1/mobile/push/stream?device_id=`: the development push channel
+    /// (docs/sync.md, "Push wake on loopback"). APNs and FCM cannot be reached from here,
+    /// so a device on the same machine subscribes with its tenant's key; the core checks
+    /// the caller and the device and names the channel (`X-Push-Device`), and the live
+    /// driver keeps the response open as Server-Sent Events, one `wake` event per new
+    /// command for that device.
+    func openPushStream(_ request: HTTPRequestMessage, caller: Caller) throws -> HTTPResponseMessage {
+        guard let device = request.query["device_id"], !device.isEmpty else {
+            throw APIError(400, "invalid argument", "device_id is required")
+        }
+        guard let record = state.devices[device], caller.sees(record.tenantID) else {
+            throw APIError(404, "not found", "device \(device) not found (register it first)")
+        }
+        return HTTPResponseMessage(status: 200, headers: [
+            HTTPHeader("Content-Type", "text/event-stream"), HTTPHeader("Cache-Control", "no-store"),
+            HTTPHeader(Self.pushStreamHeader, device),
+        ], body: Array(": subscribed\n\n".utf8))
+    }
+
+    /// Names the device of an accepted push stream.
+    public static let pushStreamHeader = "X-Push-Device"
+
     /// The silent push for a new command, when the device gave a push token.
     mutating func wake(for command: CommandRecord, now: Instant) -> PushWake? {
         guard let token = state.devices[command.deviceID]?.pushToken, !token.isEmpty else { return nil }

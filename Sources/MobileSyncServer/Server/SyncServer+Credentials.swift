@@ -132,12 +132,13 @@ extension SyncServer {
                 case nil: payload = ""
                 }
                 return TelemetryRecord(tenantID: tenant, deviceID: deviceID, eventType: try e.name("event_type"), payload: payload,
-                                       timestamp: try e.name("timestamp"))
+                                       timestamp: try e.name("timestamp"), receivedAtMs: unixMs(now))
             }
         } catch let error as JSONFieldError {
             if error.tooLarge { throw APIError(413, "payload too large", "at most 500 events per batch") }
             throw APIError(field: error)
         }
+        for row in rows { try requireOwnDevice(row.deviceID, tenant: row.tenantID) }
         if !rows.isEmpty { state.add(rows) }
         return .json(200, ["accepted": .number(Double(rows.count))])
     }
@@ -151,9 +152,29 @@ extension SyncServer {
                 "message": .string(try f.name("message")), "stack_trace": f.optionalValue("stack_trace") ?? .null,
                 "instance_id": f.optionalValue("instance_id") ?? .null, "sequence_name": f.optionalValue("sequence_name") ?? .null,
             ]
+            try requireOwnDevice(device, tenant: caller.tenant)
             state.add([TelemetryRecord(tenantID: caller.tenant, deviceID: device, eventType: "error:" + (try f.name("error_type")),
-                                       payload: report.canonicalText, timestamp: timestamp(now))])
+                                       payload: report.canonicalText, timestamp: timestamp(now), receivedAtMs: unixMs(now))])
         } catch { throw APIError.from(error) }
         return .json(202, ["accepted": 1])
+    }
+
+    /// Telemetry about a device registered to another tenant is refused as if the device
+    /// did not exist; a device not registered at all may report (the SDK sends telemetry
+    /// before its first registration succeeds).
+    func requireOwnDevice(_ device: String, tenant: String) throws {
+        if let record = state.devices[device], !tenant.isEmpty, record.tenantID != tenant {
+            throw APIError(404, "not found", "device \(device) not found")
+        }
+    }
+
+    /// `GET /api/v1/mobile/devices/{id}/telemetry?limit=`: the device's most recent events
+    /// (the server keeps the last 200 per device in memory; older ones stay in the
+    /// database until retention), newest first.
+    func listTelemetry(device: String, _ request: HTTPRequestMessage, caller: Caller) throws -> HTTPResponseMessage {
+        if let record = state.devices[device], !caller.sees(record.tenantID) { throw APIError(404, "not found", "device \(device) not found") }
+        let rows = (state.recentTelemetry[device] ?? []).filter { caller.sees($0.tenantID) }
+        let items = rows.reversed().prefix(try limit(request, default: 50, max: SyncServerState.recentTelemetryPerDevice)).map(\.json)
+        return .json(200, ["items": .array(Array(items)), "total": .number(Double(rows.count))])
     }
 }

@@ -51,6 +51,7 @@ public struct SyncServer: Sendable {
     /// sent; the pushes sent after.
     public mutating func handle(_ request: HTTPRequestMessage, now: Instant) -> SyncServerReply {
         _ = state.takeChanges()
+        pruneIfDue(now: now)
         var pushes: [PushWake] = []
         var response: HTTPResponseMessage
         var path = request.segments
@@ -82,18 +83,18 @@ public struct SyncServer: Sendable {
         // Public: the manifest and sequences a device fetches (`/{tenant}/manifest.json`).
         if path.count == 2, path[1] == "manifest.json" {
             try expect(method, "GET", request)
-            return try serveManifest(tenant: path[0], request: request)
+            return try serveManifest(tenant: path[0], request: request, now: now)
+        }
+        if path.count == 2, path[1] == "sequences.json" {
+            try expect(method, "GET", request)
+            return try serveSequenceList(tenant: path[0], request: request, now: now)
         }
         if path.count == 3, path[1] == "sequences" {
             try expect(method, "GET", request)
-            return try serveSequenceFile(tenant: path[0], file: path[2], request: request)
+            return try serveSequenceFile(tenant: path[0], file: path[2], request: request, now: now)
         }
-        if path == ["dashboard", "mobile-sync"] {
-            try expect(method, "GET", request)
-            return HTTPResponseMessage(status: 200, headers: [HTTPHeader("Content-Type", "text/html; charset=utf-8")],
-                                       body: Array(MobileSyncDashboardPage.html.utf8))
-        }
-        let caller = try authenticate(request)
+        if let page = try routeDashboard(request, path: path, now: now) { return page }
+        let caller = try authenticate(request, now: now)
         // Every route validates the whole request before its first write, so a refused
         // request changes nothing (and there is no copy of the state to roll back to:
         // copying it per request would cost as much as the state is large).
@@ -139,7 +140,14 @@ public struct SyncServer: Sendable {
             case ["manifest", "root-key"]:
                 try expect(method, "GET", request)
                 return rootKey()
+            case ["push", "stream"]:
+                try expect(method, "GET", request)
+                return try openPushStream(request, caller: caller)
             default:
+                if rest.count == 3, rest[0] == "devices", rest[2] == "telemetry" {
+                    try expect(method, "GET", request)
+                    return try listTelemetry(device: rest[1], request, caller: caller)
+                }
                 if rest.count == 3, rest[0] == "approvals", rest[2] == "resolve" {
                     try expect(method, "POST", request)
                     return try resolveApproval(id: rest[1], request, caller: caller, now: now, pushes: &pushes)
@@ -260,6 +268,8 @@ public struct SyncServerConfig: Sendable, Equatable {
     public var idleIntervalSecs = 30
     /// Commands per sync response.
     public var commandBatch = 50
+    /// How long what is done is kept (docs/sync.md, "Retention").
+    public var retention = SyncRetention()
 
     public init(authRequired: Bool = true, baseURL: String = "http://127.0.0.1:7710") {
         self.authRequired = authRequired

@@ -132,11 +132,28 @@ public struct TelemetryRecord: Equatable, Sendable {
     public var deviceID: String
     public var eventType: String
     public var payload: String
+    /// The device's time of the event, as it sent it.
     public var timestamp: String
+    /// When the server received it (Unix ms): what retention counts from.
+    public var receivedAtMs: Int64
+
+    public var json: JSONValue {
+        ["device_id": .string(deviceID), "event_type": .string(eventType), "payload": .string(payload), "timestamp": .string(timestamp),
+         "received_at": .string(RFC3339.format(unixMilliseconds: receivedAtMs))]
+    }
 }
 
 public struct TenantRecord: Equatable, Sendable {
     public var tenantID: String
-    public var apiKey: String
+    /// SHA-256 (hex) of the tenant's API key: the key itself is shown once, at creation.
+    public var apiKeyHash: String
     public var createdAt: String
+}
+
+/// A signed-in dashboard: the caller its API key stood for, until when. Memory only (a
+/// restart signs dashboards out); the cookie holds the token, the server its SHA-256.
+public struct DashboardSession: Equatable, Sendable {
+    public var tenant: String
+    public var isRoot: Bool
+    public var expiresAt: Instant
 }

@@ -22,8 +22,14 @@ public struct SyncServerState: Equatable, Sendable {
     public internal(set) var pendingByDevice: [String: [String]] = [:]
     public internal(set) var nextCommandSequence: Int64 = 1
     public internal(set) var credentials: [String: CredentialRecord] = [:]
-    /// Telemetry rows live in the database only; memory keeps counts per tenant.
-    public internal(set) var telemetryCount: [String: Int] = [:]
+    /// Telemetry rows live in the database; memory keeps each device's most recent
+    /// events (at most `recentTelemetryPerDevice`), for the API and the dashboard page.
+    public internal(set) var recentTelemetry: [String: [TelemetryRecord]] = [:]
+    public static let recentTelemetryPerDevice = 200
+    /// Signed-in dashboards by the SHA-256 of their cookie's token (never stored).
+    var dashboardSessions: [String: DashboardSession] = [:]
+    /// When retention last ran (`SyncServer+Retention.swift`).
+    var lastPrune: Instant?
     /// Server settings and keys: the root API key, the manifest root key's seed, …
     public internal(set) var meta: [String: String] = [:]
     public internal(set) var manifest = ManifestState()
@@ -50,14 +56,14 @@ public struct SyncServerState: Equatable, Sendable {
     public static func == (a: SyncServerState, b: SyncServerState) -> Bool {
         a.tenants == b.tenants && a.devices == b.devices && a.statuses == b.statuses && a.approvals == b.approvals
             && a.commands == b.commands && a.pendingByDevice == b.pendingByDevice && a.nextCommandSequence == b.nextCommandSequence
-            && a.credentials == b.credentials && a.telemetryCount == b.telemetryCount && a.meta == b.meta && a.manifest == b.manifest
+            && a.credentials == b.credentials && a.recentTelemetry == b.recentTelemetry && a.meta == b.meta && a.manifest == b.manifest
     }
 
     // MARK: Writes (each logs its row)
 
     mutating func put(_ tenant: TenantRecord) {
         tenants[tenant.tenantID] = tenant
-        tenantByKey[tenant.apiKey] = tenant.tenantID
+        tenantByKey[tenant.apiKeyHash] = tenant.tenantID
         changes.append(.tenant(tenant))
     }
 
@@ -119,8 +125,45 @@ public struct SyncServerState: Equatable, Sendable {
     }
 
     mutating func add(_ telemetry: [TelemetryRecord]) {
-        for row in telemetry { telemetryCount[row.tenantID, default: 0] += 1 }
+        for row in telemetry {
+            var recent = recentTelemetry.removeValue(forKey: row.deviceID) ?? []
+            recent.append(row)
+            if recent.count > Self.recentTelemetryPerDevice { recent.removeFirst(recent.count - Self.recentTelemetryPerDevice) }
+            recentTelemetry[row.deviceID] = recent
+        }
         changes.append(.telemetry(telemetry))
+    }
+
+    mutating func remove(command id: String) {
+        guard let command = commands.removeValue(forKey: id) else { return }
+        if var pending = pendingByDevice[command.deviceID] {
+            pending.removeAll { $0 == id }
+            pendingByDevice[command.deviceID] = pending.isEmpty ? nil : pending
+        }
+        changes.append(.deleteCommand(id))
+    }
+
+    mutating func remove(approval id: String) {
+        guard let approval = approvals.removeValue(forKey: id) else { return }
+        approvalByGate[Self.gate(approval.deviceID, approval.instanceID, approval.blockID)] = nil
+        approvalOrder.remove(approval.orderKey, from: ListName.lists(tenant: approval.tenantID, device: approval.deviceID, state: approval.state.rawValue))
+        if let expiry = approval.expiryKey { expiryOrder.remove(expiry, from: [ListName.all]) }
+        changes.append(.deleteApproval(id))
+    }
+
+    /// Forgets telemetry received before `beforeMs`: the database's rows and the recent
+    /// events kept in memory.
+    mutating func pruneTelemetry(before beforeMs: Int64) {
+        for (device, rows) in recentTelemetry where rows.first.map({ $0.receivedAtMs < beforeMs }) == true {
+            let kept = rows.filter { $0.receivedAtMs >= beforeMs }
+            recentTelemetry[device] = kept.isEmpty ? nil : kept
+        }
+        changes.append(.pruneTelemetry(beforeMs: beforeMs))
+    }
+
+    mutating func removeMeta(_ key: String) {
+        guard meta.removeValue(forKey: key) != nil else { return }
+        changes.append(.deleteMeta(key))
     }
 
     mutating func setMeta(_ key: String, _ value: String) {
@@ -156,7 +199,8 @@ public struct SyncServerState: Equatable, Sendable {
     static func gate(_ device: String, _ instance: String, _ block: String) -> String { "\(device)|\(instance)|\(block)" }
     static func credentialKey(_ tenant: String, _ id: String) -> String { "\(tenant)|\(id)" }
 
-    public func tenant(forKey key: String) -> String? { tenantByKey[key] }
+    /// The tenant of an API key (looked up by its hash).
+    public func tenant(forKey key: String) -> String? { tenantByKey[SyncServer.keyHash(key)] }
 
     public func approval(device: String, instance: String, block: String) -> ApprovalRecord? {
         approvalByGate[Self.gate(device, instance, block)].flatMap { approvals[$0] }
@@ -180,7 +224,7 @@ public struct SyncServerState: Equatable, Sendable {
         for device in devices.values { index(device, replacing: nil) }
         for byInstance in statuses.values { for status in byInstance.values { index(status, replacing: nil) } }
         for approval in approvals.values { index(approval, replacing: nil) }
-        tenantByKey = Dictionary(tenants.values.map { ($0.apiKey, $0.tenantID) }, uniquingKeysWith: { first, _ in first })
+        tenantByKey = Dictionary(tenants.values.map { ($0.apiKeyHash, $0.tenantID) }, uniquingKeysWith: { first, _ in first })
         approvalByGate = Dictionary(approvals.values.map { (Self.gate($0.deviceID, $0.instanceID, $0.blockID), $0.id) },
                                     uniquingKeysWith: { first, _ in first })
         var pending: [String: [CommandRecord]] = [:]
@@ -205,6 +249,12 @@ public enum StoreChange: Equatable, Sendable {
     case publishedSequence(PublishedSequence)
     case removedSequence(RemovedSequence)
     case manifestVersion(tenant: String, version: Int64)
+    /// Retention: rows that are forgotten (`SyncServer+Retention.swift`).
+    case deleteCommand(String)
+    case deleteApproval(String)
+    case deleteMeta(String)
+    /// Telemetry received before this Unix millisecond is deleted.
+    case pruneTelemetry(beforeMs: Int64)
 }
 
 /// What the manifest publisher keeps.

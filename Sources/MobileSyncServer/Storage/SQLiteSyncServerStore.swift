@@ -1,11 +1,24 @@
+public import LabCrypto
 public import LabStore
 import LabKernel
 
 /// The sync server's database file: one table per record type. `apply` commits a
 /// request's rows in one transaction; `load` reads everything back into a state, which a
 /// test compares with the state that wrote it.
+///
+/// Secrets at rest: tenant API keys are stored as their SHA-256 (the key is shown once,
+/// when the tenant is made); credential values and refresh tokens, signing-key seeds and
+/// the secret settings (`secretMeta`: the root API key, the manifest root seed) are sealed
+/// with `SecretBox` under `sealingKey`, which the live server keeps in a file of its own
+/// (mode 0600) beside the database. A database copied without that file gives none of
+/// them. Rows an older build wrote in plain text are read as they are and sealed (or
+/// hashed) on load.
 public final class SQLiteSyncServerStore {
     public let database: SQLiteDatabase
+    let sealingKey: SecretKey32?
+
+    /// Settings in `meta` that are secrets.
+    static let secretMeta: Set<String> = [SyncServer.rootKeyMeta, SyncServer.manifestRootSeedMeta]
 
     static let schema = """
     PRAGMA journal_mode = WAL;
@@ -32,7 +45,8 @@ public final class SQLiteSyncServerStore {
         enabled INTEGER NOT NULL, expires_at TEXT, created_at TEXT NOT NULL, PRIMARY KEY (tenant_id, id));
     CREATE TABLE IF NOT EXISTS telemetry (
         id INTEGER PRIMARY KEY, tenant_id TEXT NOT NULL, device_id TEXT NOT NULL, event_type TEXT NOT NULL, payload TEXT NOT NULL,
-        timestamp TEXT NOT NULL);
+        timestamp TEXT NOT NULL, received_at_ms INTEGER NOT NULL DEFAULT 0);
+    CREATE INDEX IF NOT EXISTS telemetry_received ON telemetry (received_at_ms);
     CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
     CREATE TABLE IF NOT EXISTS signing_keys (key_id TEXT PRIMARY KEY, seed_hex TEXT NOT NULL, public_key TEXT NOT NULL,
         created_at TEXT NOT NULL, revoked INTEGER NOT NULL);
@@ -45,9 +59,32 @@ public final class SQLiteSyncServerStore {
     CREATE TABLE IF NOT EXISTS manifest_versions (tenant_id TEXT PRIMARY KEY, version INTEGER NOT NULL);
     """
 
-    public init(path: String) throws {
+    /// `sealingKey` nil keeps secrets in plain text: for tests and the simulator, never for
+    /// a served database.
+    public init(path: String, sealingKey: SecretKey32? = nil) throws {
         database = try SQLiteDatabase(path: path)
+        self.sealingKey = sealingKey
         try database.execute(Self.schema)
+        // Databases made before telemetry had a receive time.
+        let columns = try database.query("PRAGMA table_info(telemetry)").compactMap { $0[1].text }
+        if !columns.contains("received_at_ms") {
+            try database.execute("ALTER TABLE telemetry ADD COLUMN received_at_ms INTEGER NOT NULL DEFAULT 0")
+        }
+    }
+
+    /// A secret as stored: sealed when the store has a key.
+    func seal(_ secret: String) -> String {
+        guard let sealingKey else { return secret }
+        return SecretBox.seal(secret, key: sealingKey)
+    }
+
+    /// A stored secret's plain text; text an older build stored unsealed is read as it is.
+    func unseal(_ stored: String) throws -> String {
+        guard SecretBox.isSealed(stored) else { return stored }
+        guard let sealingKey, let plain = SecretBox.open(stored, key: sealingKey) else {
+            throw SealedSecretError(path: database.path)
+        }
+        return plain
     }
 
     /// Commits one request's rows atomically.
@@ -64,7 +101,7 @@ public final class SQLiteSyncServerStore {
     func write(_ change: StoreChange) throws {
         switch change {
         case .tenant(let t):
-            try database.run("INSERT OR REPLACE INTO tenants VALUES (?, ?, ?)", [.text(t.tenantID), .text(t.apiKey), .text(t.createdAt)])
+            try database.run("INSERT OR REPLACE INTO tenants VALUES (?, ?, ?)", [.text(t.tenantID), .text(t.apiKeyHash), .text(t.createdAt)])
         case .device(let d):
             try database.run("INSERT OR REPLACE INTO devices VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [
                 .text(d.deviceID), .text(d.tenantID), text(d.pushToken), .text(d.platform), text(d.appVersion),
@@ -84,20 +121,30 @@ public final class SQLiteSyncServerStore {
                 .text(c.createdAt), text(c.ackedAt)])
         case .credential(let c):
             try database.run("INSERT OR REPLACE INTO credentials VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [
-                .text(c.tenantID), .text(c.id), .text(c.name), .text(c.kind), .text(c.value.canonicalText), text(c.refreshToken),
+                .text(c.tenantID), .text(c.id), .text(c.name), .text(c.kind), .text(seal(c.value.canonicalText)), text(c.refreshToken.map(seal)),
                 .integer(c.enabled ? 1 : 0), text(c.expiresAt), .text(c.createdAt)])
         case .telemetry(let rows):
-            let insert = try database.statement("INSERT INTO telemetry (tenant_id, device_id, event_type, payload, timestamp) VALUES (?, ?, ?, ?, ?)")
+            let insert = try database.statement(
+                "INSERT INTO telemetry (tenant_id, device_id, event_type, payload, timestamp, received_at_ms) VALUES (?, ?, ?, ?, ?, ?)")
             for row in rows {
                 insert.reset()
-                try insert.bind([.text(row.tenantID), .text(row.deviceID), .text(row.eventType), .text(row.payload), .text(row.timestamp)])
+                try insert.bind([.text(row.tenantID), .text(row.deviceID), .text(row.eventType), .text(row.payload), .text(row.timestamp),
+                                 .integer(row.receivedAtMs)])
                 try insert.execute()
             }
         case .meta(let key, let value):
-            try database.run("INSERT OR REPLACE INTO meta VALUES (?, ?)", [.text(key), .text(value)])
+            try database.run("INSERT OR REPLACE INTO meta VALUES (?, ?)", [.text(key), .text(Self.secretMeta.contains(key) ? seal(value) : value)])
         case .signingKey(let k):
             try database.run("INSERT OR REPLACE INTO signing_keys VALUES (?, ?, ?, ?, ?)", [
-                .text(k.keyID), .text(k.seedHex), .text(k.publicKey), .text(k.createdAt), .integer(k.revoked ? 1 : 0)])
+                .text(k.keyID), .text(seal(k.seedHex)), .text(k.publicKey), .text(k.createdAt), .integer(k.revoked ? 1 : 0)])
+        case .deleteCommand(let id):
+            try database.run("DELETE FROM commands WHERE id = ?", [.text(id)])
+        case .deleteApproval(let id):
+            try database.run("DELETE FROM approvals WHERE id = ?", [.text(id)])
+        case .deleteMeta(let key):
+            try database.run("DELETE FROM meta WHERE key = ?", [.text(key)])
+        case .pruneTelemetry(let beforeMs):
+            try database.run("DELETE FROM telemetry WHERE received_at_ms < ?", [.integer(beforeMs)])
         case .publishedSequence(let s):
             try database.run("INSERT OR REPLACE INTO published_sequences VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
                 .text(s.tenantID), .text(s.name), .integer(Int64(s.version)), .text(s.json), .text(s.sha256), .text(s.signature),
@@ -112,15 +159,29 @@ public final class SQLiteSyncServerStore {
         }
     }
 
-    /// Everything, as the server holds it in memory.
+    /// Everything, as the server holds it in memory. Secrets an older build stored in plain
+    /// text are sealed (and tenant keys hashed) in the same call.
     public func load() throws -> SyncServerState {
         var state = SyncServerState()
+        var upgraded: [StoreChange] = []
         func s(_ v: SQLiteValue) -> String { v.text ?? "" }
         func o(_ v: SQLiteValue) -> String? { v.text }
         func i(_ v: SQLiteValue) -> Int64 { v.integer ?? 0 }
         func json(_ v: SQLiteValue) -> JSONValue { (try? JSONValue.parse(s(v))) ?? .null }
+        /// A secret column: its plain text, noting rows to seal again.
+        func secret(_ v: SQLiteValue, upgrade: @autoclosure () -> Void) throws -> String {
+            let stored = s(v)
+            if sealingKey != nil && !SecretBox.isSealed(stored) { upgrade() }
+            return try unseal(stored)
+        }
         for r in try database.query("SELECT tenant_id, api_key, created_at FROM tenants") {
-            state.tenants[s(r[0])] = TenantRecord(tenantID: s(r[0]), apiKey: s(r[1]), createdAt: s(r[2]))
+            var tenant = TenantRecord(tenantID: s(r[0]), apiKeyHash: s(r[1]), createdAt: s(r[2]))
+            if tenant.apiKeyHash.hasPrefix("fl_") {
+                // A key an older build stored as it was: keep its hash only.
+                tenant.apiKeyHash = SyncServer.keyHash(tenant.apiKeyHash)
+                upgraded.append(.tenant(tenant))
+            }
+            state.tenants[tenant.tenantID] = tenant
         }
         for r in try database.query("SELECT * FROM devices") {
             state.devices[s(r[0])] = DeviceRecord(deviceID: s(r[0]), tenantID: s(r[1]), pushToken: o(r[2]), platform: s(r[3]),
@@ -143,17 +204,36 @@ public final class SQLiteSyncServerStore {
                                                     payload: json(r[5]), createdAt: s(r[6]), ackedAt: o(r[7]))
         }
         for r in try database.query("SELECT * FROM credentials") {
-            state.credentials[SyncServerState.credentialKey(s(r[0]), s(r[1]))] = CredentialRecord(
-                id: s(r[1]), tenantID: s(r[0]), name: s(r[2]), kind: s(r[3]), value: json(r[4]), refreshToken: o(r[5]),
-                enabled: i(r[6]) != 0, expiresAt: o(r[7]), createdAt: s(r[8]))
+            var sealedAgain = false
+            let value = try secret(r[4], upgrade: sealedAgain = true)
+            let refresh = try r[5].text.map { try secret(.text($0), upgrade: sealedAgain = true) }
+            let record = CredentialRecord(
+                id: s(r[1]), tenantID: s(r[0]), name: s(r[2]), kind: s(r[3]), value: (try? JSONValue.parse(value)) ?? .null,
+                refreshToken: refresh, enabled: i(r[6]) != 0, expiresAt: o(r[7]), createdAt: s(r[8]))
+            state.credentials[SyncServerState.credentialKey(record.tenantID, record.id)] = record
+            if sealedAgain { upgraded.append(.credential(record)) }
         }
-        for r in try database.query("SELECT tenant_id, COUNT(*) FROM telemetry GROUP BY tenant_id") {
-            state.telemetryCount[s(r[0])] = Int(i(r[1]))
+        let recent = """
+            SELECT tenant_id, device_id, event_type, payload, timestamp, received_at_ms FROM (
+                SELECT *, ROW_NUMBER() OVER (PARTITION BY device_id ORDER BY id DESC) AS newest FROM telemetry)
+            WHERE newest <= ? ORDER BY id
+            """
+        for r in try database.query(recent, [.integer(Int64(SyncServerState.recentTelemetryPerDevice))]) {
+            state.recentTelemetry[s(r[1]), default: []].append(TelemetryRecord(
+                tenantID: s(r[0]), deviceID: s(r[1]), eventType: s(r[2]), payload: s(r[3]), timestamp: s(r[4]), receivedAtMs: i(r[5])))
         }
-        for r in try database.query("SELECT key, value FROM meta") { state.meta[s(r[0])] = s(r[1]) }
+        for r in try database.query("SELECT key, value FROM meta") {
+            let key = s(r[0])
+            guard Self.secretMeta.contains(key) else { state.meta[key] = s(r[1]); continue }
+            let value = try secret(r[1], upgrade: upgraded.append(.meta(key: key, value: s(r[1]))))
+            state.meta[key] = value
+        }
         for r in try database.query("SELECT * FROM signing_keys") {
-            state.manifest.signingKeys[s(r[0])] = SigningKeyRecord(keyID: s(r[0]), seedHex: s(r[1]), publicKey: s(r[2]),
-                                                                   createdAt: s(r[3]), revoked: i(r[4]) != 0)
+            var sealedAgain = false
+            let key = SigningKeyRecord(keyID: s(r[0]), seedHex: try secret(r[1], upgrade: sealedAgain = true), publicKey: s(r[2]),
+                                       createdAt: s(r[3]), revoked: i(r[4]) != 0)
+            state.manifest.signingKeys[key.keyID] = key
+            if sealedAgain { upgraded.append(.signingKey(key)) }
         }
         for r in try database.query("SELECT * FROM published_sequences") {
             let sequence = PublishedSequence(
@@ -167,6 +247,16 @@ public final class SQLiteSyncServerStore {
         }
         for r in try database.query("SELECT * FROM manifest_versions") { state.manifest.versions[s(r[0])] = i(r[1]) }
         state.reindex()
+        try apply(upgraded)
         return state
+    }
+}
+
+/// The database holds sealed secrets that its key file does not open: another server's
+/// file, or a key file replaced since.
+public struct SealedSecretError: Error, CustomStringConvertible {
+    public var path: String
+    public var description: String {
+        "\(path) holds secrets sealed under another key: restore the key file that was beside it, or start from an empty --data"
     }
 }
