@@ -60,7 +60,13 @@ struct SyncServerFuzzTests {
                                                   "device": ["device_id": "phone-1"]]),
         .init("POST", "/api/v1/telemetry/mobile/errors", ["error_type": "crash", "message": "m", "device": ["device_id": "phone-1"]]),
         .init("GET", "/api/v1/mobile/telemetry", query: ["device_id", "limit"]),
+        .init("GET", "/api/v1/mobile/devices/phone-1/telemetry", query: ["limit"]),
+        .init("GET", "/api/v1/mobile/push/stream", query: ["device_id"]),
+        .init("GET", "/{tenant}/sequences.json"),
         .init("GET", "/dashboard/mobile-sync"),
+        .init("GET", "/dashboard/mobile-sync/session"),
+        .init("POST", "/dashboard/mobile-sync/session", ["key": "fl_root_guess"]),
+        .init("POST", "/dashboard/mobile-sync/session/end"),
     ]
 
     struct Fixture {
