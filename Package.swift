@@ -33,9 +33,6 @@ let package = Package(
         .systemLibrary(name: "CSQLite", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CSodium", providers: [.apt(["libsodium-dev"])]),
 
-        // Cache prefetch hints (one static inline C function each): Swift has no spelling of them.
-        .target(name: "CPrefetch"),
-
         // Pure vocabulary: time, seeded randomness, distributions, timers, histograms.
         .target(name: "LabKernel", swiftSettings: strictSettings),
 
@@ -47,7 +44,7 @@ let package = Package(
 
         // orch8: sequences, the on-device workflow engine, its stores and built-in handlers,
         // the sync reporter and signed manifest sync.
-        .target(name: "DeviceWorkflows", dependencies: ["LabKernel", "LabStore", "LabCrypto", "CPrefetch"], swiftSettings: strictSettings),
+        .target(name: "DeviceWorkflows", dependencies: ["LabKernel", "LabStore", "LabCrypto"], swiftSettings: strictSettings),
 
         // The orch8 mobile sync server: sync, devices, approvals, commands, credentials,
         // telemetry and the signed manifest publisher, as a sans-I/O core with a SQLite store.

@@ -177,33 +177,4 @@ struct NumberedSlotsTests {
         }
         #expect(Set(host.engine.instances.map(\.id)) == Set(late))
     }
-
-    @Test("the tick's cache hints read an instance's own tree buffer, details box, context base and newest change, and a snapshot's tree buffer")
-    func hintLayout() throws {
-        var host = EngineHost(engine: MobileEngine(config: config(), handlers: BuiltinHandlers.names, seed: StreamSeed(3)),
-                              store: InMemoryWorkflowStore())
-        _ = try host.loadSequence(json: workflowJSON("onboarding-flow"))
-        let id = try host.start("onboarding-flow", input: ["user": "u"])
-        try host.runUntilIdle()  // waits at show_terms, with handler outputs in its context
-        let instance = try #require(host.engine.instance(id))
-        let context = Dictionary(uniqueKeysWithValues: Mirror(reflecting: instance.data).children.map { ($0.label!, $0.value) })
-        let base = try #require(context["base"] as? [String: JSONValue])
-        let recent = try #require(context["recent"] as? ContextData.Change)
-        withUnsafePointer(to: instance) { pointer in
-            let raw = UnsafeRawPointer(pointer)
-            let tree = raw.load(fromByteOffset: HintLayout.nodes, as: UnsafeRawPointer.self)
-            instance.nodes.withUnsafeBufferPointer { #expect(UnsafeRawPointer($0.baseAddress!) == tree + 32, "elements follow the header") }
-            let boxes = [HintLayout.details, HintLayout.contextBase, HintLayout.contextRecent].map {
-                raw.load(fromByteOffset: $0, as: UnsafeRawPointer?.self)
-            }
-            #expect(boxes == [UnsafeRawPointer(Unmanaged.passUnretained(instance.details).toOpaque()),
-                              unsafeBitCast(base, to: UnsafeRawPointer.self),
-                              UnsafeRawPointer(Unmanaged.passUnretained(recent).toOpaque())])
-        }
-        #expect(host.engine.programOf[0].treeLines * 64 >= 32 + instance.nodes.count * MemoryLayout<ExecNode>.stride)
-        let snapshot = InstanceSnapshot(instance)
-        let object = UnsafeRawPointer(Unmanaged.passUnretained(snapshot).toOpaque())
-        let snapshotTree = object.load(fromByteOffset: HintLayout.snapshotTree, as: UnsafeRawPointer.self)
-        snapshot.instance.nodes.withUnsafeBufferPointer { #expect(UnsafeRawPointer($0.baseAddress!) == snapshotTree + 32) }
-    }
 }

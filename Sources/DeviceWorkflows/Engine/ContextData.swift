@@ -35,11 +35,6 @@ public struct ContextData: Sendable {
     private var base: [String: JSONValue]
     private var recent: Change?
 
-    /// Where the references to the base's storage and to the newest change sit in the
-    /// struct, for the tick's cache hints (`MobileEngine+Prefetch.swift`).
-    static var baseOffset: Int { MemoryLayout<ContextData>.offset(of: \.base)! }
-    static var recentOffset: Int { MemoryLayout<ContextData>.offset(of: \.recent)! }
-
     public init(_ dictionary: [String: JSONValue] = [:]) {
         base = dictionary
         recent = nil

@@ -106,12 +106,10 @@ public struct TelemetryEvent: Sendable, Equatable {
 public final class InstanceSnapshot: @unchecked Sendable, Equatable {
     // Unchecked because `instance` changes, but only in `reuse` and `retire`, which run on
     // a snapshot nothing else holds (`SpareSnapshots.pop` checks that before handing one
-    // out), so no other owner, on any thread, can see it change. For the same reason no
-    // access can overlap another, and the runtime's exclusivity checks (a call on every
-    // access, several per persist) are turned off for these two.
-    @exclusivity(unchecked) public private(set) var instance: WorkflowInstance
+    // out), so no other owner, on any thread, can see it change.
+    public private(set) var instance: WorkflowInstance
     /// A retired snapshot's tree buffer, kept for the engine's next copy of a tree.
-    @exclusivity(unchecked) var spareTree: [ExecNode] = []
+    var spareTree: [ExecNode] = []
 
     public init(_ instance: WorkflowInstance) { self.instance = instance }
     public static func == (a: InstanceSnapshot, b: InstanceSnapshot) -> Bool { a.instance == b.instance }

@@ -13,9 +13,7 @@
 /// refilling it releases references to that instance's details and context, which its
 /// walk has just read, rather than another instance's, long gone cold. Taken last-offered
 /// first, they went to the instances in reverse; in order measured 1.10x faster by the
-/// median of 24 alternating pairs. The spare a persist a
-/// few instances ahead will take is known, so the tick hints it to the CPU
-/// (`MobileEngine+Prefetch.swift`).
+/// median of 24 alternating pairs.
 ///
 /// Stores offer spares only from transactions, and keep only those of the latest one: a
 /// driver that never collects them holds at most one batch's worth, freed at the next

@@ -23,12 +23,6 @@ extension MobileEngine {
         dirtyList.removeAll(keepingCapacity: true)
         var granting = grantsRightAway && dispatchQueue.isEmpty
         for (position, index) in order.enumerated() {
-            if position + Self.hintDistance < order.count {
-                let ahead = order[position + Self.hintDistance], lines = programOf[ahead].treeLines
-                instances.hint(at: ahead, lines: lines)
-                // Only while persisting right away does each instance take a spare here.
-                if granting { spareSnapshots.hint(distance: Self.hintDistance, lines: lines) }
-            }
             if shouldYield() {
                 for rest in order[position...] { dirtyList.append(rest) }
                 break

@@ -160,11 +160,6 @@ final class Program: Sendable {
     /// for a few more nodes when it has none.
     func treeCapacity(for count: Int) -> Int { treeBound.map { max($0, count) } ?? count + 8 }
 
-    /// The cache lines a tree of this program spans (its buffer's header and nodes), for
-    /// the tick's cache hints: the bound's worth, or 16 nodes' when trees have no bound,
-    /// never more than 32 lines.
-    var treeLines: Int { min(32, (32 + (treeBound ?? 16) * MemoryLayout<ExecNode>.stride + 63) / 64) }
-
     /// A program of no blocks: what an idle interpreter holds.
     static let empty = Program(
         sequence: SequenceDefinition(id: "", tenantID: "", namespace: "", name: "", version: 0, deprecated: false, blocks: [],

@@ -7,17 +7,15 @@ extension WorkflowInstance {
     final class Details: @unchecked Sendable, Equatable {
         // Unchecked because the fields are `var`: they are only changed through
         // `editDetails`, which copies the box first unless this version is its only owner,
-        // so no other version, on any thread, sees a change. For the same reason no access
-        // can overlap another, and the runtime's exclusivity checks (a call on every read,
-        // several per step) are turned off for them.
-        @exclusivity(unchecked) var sequenceName: String
-        @exclusivity(unchecked) var dedupKey: String?
-        @exclusivity(unchecked) var error: String?
-        @exclusivity(unchecked) var parent: ParentLink?
-        @exclusivity(unchecked) var nodeErrors: [Int32: String]
-        @exclusivity(unchecked) var forEachItems: [Int32: [JSONValue]]
-        @exclusivity(unchecked) var skipSteps: Set<String>
-        @exclusivity(unchecked) var pendingUpdate: PendingUpdate?
+        // so no other version, on any thread, sees a change.
+        var sequenceName: String
+        var dedupKey: String?
+        var error: String?
+        var parent: ParentLink?
+        var nodeErrors: [Int32: String]
+        var forEachItems: [Int32: [JSONValue]]
+        var skipSteps: Set<String>
+        var pendingUpdate: PendingUpdate?
 
         init(sequenceName: String, dedupKey: String?, error: String?, parent: ParentLink?, nodeErrors: [Int32: String],
              forEachItems: [Int32: [JSONValue]], skipSteps: Set<String>, pendingUpdate: PendingUpdate?) {

@@ -144,18 +144,11 @@ public struct EngineHost<Store: WorkflowStore> {
         var effects = takeBuffer()
         let results = pendingResults
         pendingResults.removeAll(keepingCapacity: true)
-        // Each result and answer reads a tree gone cold since the last tick: the engine
-        // is told of the instance a few ahead (see `MobileEngine+Prefetch.swift`).
-        let distance = MobileEngine.hintDistance
-        for (position, (key, outcome)) in results.enumerated() {
-            if position + distance < results.count { engine.hintInstance(number: results[position + distance].0.instance) }
-            engine.handlerFinished(key, outcome, now: now, into: &effects)
-        }
+        for (key, outcome) in results { engine.handlerFinished(key, outcome, now: now, into: &effects) }
         // The answers' instances are looked up first, all together: the lookups do not
         // depend on each other, so their cache misses overlap.
         let answered = pendingAnswers.map { engine.indexByID[$0.0] }
         for (position, (id, step, output)) in pendingAnswers.enumerated() {
-            if position + distance < answered.count, let ahead = answered[position + distance] { engine.hintInstance(at: ahead) }
             do throws(MobileEngineError) {
                 guard let index = answered[position] else { throw .notFound("instance \(id)") }
                 try engine.acceptInput(at: index, stepName: step, output: output, now: now)

@@ -79,16 +79,6 @@ public struct UUIDValue: Hashable, Comparable, Sendable, CustomStringConvertible
         hasher.combine(high ^ (low &* 0x9E37_79B9_7F4A_7C15))
     }
 
-    /// What sets and dictionaries hash by: the UUID's own bits, mixed with the table's
-    /// seed, without running SipHash over them. The UUIDs a table holds are random (the
-    /// engine's, drawn from its stream), so their bits are already spread evenly, and
-    /// SipHash's setup and finalization were most of a lookup's instructions.
-    public func _rawHashValue(seed: Int) -> Int {
-        var mixed = high ^ (low &* 0x9E37_79B9_7F4A_7C15) ^ UInt64(bitPattern: Int64(seed))
-        mixed = (mixed ^ (mixed >> 31)) &* 0xBF58_476D_1CE4_E5B9
-        return Int(bitPattern: UInt(truncatingIfNeeded: mixed ^ (mixed >> 29)))
-    }
-
     public static func < (a: UUIDValue, b: UUIDValue) -> Bool { (a.high, a.low) < (b.high, b.low) }
 }
 
