@@ -42,32 +42,51 @@ let package = Package(
         // libsodium: hashes, signatures, and (with the chat issue) the whole e2e profile.
         .target(name: "LabCrypto", dependencies: ["LabKernel", "CSodium"], swiftSettings: strictSettings),
 
-        // orch8: sequences, the on-device workflow engine, its stores and built-in handlers,
-        // the sync reporter and signed manifest sync.
-        .target(name: "DeviceWorkflows", dependencies: ["LabKernel", "LabStore", "LabCrypto"], swiftSettings: strictSettings),
+        // orch8's vocabulary, shared by the device and the server without either depending
+        // on the other: the sequence format (blocks, expressions, the loader that checks
+        // them) and the sync wire shapes.
+        .target(name: "Orch8Wire", dependencies: ["LabKernel"], swiftSettings: strictSettings),
+
+        // orch8: the on-device workflow engine, its stores and built-in handlers, the sync
+        // reporter and signed manifest sync.
+        .target(name: "DeviceWorkflows", dependencies: ["LabKernel", "Orch8Wire"], swiftSettings: strictSettings),
+
+        // The engine's synchronous driver (`EngineHost`: `fleetlab workflow run`, live
+        // devices, tests), its SQLite store, signed manifest sync and the engine benchmark.
+        .target(name: "WorkflowHost", dependencies: ["LabKernel", "LabStore", "LabCrypto", "Orch8Wire", "DeviceWorkflows"],
+                swiftSettings: strictSettings),
 
         // The orch8 mobile sync server: sync, devices, approvals, commands, credentials,
         // telemetry and the signed manifest publisher, as a sans-I/O core with a SQLite store.
-        .target(name: "MobileSyncServer", dependencies: ["LabKernel", "LabStore", "LabCrypto", "DeviceWorkflows"],
+        .target(name: "MobileSyncServer", dependencies: ["LabKernel", "LabCrypto", "Orch8Wire"],
                 swiftSettings: strictSettings),
 
         // The chat encryption profile (docs/chat.md): X3DH, the Double Ratchet, sender keys.
-        .target(name: "ChatCrypto", dependencies: ["LabKernel", "LabCrypto", "CSodium"], swiftSettings: strictSettings),
+        .target(name: "ChatCrypto", dependencies: ["LabKernel", "LabCrypto"], swiftSettings: strictSettings),
 
         // The d3chat reference server: accounts, devices, key bundles, channels, messages,
         // sockets and moderation, as a sans-I/O core.
-        .target(name: "SecureChatServer", dependencies: ["LabKernel", "LabStore", "LabCrypto", "ChatCrypto"], swiftSettings: strictSettings),
+        .target(name: "SecureChatServer", dependencies: ["LabKernel", "LabCrypto", "ChatCrypto"], swiftSettings: strictSettings),
 
         // The d3chat client core: keys, sessions, encryption, startup, sends and timelines.
         .target(name: "SecureChatClient", dependencies: ["LabKernel", "LabCrypto", "ChatCrypto"], swiftSettings: strictSettings),
 
+        // The reference servers' SQLite files: each request's rows committed, the whole
+        // state loaded back at start, secrets sealed (an adapter: the cores never see SQLite).
+        .target(name: "ServerStorage", dependencies: ["LabKernel", "LabStore", "LabCrypto", "MobileSyncServer", "SecureChatServer"],
+                swiftSettings: strictSettings),
+
         // Discrete-event kernel, virtual network, device model, scenarios, recorder.
         .target(
             name: "Simulator",
-            dependencies: ["LabKernel", "LabStore", "LabCrypto", "DeviceWorkflows", "MobileSyncServer", "SecureChatServer", "SecureChatClient",
+            dependencies: ["LabKernel", "LabStore", "LabCrypto", "Orch8Wire", "DeviceWorkflows", "MobileSyncServer", "SecureChatServer", "SecureChatClient",
                            .product(name: "Yams", package: "Yams")],
             swiftSettings: strictSettings
         ),
+
+        // The benchmarks `fleetlab bench` runs: each beside its reference, in one run.
+        .target(name: "Benchmarks", dependencies: ["LabKernel", "LabCrypto", "CSodium", "ChatCrypto", "Orch8Wire", "DeviceWorkflows",
+                                                   "WorkflowHost", "Simulator"], swiftSettings: strictSettings),
 
         // Self-contained HTML dashboards drawn from a results database.
         .target(name: "Reports", dependencies: ["LabKernel", "LabStore"], swiftSettings: strictSettings),
@@ -76,7 +95,7 @@ let package = Package(
         .target(
             name: "Live",
             dependencies: [
-                "LabKernel", "LabCrypto", "MobileSyncServer", "DeviceWorkflows", "SecureChatServer",
+                "LabKernel", "LabCrypto", "MobileSyncServer", "Orch8Wire", "DeviceWorkflows", "WorkflowHost", "SecureChatServer", "ServerStorage",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
@@ -95,7 +114,7 @@ let package = Package(
         .executableTarget(
             name: "fleetlab",
             dependencies: [
-                "LabKernel", "LabStore", "DeviceWorkflows", "ChatCrypto", "SecureChatServer", "Simulator", "Reports", "Live",
+                "LabKernel", "LabStore", "Orch8Wire", "DeviceWorkflows", "WorkflowHost", "Benchmarks", "ServerStorage", "ChatCrypto", "SecureChatServer", "Simulator", "Reports", "Live",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strictSettings
@@ -106,18 +125,18 @@ let package = Package(
         .testTarget(name: "LabCryptoTests", dependencies: ["LabCrypto", "LabKernel", "LabTestSupport", "CSodium"], swiftSettings: strictSettings),
         .testTarget(name: "ChatCryptoTests", dependencies: ["ChatCrypto", "LabCrypto", "LabKernel", "LabTestSupport", "CSodium"],
                     swiftSettings: strictSettings),
-        .testTarget(name: "SecureChatServerTests", dependencies: ["SecureChatServer", "ChatCrypto", "LabCrypto", "LabKernel", "LabTestSupport"],
+        .testTarget(name: "SecureChatServerTests", dependencies: ["SecureChatServer", "ServerStorage", "ChatCrypto", "LabCrypto", "LabKernel", "LabTestSupport"],
                     swiftSettings: strictSettings),
         .testTarget(name: "SecureChatClientTests", dependencies: ["SecureChatClient", "SecureChatServer", "ChatCrypto", "LabCrypto", "LabKernel"],
                     swiftSettings: strictSettings),
         .testTarget(name: "LabStoreTests", dependencies: ["LabStore", "LabTestSupport"], swiftSettings: strictSettings),
-        .testTarget(name: "DeviceWorkflowsTests", dependencies: ["DeviceWorkflows", "LabStore", "LabTestSupport"], swiftSettings: strictSettings),
-        .testTarget(name: "MobileSyncServerTests", dependencies: ["MobileSyncServer", "DeviceWorkflows", "LabCrypto", "LabStore", "LabKernel", "LabTestSupport"],
+        .testTarget(name: "DeviceWorkflowsTests", dependencies: ["DeviceWorkflows", "Orch8Wire", "WorkflowHost", "Benchmarks", "LabStore", "LabTestSupport"], swiftSettings: strictSettings),
+        .testTarget(name: "MobileSyncServerTests", dependencies: ["MobileSyncServer", "ServerStorage", "Orch8Wire", "DeviceWorkflows", "WorkflowHost", "LabCrypto", "LabStore", "LabKernel", "LabTestSupport"],
                     swiftSettings: strictSettings),
-        .testTarget(name: "SimulatorTests", dependencies: ["Simulator", "LabStore", "LabTestSupport", "SecureChatServer"], swiftSettings: strictSettings),
+        .testTarget(name: "SimulatorTests", dependencies: ["Simulator", "Benchmarks", "LabStore", "LabTestSupport", "SecureChatServer"], swiftSettings: strictSettings),
         .testTarget(name: "ReportsTests", dependencies: ["Reports", "Simulator", "LabStore", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "LiveTests", dependencies: [
-            "Live", "LabTestSupport", "LabKernel", "LabCrypto", "MobileSyncServer", "DeviceWorkflows", "SecureChatServer", "SecureChatClient", .product(name: "Hummingbird", package: "hummingbird"), .product(name: "NIOCore", package: "swift-nio"),
+            "Live", "LabTestSupport", "LabKernel", "LabCrypto", "MobileSyncServer", "Orch8Wire", "DeviceWorkflows", "WorkflowHost", "SecureChatServer", "SecureChatClient", .product(name: "Hummingbird", package: "hummingbird"), .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ], swiftSettings: strictSettings),
         .testTarget(name: "FleetlabCLITests", dependencies: ["LabStore", "LabTestSupport"], swiftSettings: strictSettings),

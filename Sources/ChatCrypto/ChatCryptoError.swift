@@ -57,11 +57,11 @@ extension [UInt8] {
 }
 
 /// HKDF info strings of the profile.
-enum ProfileInfo {
-    static let x3dh = Array("fleetlab X3DH v1".utf8)
+package enum ProfileInfo {
+    package static let x3dh = Array("fleetlab X3DH v1".utf8)
     static let ratchet = Array("fleetlab Ratchet v1".utf8)
-    static let message = Array("fleetlab Message v1".utf8)
-    static let group = Array("fleetlab Group v1".utf8)
+    package static let message = Array("fleetlab Message v1".utf8)
+    package static let group = Array("fleetlab Group v1".utf8)
 }
 
 /// `key || nonce = HKDF(salt = 32 zero bytes, ikm, info, 56)`, on the stack.

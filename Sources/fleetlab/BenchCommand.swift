@@ -1,5 +1,8 @@
 import ArgumentParser
+import Benchmarks
 import DeviceWorkflows
+import WorkflowHost
+import Orch8Wire
 import Foundation
 import LabStore
 import Simulator

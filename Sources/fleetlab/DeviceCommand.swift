@@ -1,5 +1,7 @@
 import ArgumentParser
 import DeviceWorkflows
+import WorkflowHost
+import Orch8Wire
 import Foundation
 import LabKernel
 import Live

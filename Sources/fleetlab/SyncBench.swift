@@ -1,5 +1,7 @@
 import ArgumentParser
+import ServerStorage
 import DeviceWorkflows
+import Orch8Wire
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking

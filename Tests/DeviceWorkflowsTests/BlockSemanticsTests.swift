@@ -1,6 +1,8 @@
 import Testing
 import LabKernel
 @testable import DeviceWorkflows
+@testable import WorkflowHost
+@testable import Orch8Wire
 
 func sequence(_ blocks: String, name: String = "t") -> String { #"{"name":"\#(name)","version":1,"blocks":[\#(blocks)]}"# }
 

@@ -1,6 +1,7 @@
 import Testing
 import LabKernel
 @testable import DeviceWorkflows
+@testable import Orch8Wire
 
 @Suite("Context data")
 struct ContextDataTests {

@@ -3,6 +3,8 @@ import Testing
 import LabKernel
 import LabTestSupport
 @testable import DeviceWorkflows
+@testable import WorkflowHost
+@testable import Orch8Wire
 
 /// Kill the app between any two effects, relaunch, and check that no completed step is
 /// lost and no step's handler runs twice.

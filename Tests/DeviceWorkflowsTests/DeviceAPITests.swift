@@ -3,6 +3,8 @@ import LabKernel
 import LabTestSupport
 import Testing
 @testable import DeviceWorkflows
+@testable import WorkflowHost
+@testable import Orch8Wire
 
 @Suite("Engine API parity with the seed: handlers, device context, sequence lists, telemetry")
 struct DeviceAPITests {

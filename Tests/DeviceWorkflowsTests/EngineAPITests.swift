@@ -3,6 +3,8 @@ import Foundation
 import Testing
 import LabKernel
 @testable import DeviceWorkflows
+import WorkflowHost
+@testable import Orch8Wire
 
 @Suite("Engine API and limits")
 struct EngineAPITests {

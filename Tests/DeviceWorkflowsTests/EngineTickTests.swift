@@ -2,6 +2,9 @@ import LabTestSupport
 import Testing
 import LabKernel
 @testable import DeviceWorkflows
+import Benchmarks
+@testable import WorkflowHost
+@testable import Orch8Wire
 
 @Suite("Engine ticks")
 struct EngineTickTests {

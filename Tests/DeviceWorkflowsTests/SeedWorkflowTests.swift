@@ -1,6 +1,8 @@
 import Testing
 import LabKernel
 @testable import DeviceWorkflows
+import WorkflowHost
+@testable import Orch8Wire
 
 @Suite("The seed's workflows reach every documented outcome")
 struct SeedWorkflowTests {

@@ -2,6 +2,7 @@ import LabTestSupport
 import Testing
 import LabKernel
 @testable import DeviceWorkflows
+@testable import Orch8Wire
 
 @Suite("Sequence loading and validation")
 struct SequenceLoaderTests {

@@ -4,6 +4,9 @@ import LabKernel
 import LabStore
 import LabTestSupport
 @testable import DeviceWorkflows
+import Benchmarks
+@testable import WorkflowHost
+@testable import Orch8Wire
 
 /// The stores under test. Each conformance body below runs against both.
 enum StoreKind: String, CaseIterable, Sendable {

@@ -2,6 +2,8 @@ import Foundation
 import LabKernel
 import LabTestSupport
 @testable import DeviceWorkflows
+@testable import WorkflowHost
+@testable import Orch8Wire
 
 
 func config(_ edit: (inout MobileEngineConfig) -> Void = { _ in }) -> MobileEngineConfig {

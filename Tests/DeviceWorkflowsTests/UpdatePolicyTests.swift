@@ -2,6 +2,8 @@ import LabTestSupport
 import Testing
 import LabKernel
 @testable import DeviceWorkflows
+@testable import WorkflowHost
+@testable import Orch8Wire
 
 /// `update_sequence`'s five policies, moving instances of payment-verification v1 to a v2
 /// that adds a final step.

@@ -1,4 +1,6 @@
 import DeviceWorkflows
+import WorkflowHost
+import Orch8Wire
 import Foundation
 import LabKernel
 import LabTestSupport
@@ -17,7 +19,12 @@ struct LoopbackDeviceTests {
         var engine = MobileEngine(config: config, handlers: BuiltinHandlers.names, seed: StreamSeed(21), wallClock: wall)
         engine.resume()
         let store = try SQLiteWorkflowStore(path: dir.appendingPathComponent("device.sqlite").path)
-        return LiveDevice(host: EngineHost(engine: engine, store: store, wallClock: wall), baseURL: url, apiKey: key, deviceID: "pixel-7")
+        let device = LiveDevice(host: EngineHost(engine: engine, store: store, wallClock: wall), baseURL: url, apiKey: key, deviceID: "pixel-7")
+        // The suite runs simulations on the same two cooperative threads these async tests
+        // resume on; a request can wait its turn for a thread longer than a real one waits
+        // for a server. The deadline stays; it is just longer here.
+        device.requestTimeout = .seconds(120)
+        return device
     }
 
     func get(_ url: String, key: String) async throws -> JSONValue {

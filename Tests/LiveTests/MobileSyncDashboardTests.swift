@@ -1,4 +1,6 @@
 import DeviceWorkflows
+import WorkflowHost
+import Orch8Wire
 import Foundation
 import LabKernel
 import LabTestSupport

@@ -1,9 +1,11 @@
 import DeviceWorkflows
+import Orch8Wire
 import Foundation
 import LabKernel
 import LabStore
 import Testing
 @testable import MobileSyncServer
+import ServerStorage
 
 @Suite("Sync server: telemetry and retention")
 struct RetentionTests {

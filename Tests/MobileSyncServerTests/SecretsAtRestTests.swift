@@ -1,10 +1,12 @@
 import DeviceWorkflows
+import Orch8Wire
 import Foundation
 import LabCrypto
 import LabKernel
 import LabStore
 import Testing
 @testable import MobileSyncServer
+import ServerStorage
 
 @Suite("Sync server: secrets at rest")
 struct SecretsAtRestTests {

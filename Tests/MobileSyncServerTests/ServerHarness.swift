@@ -1,10 +1,12 @@
 import DeviceWorkflows
+import Orch8Wire
 import Foundation
 import LabCrypto
 import LabKernel
 import LabStore
 import LabTestSupport
 @testable import MobileSyncServer
+import ServerStorage
 
 /// A sync server with a clock, request helpers, and optionally a SQLite store that every
 /// reply's changes are committed to (as the live driver does).

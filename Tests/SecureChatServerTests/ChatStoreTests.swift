@@ -3,6 +3,7 @@ import Testing
 import LabKernel
 import LabTestSupport
 @testable import SecureChatServer
+import ServerStorage
 
 @Suite("Chat server: SQLite store")
 struct ChatStoreTests {

@@ -1,6 +1,7 @@
 import Testing
 import LabKernel
 @testable import Simulator
+import Benchmarks
 
 @Suite("Event queue and kernel")
 struct KernelTests {

@@ -1,4 +1,5 @@
 public import LabKernel
+public import Orch8Wire
 
 /// Identifies one attempt of one step of one instance; stable across app restarts (the
 /// instance's number, node and attempt are all stored), so a result journaled before a
@@ -95,6 +96,14 @@ public struct TelemetryEvent: Sendable, Equatable {
     public var blockID: String?
     public var detail: String
     public var timestamp: String
+
+    public init(kind: Kind, instanceID: InstanceID, blockID: String?, detail: String, timestamp: String) {
+        self.kind = kind
+        self.instanceID = instanceID
+        self.blockID = blockID
+        self.detail = detail
+        self.timestamp = timestamp
+    }
 }
 
 /// An instance as the engine flushed it, shared by reference: the in-memory store keeps
@@ -186,4 +195,11 @@ public enum MobileEngineError: Error, Sendable, Equatable, CustomStringConvertib
         case .invalidSequence(let e): return "invalid sequence:\n\(e)"
         }
     }
+}
+
+extension HandlerInvocation {
+    /// What an invocation slot holds after its invocation was moved out (a driver swaps
+    /// each invocation into one reused call).
+    package static let vacant = HandlerInvocation(key: InvocationKey(instance: 0, node: -1, attempt: 0), instanceID: .zero,
+                                                  step: StepSpec(id: "", handler: "", params: [:], sequenceName: ""), context: ContextData())
 }

@@ -1,4 +1,5 @@
 public import LabKernel
+public import Orch8Wire
 
 /// An instance's lifecycle state, spelled as the real SDK reports it (`"Waiting"`).
 public enum InstanceState: String, Sendable, CaseIterable, Codable {

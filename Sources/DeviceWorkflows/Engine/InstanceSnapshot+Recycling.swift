@@ -1,3 +1,4 @@
+import Orch8Wire
 /// Snapshots a store no longer needs, kept for the engine's next flushes.
 ///
 /// Every tick the engine snapshots each instance it changed, and the store lets go of

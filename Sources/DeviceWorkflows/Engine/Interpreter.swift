@@ -1,4 +1,5 @@
 import LabKernel
+import Orch8Wire
 
 /// Advances one instance's execution tree as far as it can go without waiting.
 ///

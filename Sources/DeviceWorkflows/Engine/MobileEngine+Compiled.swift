@@ -1,4 +1,5 @@
 import LabKernel
+public import Orch8Wire
 
 /// A sequence validated and compiled once, to load into many engines: a simulated fleet
 /// loads the same few sequences at every app launch of every device, and parsing their

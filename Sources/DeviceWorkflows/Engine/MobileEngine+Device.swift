@@ -1,4 +1,5 @@
 public import LabKernel
+import Orch8Wire
 
 /// The seed's `DeviceContext`: who the device is, sent with telemetry batches and at
 /// registration (`setDeviceContext`).

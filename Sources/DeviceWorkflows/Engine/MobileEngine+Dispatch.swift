@@ -1,4 +1,5 @@
 import LabKernel
+import Orch8Wire
 
 extension MobileEngine {
     // MARK: Granting handler slots

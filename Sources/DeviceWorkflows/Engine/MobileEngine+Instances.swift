@@ -1,4 +1,5 @@
 public import LabKernel
+import Orch8Wire
 
 extension MobileEngine {
     /// Starts an instance of the newest loaded version of `sequenceName`. With a
@@ -88,7 +89,7 @@ extension MobileEngine {
     /// `completeStep` for the instance at `index`, without the flush: for a driver that
     /// looked up a tick's answers together and ticks right after (the tick persists the
     /// instance once, with everything else that changed).
-    mutating func acceptInput(at index: Int, stepName: String, output: JSONValue, now: Instant) throws(MobileEngineError) {
+    package mutating func acceptInput(at index: Int, stepName: String, output: JSONValue, now: Instant) throws(MobileEngineError) {
         guard !isShutdown else { throw .shutdown }
         lastNow = now
         let instanceID = instances[index].instanceID

@@ -1,4 +1,5 @@
 public import LabKernel
+import Orch8Wire
 
 extension MobileEngine {
     /// What a store hands back after an app restart.

@@ -1,4 +1,5 @@
 public import LabKernel
+import Orch8Wire
 
 extension MobileEngine {
     /// A handler answered. Results for invocations the engine no longer waits for (timed

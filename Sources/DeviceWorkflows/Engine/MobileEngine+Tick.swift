@@ -1,4 +1,5 @@
 public import LabKernel
+import Orch8Wire
 
 extension MobileEngine {
     /// One engine tick (the seed's `tickOnce`): fire due timers, collect garbage, advance
@@ -99,10 +100,10 @@ extension MobileEngine {
     }
 
     /// What an effect slot holds after its effect was moved out.
-    static let moved = EngineEffect.removeSequence(name: "", version: 0)
+    package static let moved = EngineEffect.removeSequence(name: "", version: 0)
 
     /// What a snapshot slot holds after its snapshot was moved out.
-    static let placeholderSnapshot = InstanceSnapshot(placeholder)
+    package static let placeholderSnapshot = InstanceSnapshot(placeholder)
 
     /// What an instance slot holds while its instance is in the interpreter.
     static let placeholder = WorkflowInstance(

@@ -1,4 +1,5 @@
 public import LabKernel
+import Orch8Wire
 
 extension MobileEngine {
     /// The step timeline the sync reporter sends and `fleetlab workflow run` prints: every

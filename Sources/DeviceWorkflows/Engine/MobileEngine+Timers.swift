@@ -1,4 +1,5 @@
 import LabKernel
+import Orch8Wire
 
 /// An instance's earliest timer of each kind, as of its last flush.
 ///

@@ -1,4 +1,5 @@
 public import LabKernel
+public import Orch8Wire
 
 extension MobileEngine {
     /// `update_sequence` with its rollout policy (the seed's Update Policies table). The

@@ -1,4 +1,5 @@
 public import LabKernel
+public import Orch8Wire
 
 /// Kinds of engine timer.
 public struct TimerKinds: OptionSet, Sendable {
@@ -56,7 +57,7 @@ public struct MobileEngine: Sendable {
     var timers: [InstanceTimers] = []
     var dirtyList: [Int] = []
     var changedList: [Int] = []
-    var indexByID: [InstanceID: Int] = [:]
+    package var indexByID: [InstanceID: Int] = [:]
     var indexByNumber = NumberedSlots<Int>()
     /// Steps ready for a handler, oldest first, by instance number and node.
     var dispatchQueue: [InvocationKey] = []
@@ -271,11 +272,13 @@ public struct MobileEngine: Sendable {
 
 /// An instant as RFC 3339, formatted once however often a tick asks for it (telemetry and
 /// handler timestamps of one tick all carry the same instant).
-struct InstantStamp: Sendable {
+package struct InstantStamp: Sendable {
     private var instant: Instant = .distantFuture
     private var formatted = ""
 
-    mutating func text(at now: Instant, _ wallClock: WallClockOrigin) -> String {
+    package init() {}
+
+    package mutating func text(at now: Instant, _ wallClock: WallClockOrigin) -> String {
         if now != instant {
             instant = now
             formatted = wallClock.rfc3339(at: now)

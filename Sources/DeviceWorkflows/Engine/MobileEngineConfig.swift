@@ -1,4 +1,5 @@
 public import LabKernel
+import Orch8Wire
 
 /// The engine's limits and settings: the fields of the orch8 `MobileEngineConfig`.
 public struct MobileEngineConfig: Sendable, Equatable {

@@ -1,3 +1,4 @@
+import Orch8Wire
 /// A map from instance numbers to values, kept as an array from the oldest number present.
 ///
 /// Numbers are handed out in order, and the engine and its stores deal with instances in

@@ -1,4 +1,5 @@
 import LabKernel
+import Orch8Wire
 
 /// What kind of block a compiled block is, with the little the interpreter needs on its
 /// hot path (no payload to copy).

@@ -1,4 +1,5 @@
 public import LabKernel
+import Orch8Wire
 
 extension WorkflowInstance {
     /// The fields of an instance that rarely change, boxed so that copying an instance

@@ -1,4 +1,5 @@
 public import LabKernel
+import Orch8Wire
 
 /// A handler the host can run itself: pure, synchronous, deterministic.
 public struct HandlerCall: Sendable {

@@ -1,3 +1,4 @@
+import Orch8Wire
 /// The in-memory store's handler journal: results in the order they were journaled.
 ///
 /// A host journals one tick's results and forgets them in the next tick, in the same

@@ -1,4 +1,5 @@
 public import LabKernel
+import Orch8Wire
 
 extension InMemoryWorkflowStore: SyncOutboxStore {
     struct ExecutedCommand: Sendable, Equatable {

@@ -1,4 +1,5 @@
 import LabKernel
+import Orch8Wire
 
 /// The workflow store as plain values, for simulations of many devices. Snapshots are
 /// kept as the engine's `InstanceSnapshot` objects (a persist moves a reference, it does not

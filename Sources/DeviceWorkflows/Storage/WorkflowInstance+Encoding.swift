@@ -1,11 +1,12 @@
 public import LabKernel
+import Orch8Wire
 
 /// The stored form of an instance snapshot: one JSON document, compact and stable.
 extension WorkflowInstance {
     /// Everything but the context and the tree, as one JSON object (the store's `meta`
     /// column), written field by field: the device store writes it per changed instance
     /// per tick.
-    func writeMeta(into meta: inout JSONObjectWriter) {
+    package func writeMeta(into meta: inout JSONObjectWriter) {
         meta.member("id", string: id)
         meta.member("sequence_name", string: sequenceName)
         meta.member("sequence_version", integer: sequenceVersion)
@@ -85,10 +86,10 @@ extension WorkflowInstance {
 /// 1 inFlight, 2 gatePassed, 4 startedAt, 8 completedAt, 16 retryAt, 32 deadline,
 /// 64 childInstance), then the present optional fields as i64 in that order.
 /// Preceded by a version byte (1) and the node count (u32).
-enum TreeCodec {
+package enum TreeCodec {
     static let states: [NodeState] = [.pending, .running, .waiting, .completed, .failed, .cancelled, .skipped]
 
-    static func encode(_ nodes: [ExecNode]) -> [UInt8] {
+    package static func encode(_ nodes: [ExecNode]) -> [UInt8] {
         var out: [UInt8] = []
         encode(nodes, into: &out)
         return out
@@ -100,7 +101,7 @@ enum TreeCodec {
     /// Encodes into `out`, replacing its contents (the store reuses one buffer). The
     /// buffer is sized for the worst case, written through a pointer, then cut to length:
     /// appending field by field cost more than the rest of the encoding.
-    static func encode(_ nodes: [ExecNode], into out: inout [UInt8]) {
+    package static func encode(_ nodes: [ExecNode], into out: inout [UInt8]) {
         let capacity = 5 + nodes.count * maxNodeBytes
         out.removeAll(keepingCapacity: true)
         out.append(contentsOf: repeatElement(0, count: capacity))
@@ -168,7 +169,7 @@ enum TreeCodec {
         }
     }
 
-    static func decode(_ bytes: [UInt8]) -> [ExecNode]? {
+    package static func decode(_ bytes: [UInt8]) -> [ExecNode]? {
         var reader = Reader(bytes: bytes)
         guard reader.u8() == 1, let count = reader.u32() else { return nil }
         var nodes: [ExecNode] = []
@@ -224,7 +225,7 @@ enum TreeCodec {
 extension ExecNode {
     /// `[kind, a, b, parent, state, cursor, attempt, [first, last, next, count], extras]`:
     /// arrays keep a snapshot small; rarely set fields live in the `extras` object.
-    var json: JSONValue {
+    package var json: JSONValue {
         let (tag, a, b): (String, Int32, Int32)
         switch kind {
         case .block(let index): (tag, a, b) = ("b", index, 0)

@@ -1,4 +1,5 @@
-import LabKernel
+public import LabKernel
+public import Orch8Wire
 
 /// Where a device keeps its workflow state: sequences, instance snapshots (context and
 /// execution tree), the handler-result journal, telemetry and the sync outbox.
@@ -41,7 +42,7 @@ public protocol WorkflowStore: SyncOutboxStore {
 
 extension HandlerOutcome {
     /// `{"ok": output}`, `{"retry": message}` or `{"fail": message}`.
-    var json: JSONValue {
+    package var json: JSONValue {
         switch self {
         case .success(let output): return ["ok": output]
         case .retryable(let message): return ["retry": .string(message)]
@@ -49,7 +50,7 @@ extension HandlerOutcome {
         }
     }
 
-    init?(json: JSONValue) {
+    package init?(json: JSONValue) {
         if let ok = json["ok"] { self = .success(ok) }
         else if let message = json["retry"]?.stringValue { self = .retryable(message) }
         else if let message = json["fail"]?.stringValue { self = .permanent(message) }

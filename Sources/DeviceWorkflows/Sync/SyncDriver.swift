@@ -1,4 +1,5 @@
 public import LabKernel
+public import Orch8Wire
 
 /// The device side of orch8 sync, for any driver that owns an engine and its store: the
 /// `EngineHost` (CLI, tests, live devices) and the simulator's devices.

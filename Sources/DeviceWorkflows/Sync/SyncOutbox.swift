@@ -1,4 +1,5 @@
 public import LabKernel
+import Orch8Wire
 
 /// An entry waiting in the device's `sync_outbox` (the seed's Outbox Pattern): written in
 /// the same transaction as the state it reports, removed once a sync carried it.

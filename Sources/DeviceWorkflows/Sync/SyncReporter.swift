@@ -1,4 +1,5 @@
 public import LabKernel
+public import Orch8Wire
 
 /// When a device syncs: the seed's Adaptive Sync Timing as a state machine.
 ///

@@ -83,12 +83,21 @@ public final class HTTPClient: Sendable {
                         try channel.pipeline.syncOperations.addHandler(HTTPExchangeHandler())
                     }
                 }
-                .connect(host: host, port: port).get()
+                .connect(to: try Self.address(host, port)).get()
         } catch ChannelError.connectTimeout {
             throw HTTPClientError.timedOut("connecting to \(key)")
         } catch {
             throw HTTPClientError.unreachable("\(key): \(error)")
         }
+    }
+
+    /// The address to connect to. An IP literal (the usual case: loopback) is used as it
+    /// is; NIO's `connect(host:port:)` would resolve even that with `getaddrinfo` on
+    /// Dispatch's global queue, which busy work elsewhere in the process can hold up for
+    /// seconds. A name is resolved here, on the caller's thread.
+    static func address(_ host: String, _ port: Int) throws -> SocketAddress {
+        if let literal = try? SocketAddress(ipAddress: host, port: port) { return literal }
+        return try SocketAddress.makeAddressResolvingHost(host, port: port)
     }
 
     func release(_ channel: any Channel, key: String, reusable: Bool) {

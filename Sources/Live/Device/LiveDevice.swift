@@ -1,4 +1,6 @@
 public import DeviceWorkflows
+public import WorkflowHost
+public import Orch8Wire
 public import LabKernel
 import Synchronization
 

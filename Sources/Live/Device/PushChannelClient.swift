@@ -39,7 +39,7 @@ public final class PushChannelClient: Sendable {
                     try channel.pipeline.syncOperations.addHandler(reader)
                 }
             }
-            .connect(host: host, port: port).get()
+            .connect(to: try HTTPClient.address(host, port)).get()
         let target = "/api/v1/mobile/push/stream?device_id=" + PercentEncoding.encode(deviceID)
         var headers = HTTPHeaders([("Host", "\(host):\(port)"), ("Accept", "text/event-stream"), ("x-api-key", apiKey),
                                    ("x-device-id", deviceID)])

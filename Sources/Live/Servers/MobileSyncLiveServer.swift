@@ -1,6 +1,7 @@
 import Foundation
 public import Hummingbird
 public import LabKernel
+import ServerStorage
 import LabStore
 public import MobileSyncServer
 import NIOCore
@@ -58,7 +59,8 @@ public final class MobileSyncLiveServer: ReferenceServer, @unchecked Sendable {
 
     /// Runs one request through the core and commits its rows.
     public func handle(_ request: HTTPRequestMessage) throws -> HTTPResponseMessage {
-        try lock.withLock {
+        if let page = MobileSyncDashboardPage.response(to: request) { return page }
+        return try lock.withLock {
             let reply = server.handle(request, now: now)
             do {
                 try store.apply(reply.changes)

@@ -3,6 +3,7 @@ public import Hummingbird
 import HummingbirdWebSocket
 public import LabCrypto
 public import LabKernel
+import ServerStorage
 import HummingbirdCore
 import NIOWebSocket
 public import NIOCore

@@ -1,4 +1,4 @@
-import DeviceWorkflows
+import Orch8Wire
 import LabCrypto
 import LabKernel
 

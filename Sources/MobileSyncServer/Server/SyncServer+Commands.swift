@@ -1,4 +1,4 @@
-public import DeviceWorkflows
+public import Orch8Wire
 public import LabKernel
 
 extension SyncServer {

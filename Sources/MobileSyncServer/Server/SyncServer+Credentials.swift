@@ -1,4 +1,4 @@
-import DeviceWorkflows
+import Orch8Wire
 import LabKernel
 
 extension SyncServer {

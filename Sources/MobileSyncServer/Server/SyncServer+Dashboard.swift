@@ -14,16 +14,11 @@ extension SyncServer {
     /// At most this many sessions at once; the oldest is dropped past it.
     static let maxSessions = 1_000
 
-    /// The dashboard routes, or nil for any other path.
+    /// The dashboard's session routes, or nil for any other path. (The page itself is the
+    /// live driver's: `Live/Pages/MobileSyncDashboardPage.swift`.)
     mutating func routeDashboard(_ request: HTTPRequestMessage, path: [String], now: Instant) throws -> HTTPResponseMessage? {
-        guard path.count >= 2, path[0] == "dashboard", path[1] == "mobile-sync" else { return nil }
+        guard path.count >= 3, path[0] == "dashboard", path[1] == "mobile-sync" else { return nil }
         switch Array(path.dropFirst(2)) {
-        case []:
-            try expect(request.method, "GET", request)
-            return HTTPResponseMessage(status: 200, headers: [HTTPHeader("Content-Type", "text/html; charset=utf-8"),
-                                                              HTTPHeader("Cache-Control", "no-store"),
-                                                              HTTPHeader("Referrer-Policy", "no-referrer")],
-                                       body: Array(MobileSyncDashboardPage.html.utf8))
         case ["session"]:
             if request.method == "GET" { return try describeSession(request, now: now) }
             try expect(request.method, "POST", request)

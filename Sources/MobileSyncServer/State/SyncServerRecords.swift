@@ -19,6 +19,17 @@ public struct DeviceRecord: Equatable, Sendable {
          "platform": .string(platform), "app_version": appVersion.map(JSONValue.string) ?? .null, "active": .bool(active),
          "last_sync_at": lastSyncAt.map(JSONValue.string) ?? .null, "registered_at": .string(registeredAt)]
     }
+
+    package init(deviceID: String, tenantID: String, pushToken: String?, platform: String, appVersion: String?, active: Bool, lastSyncAt: String?, registeredAt: String) {
+        self.deviceID = deviceID
+        self.tenantID = tenantID
+        self.pushToken = pushToken
+        self.platform = platform
+        self.appVersion = appVersion
+        self.active = active
+        self.lastSyncAt = lastSyncAt
+        self.registeredAt = registeredAt
+    }
 }
 
 public struct StatusRecord: Equatable, Sendable {
@@ -44,6 +55,20 @@ public struct StatusRecord: Equatable, Sendable {
          "state": .string(state), "current_step": currentStep.map(JSONValue.string) ?? .null,
          "handler": handler.map(JSONValue.string) ?? .null, "context_summary": contextSummary.map(JSONValue.string) ?? .null,
          "steps": steps.map(JSONValue.string) ?? .null, "updated_at": .string(updatedAt)]
+    }
+
+    package init(deviceID: String, tenantID: String, instanceID: String, sequenceName: String?, state: String, currentStep: String?, handler: String?, contextSummary: String?, steps: String?, updatedAt: String, reportedAtMs: Int64) {
+        self.deviceID = deviceID
+        self.tenantID = tenantID
+        self.instanceID = instanceID
+        self.sequenceName = sequenceName
+        self.state = state
+        self.currentStep = currentStep
+        self.handler = handler
+        self.contextSummary = contextSummary
+        self.steps = steps
+        self.updatedAt = updatedAt
+        self.reportedAtMs = reportedAtMs
     }
 }
 
@@ -93,6 +118,25 @@ public struct ApprovalRecord: Equatable, Sendable {
         guard let choices, let parsed = try? JSONValue.parse(choices), let items = parsed.arrayValue, !items.isEmpty else { return ["yes", "no"] }
         return items.compactMap { $0["value"]?.stringValue }
     }
+
+    package init(id: String, deviceID: String, tenantID: String, instanceID: String, blockID: String, sequenceName: String?, prompt: String?, choices: String?, storeAs: String?, timeoutSecs: Int?, metadata: String?, state: State, resolution: String?, createdAt: String, createdAtMs: Int64, resolvedAt: String?) {
+        self.id = id
+        self.deviceID = deviceID
+        self.tenantID = tenantID
+        self.instanceID = instanceID
+        self.blockID = blockID
+        self.sequenceName = sequenceName
+        self.prompt = prompt
+        self.choices = choices
+        self.storeAs = storeAs
+        self.timeoutSecs = timeoutSecs
+        self.metadata = metadata
+        self.state = state
+        self.resolution = resolution
+        self.createdAt = createdAt
+        self.createdAtMs = createdAtMs
+        self.resolvedAt = resolvedAt
+    }
 }
 
 public struct CommandRecord: Equatable, Sendable {
@@ -105,6 +149,17 @@ public struct CommandRecord: Equatable, Sendable {
     public var payload: JSONValue
     public var createdAt: String
     public var ackedAt: String?
+
+    package init(id: String, sequence: Int64, deviceID: String, tenantID: String, type: String, payload: JSONValue, createdAt: String, ackedAt: String?) {
+        self.id = id
+        self.sequence = sequence
+        self.deviceID = deviceID
+        self.tenantID = tenantID
+        self.type = type
+        self.payload = payload
+        self.createdAt = createdAt
+        self.ackedAt = ackedAt
+    }
 }
 
 public struct CredentialRecord: Equatable, Sendable {
@@ -125,6 +180,18 @@ public struct CredentialRecord: Equatable, Sendable {
          "expires_at": expiresAt.map(JSONValue.string) ?? .null, "has_refresh_token": .bool(refreshToken != nil),
          "created_at": .string(createdAt)]
     }
+
+    package init(id: String, tenantID: String, name: String, kind: String, value: JSONValue, refreshToken: String?, enabled: Bool, expiresAt: String?, createdAt: String) {
+        self.id = id
+        self.tenantID = tenantID
+        self.name = name
+        self.kind = kind
+        self.value = value
+        self.refreshToken = refreshToken
+        self.enabled = enabled
+        self.expiresAt = expiresAt
+        self.createdAt = createdAt
+    }
 }
 
 public struct TelemetryRecord: Equatable, Sendable {
@@ -141,6 +208,15 @@ public struct TelemetryRecord: Equatable, Sendable {
         ["device_id": .string(deviceID), "event_type": .string(eventType), "payload": .string(payload), "timestamp": .string(timestamp),
          "received_at": .string(RFC3339.format(unixMilliseconds: receivedAtMs))]
     }
+
+    package init(tenantID: String, deviceID: String, eventType: String, payload: String, timestamp: String, receivedAtMs: Int64) {
+        self.tenantID = tenantID
+        self.deviceID = deviceID
+        self.eventType = eventType
+        self.payload = payload
+        self.timestamp = timestamp
+        self.receivedAtMs = receivedAtMs
+    }
 }
 
 public struct TenantRecord: Equatable, Sendable {
@@ -148,6 +224,12 @@ public struct TenantRecord: Equatable, Sendable {
     /// SHA-256 (hex) of the tenant's API key: the key itself is shown once, at creation.
     public var apiKeyHash: String
     public var createdAt: String
+
+    package init(tenantID: String, apiKeyHash: String, createdAt: String) {
+        self.tenantID = tenantID
+        self.apiKeyHash = apiKeyHash
+        self.createdAt = createdAt
+    }
 }
 
 /// A signed-in dashboard: the caller its API key stood for, until when. Memory only (a

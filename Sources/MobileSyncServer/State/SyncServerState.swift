@@ -8,34 +8,34 @@ import LabKernel
 /// `changes`; the server hands the log out with each response (`.persist`), so a driver
 /// commits exactly what the request changed before it answers.
 public struct SyncServerState: Equatable, Sendable {
-    public internal(set) var tenants: [String: TenantRecord] = [:]
+    public package(set) var tenants: [String: TenantRecord] = [:]
     /// API key → tenant id.
     var tenantByKey: [String: String] = [:]
-    public internal(set) var devices: [String: DeviceRecord] = [:]
+    public package(set) var devices: [String: DeviceRecord] = [:]
     /// By device, then instance.
-    public internal(set) var statuses: [String: [String: StatusRecord]] = [:]
-    public internal(set) var approvals: [String: ApprovalRecord] = [:]
+    public package(set) var statuses: [String: [String: StatusRecord]] = [:]
+    public package(set) var approvals: [String: ApprovalRecord] = [:]
     /// "device|instance|block" → approval id (one approval per gate).
     var approvalByGate: [String: String] = [:]
-    public internal(set) var commands: [String: CommandRecord] = [:]
+    public package(set) var commands: [String: CommandRecord] = [:]
     /// Unacknowledged command ids per device, oldest first.
-    public internal(set) var pendingByDevice: [String: [String]] = [:]
-    public internal(set) var nextCommandSequence: Int64 = 1
-    public internal(set) var credentials: [String: CredentialRecord] = [:]
+    public package(set) var pendingByDevice: [String: [String]] = [:]
+    public package(set) var nextCommandSequence: Int64 = 1
+    public package(set) var credentials: [String: CredentialRecord] = [:]
     /// Telemetry rows live in the database; memory keeps each device's most recent
     /// events (at most `recentTelemetryPerDevice`), for the API and the dashboard page.
-    public internal(set) var recentTelemetry: [String: [TelemetryRecord]] = [:]
+    public package(set) var recentTelemetry: [String: [TelemetryRecord]] = [:]
     public static let recentTelemetryPerDevice = 200
     /// Signed-in dashboards by the SHA-256 of their cookie's token (never stored).
     var dashboardSessions: [String: DashboardSession] = [:]
     /// When retention last ran (`SyncServer+Retention.swift`).
     var lastPrune: Instant?
     /// Server settings and keys: the root API key, the manifest root key's seed, …
-    public internal(set) var meta: [String: String] = [:]
-    public internal(set) var manifest = ManifestState()
+    public package(set) var meta: [String: String] = [:]
+    public package(set) var manifest = ManifestState()
 
     /// Rows written since the log was last taken.
-    public internal(set) var changes: [StoreChange] = []
+    public package(set) var changes: [StoreChange] = []
 
     /// The listings' orders (OrderedIndex.swift): derived, rebuilt by `reindex`.
     var approvalOrder = OrderedIndex<ApprovalKey>()
@@ -197,7 +197,7 @@ public struct SyncServerState: Equatable, Sendable {
     // MARK: Reads
 
     static func gate(_ device: String, _ instance: String, _ block: String) -> String { "\(device)|\(instance)|\(block)" }
-    static func credentialKey(_ tenant: String, _ id: String) -> String { "\(tenant)|\(id)" }
+    package static func credentialKey(_ tenant: String, _ id: String) -> String { "\(tenant)|\(id)" }
 
     /// The tenant of an API key (looked up by its hash).
     public func tenant(forKey key: String) -> String? { tenantByKey[SyncServer.keyHash(key)] }
@@ -216,7 +216,7 @@ public struct SyncServerState: Equatable, Sendable {
     }
 
     /// Rebuilds the indexes after loading rows (the SQLite store fills the tables).
-    mutating func reindex() {
+    package mutating func reindex() {
         approvalOrder = OrderedIndex()
         statusOrder = OrderedIndex()
         deviceOrder = OrderedIndex()
@@ -259,11 +259,11 @@ public enum StoreChange: Equatable, Sendable {
 
 /// What the manifest publisher keeps.
 public struct ManifestState: Equatable, Sendable {
-    public internal(set) var signingKeys: [String: SigningKeyRecord] = [:]
+    public package(set) var signingKeys: [String: SigningKeyRecord] = [:]
     /// "tenant|name" → the newest published version.
-    public internal(set) var sequences: [String: PublishedSequence] = [:]
-    public internal(set) var removed: [String: RemovedSequence] = [:]
-    public internal(set) var versions: [String: Int64] = [:]
+    public package(set) var sequences: [String: PublishedSequence] = [:]
+    public package(set) var removed: [String: RemovedSequence] = [:]
+    public package(set) var versions: [String: Int64] = [:]
 }
 
 public struct SigningKeyRecord: Equatable, Sendable {
@@ -274,6 +274,14 @@ public struct SigningKeyRecord: Equatable, Sendable {
     public var publicKey: String
     public var createdAt: String
     public var revoked: Bool
+
+    package init(keyID: String, seedHex: String, publicKey: String, createdAt: String, revoked: Bool) {
+        self.keyID = keyID
+        self.seedHex = seedHex
+        self.publicKey = publicKey
+        self.createdAt = createdAt
+        self.revoked = revoked
+    }
 }
 
 public struct PublishedSequence: Equatable, Sendable {
@@ -291,11 +299,30 @@ public struct PublishedSequence: Equatable, Sendable {
     public var minSDKVersion: String
     public var publishedAt: String
 
-    static func key(_ tenant: String, _ name: String) -> String { "\(tenant)|\(name)" }
+    package static func key(_ tenant: String, _ name: String) -> String { "\(tenant)|\(name)" }
+
+    package init(tenantID: String, name: String, version: Int, json: String, sha256: String, signature: String, signingKeyID: String, requiredHandlers: [String], minSDKVersion: String, publishedAt: String) {
+        self.tenantID = tenantID
+        self.name = name
+        self.version = version
+        self.json = json
+        self.sha256 = sha256
+        self.signature = signature
+        self.signingKeyID = signingKeyID
+        self.requiredHandlers = requiredHandlers
+        self.minSDKVersion = minSDKVersion
+        self.publishedAt = publishedAt
+    }
 }
 
 public struct RemovedSequence: Equatable, Sendable {
     public var tenantID: String
     public var name: String
     public var removedAt: String
+
+    package init(tenantID: String, name: String, removedAt: String) {
+        self.tenantID = tenantID
+        self.name = name
+        self.removedAt = removedAt
+    }
 }

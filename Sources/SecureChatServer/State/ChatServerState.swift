@@ -30,10 +30,10 @@ public struct ChatServerState: Sendable {
     public var settings: [String: JSONValue] = ["registration_open": true, "max_message_bytes": 65_536] {
         didSet { settingsChanged = true }
     }
-    var settingsChanged = false
+    package var settingsChanged = false
     public var audit: [AuditEntry] = []
     /// Audit entries already in the database.
-    var auditStored = 0
+    package var auditStored = 0
     public var connections: [Int: Connection] = [:]
     /// User id → their open connections, so fan-out looks only at the people concerned.
     public var connectionsOfUser: [String: Set<Int>] = [:]
@@ -61,7 +61,7 @@ public struct ChatServerState: Sendable {
     }
 
     /// The derived indexes, after a load: names, memberships, DM pairs, channel timelines.
-    mutating func rebuildIndexes() {
+    package mutating func rebuildIndexes() {
         userIDByName = Dictionary(users.values.map { ($0.username.lowercased(), $0.id) }, uniquingKeysWith: { first, _ in first })
         channelsOfUser = [:]
         for (channel, members) in members {

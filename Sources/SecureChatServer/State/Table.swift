@@ -36,10 +36,10 @@ public struct Table<Value: Sendable>: Sendable, Sequence {
     }
 
     /// Loads rows without marking them changed.
-    mutating func load(_ key: String, _ value: Value) { rows[key] = value }
+    package mutating func load(_ key: String, _ value: Value) { rows[key] = value }
 
     /// The keys changed since the last call, with their rows (nil: deleted).
-    mutating func takeDirty() -> [(String, Value?)] {
+    package mutating func takeDirty() -> [(String, Value?)] {
         defer { dirty.removeAll() }
         return dirty.sorted().map { ($0, rows[$0]) }
     }

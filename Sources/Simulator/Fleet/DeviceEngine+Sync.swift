@@ -1,4 +1,5 @@
 import DeviceWorkflows
+import Orch8Wire
 import LabKernel
 
 /// The simulated device as a sync driver: its engine and store run the same `SyncDriver`

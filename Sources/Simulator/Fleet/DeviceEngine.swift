@@ -1,4 +1,5 @@
 import DeviceWorkflows
+import Orch8Wire
 import LabKernel
 
 /// One device's workflow engine as the simulator holds it: the engine itself while the

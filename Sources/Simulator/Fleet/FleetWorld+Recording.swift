@@ -1,4 +1,5 @@
 import DeviceWorkflows
+import Orch8Wire
 public import LabKernel
 public import LabStore
 

@@ -1,4 +1,5 @@
 import DeviceWorkflows
+import Orch8Wire
 import LabKernel
 
 /// The workflow layer of the fleet: each device's engine runs on the device's own ticks,

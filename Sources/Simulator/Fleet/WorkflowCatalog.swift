@@ -1,4 +1,5 @@
 import DeviceWorkflows
+import Orch8Wire
 import LabKernel
 
 /// The scenario's workflows, compiled once for the whole fleet: every app launch of every

@@ -1,4 +1,5 @@
 import DeviceWorkflows
+import Orch8Wire
 import LabKernel
 
 /// Metric handles of the workflow layer, by sequence (in workload order) and outcome.

@@ -1,6 +1,7 @@
 import Foundation
 public import LabKernel
 public import DeviceWorkflows
+public import Orch8Wire
 
 /// The `workflows:` section of a scenario: what the devices' engines run and how the
 /// people and handlers around them behave. docs/scenarios.md documents every key.

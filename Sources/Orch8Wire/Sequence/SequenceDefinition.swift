@@ -13,6 +13,19 @@ public struct SequenceDefinition: Sendable, Equatable {
     /// Size of the JSON the definition was loaded from (for `maxSequenceSizeBytes`).
     public var sizeBytes: Int
 
+    public init(id: String, tenantID: String, namespace: String, name: String, version: Int, deprecated: Bool, blocks: [Block],
+                createdAt: String?, sizeBytes: Int) {
+        self.id = id
+        self.tenantID = tenantID
+        self.namespace = namespace
+        self.name = name
+        self.version = version
+        self.deprecated = deprecated
+        self.blocks = blocks
+        self.createdAt = createdAt
+        self.sizeBytes = sizeBytes
+    }
+
     /// Every handler any step of the sequence names, sorted.
     public var handlers: [String] {
         var names: Set<String> = []

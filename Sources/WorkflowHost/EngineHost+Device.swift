@@ -1,4 +1,6 @@
 public import LabKernel
+public import DeviceWorkflows
+import Orch8Wire
 
 /// The seed's device-facing calls that need more than the engine: a handler body, a URL.
 extension EngineHost {

@@ -1,4 +1,5 @@
 internal import CSodium
+import ChatCrypto
 import LabCrypto
 
 extension CryptoBenchmark {

@@ -1,5 +1,6 @@
 public import LabCrypto
 public import LabStore
+public import MobileSyncServer
 import LabKernel
 
 /// The sync server's database file: one table per record type. `apply` commits a

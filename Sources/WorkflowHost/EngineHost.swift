@@ -1,4 +1,6 @@
 public import LabKernel
+public import DeviceWorkflows
+public import Orch8Wire
 
 /// Drives a `MobileEngine` with a store and built-in handlers, synchronously: the driver
 /// of `fleetlab workflow run`, `fleetlab bench engine` and the crash tests.

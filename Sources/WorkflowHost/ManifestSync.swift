@@ -1,4 +1,6 @@
 public import LabKernel
+public import DeviceWorkflows
+import Orch8Wire
 import LabCrypto
 
 /// The SDK's `sync(manifestUrl, tokenProvider)`: signed manifest sync (wire-notes §a).

@@ -1,4 +1,7 @@
 public import LabKernel
+public import DeviceWorkflows
+public import WorkflowHost
+import Orch8Wire
 
 /// `fleetlab bench engine`: onboarding-flow instances with every wait answered and
 /// handlers that return at once, run to completion through `EngineHost`, once over the

@@ -1,3 +1,5 @@
+import LabKernel
+
 /// The Mobile Sync dashboard (`GET /dashboard/mobile-sync`), the page the seed's
 /// Dashboard Features section describes: pending approvals with their choices, a Start
 /// Workflow form, instance statuses with progress bars and expandable step timelines,
@@ -7,6 +9,16 @@
 /// posted once in a form body and never reaches a URL or the page's script. It polls
 /// every 3 seconds. Every value from the API is inserted as text, never as HTML.
 enum MobileSyncDashboardPage {
+    static let path = "/dashboard/mobile-sync"
+
+    /// The page, for a `GET` of `path`; nil for every other request.
+    static func response(to request: HTTPRequestMessage) -> HTTPResponseMessage? {
+        guard request.method == "GET", request.path == path || request.path == path + "/" else { return nil }
+        return HTTPResponseMessage(status: 200, headers: [HTTPHeader("Content-Type", "text/html; charset=utf-8"),
+                                                          HTTPHeader("Cache-Control", "no-store"), HTTPHeader("Referrer-Policy", "no-referrer")],
+                                   body: Array(html.utf8))
+    }
+
     static let html = #"""
 <!doctype html>
 <html lang="en">

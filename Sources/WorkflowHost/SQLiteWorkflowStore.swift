@@ -1,4 +1,6 @@
 import LabKernel
+public import DeviceWorkflows
+import Orch8Wire
 public import LabStore
 
 /// The device database: one SQLite file per device, in WAL mode.

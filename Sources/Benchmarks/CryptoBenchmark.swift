@@ -1,5 +1,6 @@
 internal import CSodium
-import LabCrypto
+public import ChatCrypto
+public import LabCrypto
 
 /// `fleetlab bench crypto`: each operation of the profile beside the bare libsodium calls
 /// it makes, measured in the same run (docs/chat.md). The bare loops call exactly the

@@ -1,4 +1,5 @@
 import LabKernel
+import Simulator
 
 /// `fleetlab bench kernel`: the kernel against a bare binary-heap loop on the same
 /// event pattern, measured in the same process.

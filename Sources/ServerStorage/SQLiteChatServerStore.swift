@@ -1,5 +1,6 @@
 import Foundation
 public import LabStore
+public import SecureChatServer
 import LabKernel
 
 /// The chat server's database: one `rows` table of `(kind, key, json)` holding the

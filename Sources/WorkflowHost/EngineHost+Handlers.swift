@@ -1,4 +1,6 @@
 import LabKernel
+public import DeviceWorkflows
+import Orch8Wire
 
 /// A handler as the host keeps it. Wrapped so the closure is stored as its own type and
 /// called directly: a closure stored straight in a dictionary is kept in the dictionary's
@@ -29,12 +31,6 @@ struct HandlerLookup {
         last = found
         return found
     }
-}
-
-extension HandlerInvocation {
-    /// What an invocation slot holds after its invocation was moved out.
-    static let vacant = HandlerInvocation(key: InvocationKey(instance: 0, node: -1, attempt: 0), instanceID: .zero,
-                                          step: StepSpec(id: "", handler: "", params: [:], sequenceName: ""), context: ContextData())
 }
 
 extension EngineHost {

@@ -1,4 +1,6 @@
 public import LabKernel
+public import DeviceWorkflows
+import Orch8Wire
 import LabStore
 
 extension SQLiteWorkflowStore: SyncOutboxStore {
