@@ -28,20 +28,11 @@ extension EngineHost: SyncDriver {
     public mutating func countDelegatedRun() { handlerRunCount += 1 }
 
     public mutating func enableSync(deviceID: String, seed: StreamSeed) {
-        sync = SyncReporter(config: SyncReporter.Config(deviceID: deviceID), seed: seed)
+        syncClient = SyncClient(config: SyncClient.Config(deviceID: deviceID), baseTickMs: engine.config.tickIntervalMs, seed: seed)
     }
 
     /// `onPushReceived()`: the next tick syncs.
-    public mutating func pushReceived() { sync?.forceSync() }
-
-    /// Starts a sync if one is due at tick number `tick`; the caller sends the request and
-    /// reports back with `syncSucceeded` or `syncFailed`.
-    public mutating func syncIfDue(tick: UInt64) throws -> (request: SyncRequest, sent: SentBatch)? {
-        guard let reporter = sync, reporter.isDue(tick: tick, now: now) else { return nil }
-        let made = try makeSyncRequest()
-        sync?.began()
-        return made
-    }
+    public mutating func pushReceived() { _ = try? sync(.pushReceived) }
 
     mutating func openBatch() throws { try beginBatch() }
 }

@@ -55,7 +55,7 @@ public struct EngineHost<Store: WorkflowStore> {
     public var crashAfterEffects: Int?
     /// The sync reporter, once `enableSync` is called: status, approvals and delegations
     /// then go to the outbox with the changes they report.
-    public var sync: SyncReporter?
+    public var syncClient: SyncClient?
     /// Enforces `maxTickDurationMs`: called at the start of each tick, it returns the
     /// check the engine asks between instances (true: the tick's time is used up). A live
     /// driver measures wall time; nil never yields.
@@ -245,7 +245,7 @@ public struct EngineHost<Store: WorkflowStore> {
                     inTransaction = true
                 }
                 var reported: InstanceID?
-                if sync != nil, case .persist(let snapshot) = effect, snapshot.instance.parent == nil { reported = snapshot.instance.instanceID }
+                if syncClient != nil, case .persist(let snapshot) = effect, snapshot.instance.parent == nil { reported = snapshot.instance.instanceID }
                 // Its last use: the effect moves into the store (a snapshot is not copied).
                 try store.apply(consume effect)
                 if let reported { try queueStatus(reported) }
@@ -267,7 +267,7 @@ public struct EngineHost<Store: WorkflowStore> {
                 try commitIfNeeded()
                 failed[id.text] = error
             case .stepPending(let id, let step, _):
-                if sync != nil {
+                if syncClient != nil {
                     try beginBatch()
                     try queueApproval(id.text, step: step)
                 }
@@ -283,7 +283,7 @@ public struct EngineHost<Store: WorkflowStore> {
     }
 
     /// Whether the server runs this step (credentials to resolve), not a handler here.
-    func delegates(_ invocation: HandlerInvocation) -> Bool { sync != nil && SyncOutboxWriter.delegates(invocation) }
+    func delegates(_ invocation: HandlerInvocation) -> Bool { syncClient != nil && SyncOutboxWriter.delegates(invocation) }
 
     /// A point where the app may be killed: before each effect and before each commit.
     mutating func boundary() throws {

@@ -4,17 +4,24 @@ import Orch8Wire
 import LabStore
 
 extension SQLiteWorkflowStore: SyncOutboxStore {
-    public func enqueue(_ kind: OutboxEntry.Kind, key: String, payload: JSONValue) throws {
+    public func enqueue(_ payload: OutboxPayload) throws {
         outboxSeq += 1
-        let verb = kind == .status ? "INSERT OR REPLACE" : "INSERT OR IGNORE"
+        let verb = payload.kind == .status ? "INSERT OR REPLACE" : "INSERT OR IGNORE"
         try database.run("\(verb) INTO sync_outbox (entry_type, entry_key, payload, seq) VALUES (?, ?, ?, ?)",
-                         [.text(kind.rawValue), .text(key), .text(payload.canonicalText), .integer(outboxSeq)])
+                         [.text(payload.kind.rawValue), .text(payload.key), .text(payload.json.canonicalText), .integer(outboxSeq)])
     }
 
+    /// Rows are read back typed; one that does not read is `OutboxUnreadable`, never
+    /// skipped (a request without it would remove it once answered).
     public func outbox(_ kind: OutboxEntry.Kind, limit: Int) throws -> [OutboxEntry] {
         try database.query("SELECT entry_key, payload, seq FROM sync_outbox WHERE entry_type = ? ORDER BY seq LIMIT ?",
                            [.text(kind.rawValue), .integer(Int64(limit))]).map { row in
-            OutboxEntry(kind: kind, key: row[0].text ?? "", payload: (try? JSONValue.parse(row[1].text ?? "")) ?? .null, seq: row[2].integer ?? 0)
+            let key = row[0].text ?? ""
+            do {
+                return OutboxEntry(payload: try OutboxPayload(kind: kind, json: try JSONValue.parse(row[1].text ?? "")), seq: row[2].integer ?? 0)
+            } catch {
+                throw OutboxUnreadable(kind: kind, key: key, reason: "\(error)")
+            }
         }
     }
 

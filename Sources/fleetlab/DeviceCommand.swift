@@ -114,10 +114,10 @@ struct DeviceCommand: AsyncParsableCommand {
                     say("waiting: \(step) of \(instance) (answer it on the dashboard, or run with --answer \(step)=VALUE)")
                 }
                 seenWaits = device.host.unanswered.count
-                let failures = device.host.sync?.failures ?? 0
+                let failures = device.host.syncClient?.failures ?? 0
                 if let report = try await device.syncIfDue() {
                     describe(report, device, say)
-                } else if let failed = device.host.sync?.failures, failed > failures {
+                } else if let failed = device.host.syncClient?.failures, failed > failures {
                     say("sync failed (\(failed) in a row); retrying after a backoff")
                 }
             } catch {

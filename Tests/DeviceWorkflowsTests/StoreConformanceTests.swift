@@ -386,7 +386,7 @@ struct AnyStore: WorkflowStore {
     mutating func removeTelemetry(through id: Int64) throws { try base.removeTelemetry(through: id) }
     func telemetryCount() throws -> Int { try base.telemetryCount() }
     mutating func forgetJournal(_ keys: [InvocationKey]) throws { try base.forgetJournal(keys) }
-    mutating func enqueue(_ kind: OutboxEntry.Kind, key: String, payload: JSONValue) throws { try base.enqueue(kind, key: key, payload: payload) }
+    mutating func enqueue(_ payload: OutboxPayload) throws { try base.enqueue(payload) }
     func outbox(_ kind: OutboxEntry.Kind, limit: Int) throws -> [OutboxEntry] { try base.outbox(kind, limit: limit) }
     func outboxCount() throws -> Int { try base.outboxCount() }
     mutating func removeSent(_ entries: [OutboxEntry]) throws { try base.removeSent(entries) }

@@ -59,32 +59,50 @@ struct DelegationCadenceTests {
         #expect(instance.error?.contains("credential resolution failed: credential payments-api not found") == true, "\(instance.error ?? "")")
     }
 
-    @Test("the interval is the server's hint clamped to 5…3600 s, counted in base ticks")
+    /// A client driven through one sync the server answers with `interval` at `tick`.
+    static func answer(_ client: inout SyncClient, interval: Int, tick: UInt64) {
+        _ = client.handle(.syncRequested, now: .zero)
+        _ = client.handle(.outboxRead(OutboxBatch(entries: [], acks: [])), now: .zero)
+        _ = client.handle(.answered(.accepted(SyncResponse(commands: [], syncIntervalSecs: interval)), tick: tick), now: .zero)
+    }
+
+    static func status(_ instance: String, state: String = "Running") -> StatusUpdate {
+        StatusUpdate(instanceID: instance, sequenceName: "s", state: state, currentStep: nil, handler: nil, timestamp: "2026-01-01T00:00:00Z")
+    }
+
+    static func approval(_ instance: String, _ block: String, prompt: String = "ok?") -> ApprovalRequest {
+        ApprovalRequest(instanceID: instance, blockID: block, sequenceName: "s", prompt: prompt, choices: nil, storeAs: nil, timeoutSeconds: nil)
+    }
+
+    @Test("the interval is the server's hint clamped to 5…3600 s, counted in base ticks; one request at a time; a push syncs next tick")
     func cadence() {
-        var reporter = SyncReporter(config: .init(deviceID: "d"), seed: StreamSeed(1))
-        #expect(reporter.isDue(tick: 0, now: .zero), "a fresh reporter syncs at once")
-        reporter.began()
-        #expect(!reporter.isDue(tick: 1, now: .zero), "one request at a time")
-        reporter.succeeded(intervalHint: 30, tick: 10, baseTickMs: 100)
-        #expect(reporter.dueTick == 310 && !reporter.isDue(tick: 309, now: .zero) && reporter.isDue(tick: 310, now: .zero))
-        reporter.succeeded(intervalHint: 1, tick: 0, baseTickMs: 100)
-        #expect(reporter.intervalSecs == 5 && reporter.dueTick == 50)
-        reporter.succeeded(intervalHint: 99_999, tick: 0, baseTickMs: 500)
-        #expect(reporter.intervalSecs == 3_600 && reporter.dueTick == 7_200)
-        reporter.forceSync()
-        #expect(reporter.isDue(tick: 1, now: .zero), "a push syncs on the next tick")
+        var client = SyncClient(config: .init(deviceID: "d"), baseTickMs: 100, seed: StreamSeed(1))
+        #expect(client.handle(.ticked(0), now: .zero) == [.readOutbox(OutboxLimits())], "a fresh client syncs at once")
+        let read = client.handle(.outboxRead(OutboxBatch(entries: [.init(payload: .status(Self.status("i1")), seq: 1)], acks: ["c1"])), now: .zero)
+        #expect(read == [.send(SyncRequest(deviceID: "d", statusUpdates: [Self.status("i1")], commandAcks: ["c1"]))])
+        #expect(client.handle(.ticked(1), now: .zero).isEmpty && client.handle(.syncRequested, now: .zero).isEmpty, "one request at a time")
+        let settled = client.handle(.answered(.accepted(SyncResponse(commands: [], syncIntervalSecs: 30)), tick: 10), now: .zero)
+        #expect(settled == [.settle(SentBatch(entries: [.init(payload: .status(Self.status("i1")), seq: 1)], acks: ["c1"]), commands: [])])
+        #expect(client.dueTick == 310 && !client.isDue(tick: 309, now: .zero) && client.isDue(tick: 310, now: .zero))
+        #expect(client.handle(.answered(.unreachable, tick: 11), now: .zero).isEmpty, "an answer with nothing in flight changes nothing")
+        Self.answer(&client, interval: 1, tick: 0)
+        #expect(client.intervalSecs == 5 && client.dueTick == 50)
+        var slow = SyncClient(config: .init(deviceID: "d"), baseTickMs: 500, seed: StreamSeed(1))
+        Self.answer(&slow, interval: 99_999, tick: 0)
+        #expect(slow.intervalSecs == 3_600 && slow.dueTick == 7_200)
+        _ = client.handle(.pushReceived, now: .zero)
+        #expect(client.isDue(tick: 1, now: .zero), "a push syncs on the next tick")
     }
 
     @Test("at LowBattery the same interval takes twice the time: it is counted in ticks, which stretch")
     func cadenceStretches() throws {
         var pair = try DevicePair(store: InMemoryWorkflowStore())
-        try pair.sync()
         var elapsed: [PowerState: TimeSpan] = [:]
         for power in [PowerState.unplugged, .lowBattery] {
             pair.device.engine.reportPowerState(power)
+            try pair.sync()  // the server answers with its idle interval, 30 s
             var tick = pair.tick, clock = TimeSpan.zero
-            pair.device.sync?.succeeded(intervalHint: 30, tick: tick, baseTickMs: 100)
-            while !(pair.device.sync?.isDue(tick: tick, now: .zero) ?? true) {
+            while !(pair.device.syncClient?.isDue(tick: tick, now: .zero) ?? true) {
                 tick += 1
                 clock = clock + pair.device.engine.tickInterval
             }
@@ -95,38 +113,42 @@ struct DelegationCadenceTests {
 
     @Test("failures back off exponentially with jitter, never sooner than Retry-After, and success resets")
     func backoff() {
-        var reporter = SyncReporter(config: .init(deviceID: "d"), seed: StreamSeed(7))
-        var delays: [Int64] = []
-        for _ in 0..<12 {
-            reporter.began()
-            delays.append((reporter.failed(now: .zero) - Instant.zero).nanoseconds)
+        var client = SyncClient(config: .init(deviceID: "d"), baseTickMs: 100, seed: StreamSeed(7))
+        func fail(_ answer: SyncAnswer) -> Instant {
+            _ = client.handle(.syncRequested, now: .zero)
+            _ = client.handle(.outboxRead(OutboxBatch(entries: [], acks: [])), now: .zero)
+            guard case .backOff(let until)? = client.handle(.answered(answer, tick: 0), now: .zero).first else { return .zero }
+            return until
         }
+        let delays = (0..<12).map { _ in (fail(.unreachable) - Instant.zero).nanoseconds }
         #expect(delays[0] >= 500_000_000 && delays[0] < 1_500_000_000)
         #expect(delays[3] >= 4_000_000_000 && delays[3] < 12_000_000_000)
         #expect(delays.allSatisfy { $0 < 450_000_000_000 }, "capped at 5 min × 1.5")
-        #expect(!reporter.isDue(tick: 999, now: .zero + .seconds(1)) && reporter.isDue(tick: 0, now: .zero + .seconds(451)))
-        reporter.began()
-        let retryAfter = reporter.failed(now: .zero, retryAfter: .seconds(3_000))
-        #expect(retryAfter >= .zero + .seconds(3_000))
-        reporter.succeeded(intervalHint: 30, tick: 0, baseTickMs: 100)
-        #expect(reporter.failures == 0)
+        #expect(!client.isDue(tick: 999, now: .zero + .seconds(1)) && client.isDue(tick: 0, now: .zero + .seconds(451)))
+        #expect(client.nextDeadline != nil)
+        #expect(fail(.refused(status: 503, retryAfter: .seconds(3_000))) >= .zero + .seconds(3_000))
+        #expect(SyncAnswer(status: 429, retryAfter: "120", body: []) == .refused(status: 429, retryAfter: .seconds(120)))
+        #expect(SyncAnswer(status: 200, retryAfter: nil, body: Array("{oops".utf8)) == .refused(status: 200, retryAfter: nil))
+        Self.answer(&client, interval: 30, tick: 0)
+        #expect(client.failures == 0 && client.nextDeadline == nil)
     }
 
     static func outboxConformance<S: SyncOutboxStore & WorkflowStore>(_ store: inout S) throws {
-        try store.enqueue(.status, key: "i1", payload: ["v": 1])
-        try store.enqueue(.approval, key: "i1:g", payload: ["v": 1])
+        try store.enqueue(.status(Self.status("i1", state: "Running")))
+        try store.enqueue(.approval(Self.approval("i1", "g", prompt: "first")))
         let first = try store.outbox(.status, limit: 10)
-        try store.enqueue(.status, key: "i1", payload: ["v": 2])
-        try store.enqueue(.approval, key: "i1:g", payload: ["v": 2])
-        #expect(try store.outbox(.status, limit: 10).map(\.payload) == [["v": 2]], "statuses coalesce")
-        #expect(try store.outbox(.approval, limit: 10).map(\.payload) == [["v": 1]], "approvals are kept once")
+        try store.enqueue(.status(Self.status("i1", state: "Waiting")))
+        try store.enqueue(.approval(Self.approval("i1", "g", prompt: "second")))
+        #expect(try store.outbox(.status, limit: 10).map(\.payload) == [.status(Self.status("i1", state: "Waiting"))], "statuses coalesce")
+        #expect(try store.outbox(.approval, limit: 10).map(\.payload) == [.approval(Self.approval("i1", "g", prompt: "first"))],
+                "approvals are kept once")
         try store.removeSent(first)
         #expect(try store.outboxCount() == 2, "an entry rewritten while in flight stays")
         try store.removeSent(try store.outbox(.status, limit: 10) + (try store.outbox(.approval, limit: 10)))
         #expect(try store.outboxCount() == 0)
         try store.begin()
         try store.markExecuted("c1", at: .zero)
-        try store.enqueue(.status, key: "i2", payload: [:])
+        try store.enqueue(.status(Self.status("i2")))
         try store.setSyncValue("k", "v")
         store.rollback()
         let executed = try store.isExecuted("c1"), count = try store.outboxCount(), value = try store.syncValue("k")

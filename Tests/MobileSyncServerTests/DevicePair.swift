@@ -4,6 +4,7 @@ import Orch8Wire
 import Foundation
 import LabKernel
 import LabTestSupport
+import Testing
 @testable import MobileSyncServer
 
 /// One device (an `EngineHost` with sync on) and the server core, talking by function call
@@ -38,18 +39,19 @@ struct DevicePair<Store: WorkflowStore> {
     /// One sync round trip now, whether due or not; returns the command report.
     @discardableResult
     mutating func sync() throws -> CommandReport? {
-        let (request, sent) = try device.makeSyncRequest()
-        device.sync?.began()
-        if offline {
-            device.syncFailed()
-            return nil
+        guard let request = try device.sync(.syncRequested).send else { return nil }
+        var answer = SyncAnswer.unreachable
+        if !offline {
+            let reply = try server.send("POST", "/api/v1/mobile/sync", request.json, key: key, headers: ["x-device-id": "phone-1"])
+            answer = SyncAnswer(status: reply.status, retryAfter: reply.header("retry-after"), body: reply.body)
         }
-        let reply = try server.send("POST", "/api/v1/mobile/sync", request.json, key: key, headers: ["x-device-id": "phone-1"])
-        guard reply.status == 200, let json = reply.jsonBody, let response = try? SyncResponse(json: json) else {
-            device.syncFailed()
-            return nil
-        }
-        return try device.syncSucceeded(sent, response: response, tick: tick)
+        return try device.sync(.answered(answer, tick: tick)).report
+    }
+
+    /// Hands the device `commands` as the answer to a sync (without the server).
+    mutating func deliver(_ commands: [SyncCommand]) throws -> CommandReport {
+        _ = try device.sync(.syncRequested)
+        return try #require(try device.sync(.answered(.accepted(SyncResponse(commands: commands, syncIntervalSecs: 5)), tick: tick)).report)
     }
 
     /// Ticks and syncs until idle.

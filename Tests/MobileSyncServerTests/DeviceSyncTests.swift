@@ -44,9 +44,9 @@ struct DeviceSyncTests {
     func duplicates() throws {
         var pair = try DevicePair(store: InMemoryWorkflowStore())
         let start = SyncCommand(id: "cmd-1", type: "start_workflow", payload: ["sequence_name": "payment-verification", "input": ["n": 1]])
-        var report = try pair.device.syncSucceeded(SentBatch(entries: [], acks: []), response: SyncResponse(commands: [start], syncIntervalSecs: 5), tick: 0)
+        var report = try pair.deliver([start])
         #expect(report.applied == ["cmd-1"])
-        report = try pair.device.syncSucceeded(SentBatch(entries: [], acks: []), response: SyncResponse(commands: [start, start], syncIntervalSecs: 5), tick: 0)
+        report = try pair.deliver([start, start])
         #expect(report.duplicates == ["cmd-1", "cmd-1"] && report.applied.isEmpty)
         #expect(pair.device.engine.allInstances.count == 1)
         #expect(try pair.device.store.pendingAcks(limit: 10) == ["cmd-1"])
@@ -56,19 +56,20 @@ struct DeviceSyncTests {
     func retryable() throws {
         var pair = try DevicePair(store: InMemoryWorkflowStore(), workflows: [])
         let start = SyncCommand(id: "cmd-2", type: "start_workflow", payload: ["sequence_name": "payment-verification"])
-        var report = try pair.device.syncSucceeded(SentBatch(entries: [], acks: []), response: SyncResponse(commands: [start], syncIntervalSecs: 5), tick: 0)
+        var report = try pair.deliver([start])
         #expect(report.deferred.map(\.id) == ["cmd-2"] && report.deferred.first?.reason.contains("payment-verification") == true, "\(report.deferred)")
         #expect(try pair.device.store.pendingAcks(limit: 10).isEmpty && !(try pair.device.store.isExecuted("cmd-2")))
         _ = try pair.device.loadSequence(json: workflowJSON("payment-verification"))
-        report = try pair.device.syncSucceeded(SentBatch(entries: [], acks: []), response: SyncResponse(commands: [start], syncIntervalSecs: 5), tick: 0)
+        report = try pair.deliver([start])
         #expect(report.applied == ["cmd-2"])
         let bad = [SyncCommand(id: "cmd-3", type: "cancel_instance", payload: ["instance_id": "00000000-0000-4000-8000-000000000001"]),
                    SyncCommand(id: "cmd-4", type: "reboot", payload: [:]),
                    SyncCommand(id: "cmd-5", type: "complete_step", payload: ["instance_id": .string(pair.device.engine.allInstances[0].id),
                                                                           "step_name": "payment_approval", "output": ["value": "maybe"]])]
-        report = try pair.device.syncSucceeded(SentBatch(entries: [], acks: []), response: SyncResponse(commands: bad, syncIntervalSecs: 5), tick: 0)
+        report = try pair.deliver(bad)
         #expect(report.refused.map(\.id) == ["cmd-3", "cmd-4", "cmd-5"])
-        #expect(Set(try pair.device.store.pendingAcks(limit: 10)) == ["cmd-2", "cmd-3", "cmd-4", "cmd-5"])
+        // cmd-2's ack went with that last sync; the refused three wait for the next.
+        #expect(try Set(pair.device.store.pendingAcks(limit: 10)) == ["cmd-3", "cmd-4", "cmd-5"] && pair.device.store.isExecuted("cmd-2"))
     }
 
     @Test("killed after applying a command and before the ack: the relaunched device does not apply it again")
@@ -103,7 +104,7 @@ struct DeviceSyncTests {
         try pair.device.runUntilIdle(limit: .seconds(10))
         try pair.sync()
         try pair.sync()
-        #expect(pair.device.sync?.failures == 2)
+        #expect(pair.device.syncClient?.failures == 2)
         #expect(try pair.device.store.outboxCount() == 6, "three statuses and three approvals wait")
         pair.offline = false
         try pair.sync()
@@ -115,11 +116,13 @@ struct DeviceSyncTests {
     @Test("batches hold at most 100 statuses; the rest go next time")
     func batches() throws {
         var store = InMemoryWorkflowStore()
-        for n in 0..<150 { try store.enqueue(.status, key: "i\(n)", payload: ["n": .number(Double(n))]) }
-        for n in 0..<60 { try store.enqueue(.approval, key: "i\(n):g", payload: ["n": .number(Double(n))]) }
+        for n in 0..<150 { try store.enqueue(.status(DelegationCadenceTests.status("i\(n)"))) }
+        for n in 0..<60 { try store.enqueue(.approval(DelegationCadenceTests.approval("i\(n)", "g"))) }
         var host = EngineHost(engine: MobileEngine(config: MobileEngineConfig(), handlers: [], seed: StreamSeed(1)), store: store)
         host.enableSync(deviceID: "d", seed: StreamSeed(1))
-        let (_, sent) = try host.makeSyncRequest()
+        let request = try #require(try host.sync(.syncRequested).send)
+        let sent = try #require(host.syncClient?.inFlight)
+        #expect(request.statusUpdates.count == 100 && request.approvalRequests.count == 50)
         #expect(sent.entries.filter { $0.kind == .status }.count == 100 && sent.entries.filter { $0.kind == .approval }.count == 50)
         #expect(sent.entries.first?.key == "i0", "oldest first")
     }

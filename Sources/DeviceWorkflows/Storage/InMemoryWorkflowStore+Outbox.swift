@@ -9,12 +9,12 @@ extension InMemoryWorkflowStore: SyncOutboxStore {
 
     static func outboxKey(_ kind: OutboxEntry.Kind, _ key: String) -> String { "\(kind.rawValue)|\(key)" }
 
-    public mutating func enqueue(_ kind: OutboxEntry.Kind, key: String, payload: JSONValue) throws {
-        let slot = Self.outboxKey(kind, key)
-        if kind != .status, committed.outbox[slot] != nil { return }
+    public mutating func enqueue(_ payload: OutboxPayload) throws {
+        let slot = Self.outboxKey(payload.kind, payload.key)
+        if payload.kind != .status, committed.outbox[slot] != nil { return }
         log(.outbox(slot, committed.outbox[slot]))
         committed.nextOutboxSeq += 1
-        committed.outbox[slot] = OutboxEntry(kind: kind, key: key, payload: payload, seq: committed.nextOutboxSeq)
+        committed.outbox[slot] = OutboxEntry(payload: payload, seq: committed.nextOutboxSeq)
     }
 
     public func outbox(_ kind: OutboxEntry.Kind, limit: Int) throws -> [OutboxEntry] {

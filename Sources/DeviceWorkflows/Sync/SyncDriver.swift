@@ -2,7 +2,9 @@ public import LabKernel
 public import Orch8Wire
 
 /// The device side of orch8 sync, for any driver that owns an engine and its store: the
-/// `EngineHost` (CLI, tests, live devices) and the simulator's devices.
+/// `EngineHost` (CLI, tests, live devices) and the simulator's devices. The drivers differ
+/// only in how a request travels; everything else is here, once: `sync(_:)` runs the
+/// `SyncClient` core and carries its effects out against the store and the engine.
 ///
 /// The outbox is filled as the engine's effects are applied, in their transaction; a
 /// request is built from it; the server's commands are applied exactly once: a command's
@@ -16,7 +18,7 @@ public protocol SyncDriver {
     associatedtype Store: WorkflowStore
     var engine: MobileEngine { get set }
     var store: Store { get set }
-    var sync: SyncReporter? { get set }
+    var syncClient: SyncClient? { get set }
     /// The time the driver's calls happen at.
     var syncClock: Instant { get }
     var syncWallClock: WallClockOrigin { get }
@@ -30,6 +32,18 @@ public protocol SyncDriver {
     mutating func rollbackBatch()
     /// Counts a handler the device ran for a delegated step.
     mutating func countDelegatedRun()
+}
+
+/// What one `sync(_:)` call produced.
+public struct SyncStep: Sendable {
+    /// The request to send now.
+    public var send: SyncRequest?
+    /// What the commands of a settled batch did.
+    public var report: CommandReport?
+    /// A failed request: when the client tries again.
+    public var backOffUntil: Instant?
+
+    public init() {}
 }
 
 public struct CommandReport: Equatable, Sendable {
@@ -68,12 +82,12 @@ extension SyncDriver {
 
     public mutating func queueStatus(_ instanceID: InstanceID) throws {
         guard let status = engine.statusUpdate(of: instanceID, now: syncClock) else { return }
-        try store.enqueue(.status, key: status.instanceID, payload: status.json)
+        try store.enqueue(.status(status))
     }
 
     public mutating func queueApproval(_ instanceID: String, step: String) throws {
         guard let approval = engine.approvalRequest(instanceID: instanceID, step: step) else { return }
-        try store.enqueue(.approval, key: approval.key, payload: approval.json)
+        try store.enqueue(.approval(approval))
     }
 
     /// A step whose params name secrets: the server resolves them and answers with a
@@ -82,52 +96,59 @@ extension SyncDriver {
         let requestID = SyncOutboxWriter.requestID(invocation)
         let delegation = StepDelegation(requestID: requestID, instanceID: invocation.instanceID.text, blockID: invocation.blockID,
                                         handler: invocation.handler, params: .object(invocation.params))
-        try store.enqueue(.delegation, key: delegation.key, payload: delegation.json)
+        try store.enqueue(.delegation(delegation))
         try store.setSyncValue("delegation:" + requestID, "\(invocation.key.instance)/\(invocation.key.node)/\(invocation.key.attempt)")
         engine.holdForDelegation(invocation.key)
     }
 
-    // MARK: Requests
+    // MARK: Requests and answers
 
-    /// The request to send now: up to 100 statuses, 50 approvals, 20 delegations and 100
-    /// acknowledgements, oldest first.
-    public func makeSyncRequest() throws -> (request: SyncRequest, sent: SentBatch) {
-        let config = sync?.config ?? SyncReporter.Config(deviceID: "")
-        let statuses = try store.outbox(.status, limit: config.statusBatch)
-        let approvals = try store.outbox(.approval, limit: config.approvalBatch)
-        let delegations = try store.outbox(.delegation, limit: config.delegationBatch)
-        let acks = try store.pendingAcks(limit: config.ackBatch)
-        let request = SyncRequest(
-            deviceID: config.deviceID,
-            statusUpdates: statuses.compactMap { try? StatusUpdate(json: $0.payload) },
-            approvalRequests: approvals.compactMap { try? ApprovalRequest(json: $0.payload) },
-            stepDelegations: delegations.compactMap { try? StepDelegation(json: $0.payload) },
-            commandAcks: acks)
-        return (request, SentBatch(entries: statuses + approvals + delegations, acks: acks))
+    /// Gives the sync client `input` and carries out its effects: reads the outbox when
+    /// it asks, settles a batch the server took (the entries leave the outbox, the acks
+    /// are done, the commands run exactly once). Returns the request to send now, if any,
+    /// and what a settled batch's commands did.
+    @discardableResult
+    public mutating func sync(_ input: SyncClient.Input) throws -> SyncStep {
+        guard syncClient != nil else { return SyncStep() }
+        var step = SyncStep()
+        var inputs = [input]
+        while !inputs.isEmpty {
+            let next = inputs.removeFirst()
+            for effect in syncClient!.handle(next, now: syncClock) {
+                switch effect {
+                case .readOutbox(let limits):
+                    inputs.append(.outboxRead(try readOutbox(limits)))
+                case .send(let request):
+                    step.send = request
+                case .settle(let sent, let commands):
+                    step.report = try settle(sent, commands: commands)
+                case .backOff(let until):
+                    step.backOffUntil = until
+                }
+            }
+        }
+        return step
     }
 
-    /// The server answered 2xx: the carried entries leave the outbox, the acks are done,
-    /// and its commands are applied.
-    @discardableResult
-    public mutating func syncSucceeded(_ sent: SentBatch, response: SyncResponse, tick: UInt64) throws -> CommandReport {
+    /// The oldest entries of each kind and the pending acks, within `limits`.
+    func readOutbox(_ limits: OutboxLimits) throws -> OutboxBatch {
+        let entries = try store.outbox(.status, limit: limits.statuses) + store.outbox(.approval, limit: limits.approvals)
+            + store.outbox(.delegation, limit: limits.delegations)
+        return OutboxBatch(entries: entries, acks: try store.pendingAcks(limit: limits.acks))
+    }
+
+    /// The server took `sent`: it leaves the outbox and its acks are done, in one
+    /// transaction; then each command runs (see `execute`), and executed markers older
+    /// than 30 days (the SDK's horizon) are forgotten.
+    mutating func settle(_ sent: SentBatch, commands: [SyncCommand]) throws -> CommandReport {
         try beginBatch()
         try store.removeSent(sent.entries)
         try store.acknowledged(sent.acks)
         try commitBatch()
         var report = CommandReport()
-        for command in response.commands { try execute(command, report: &report) }
-        let baseTickMs = engine.config.tickIntervalMs
-        sync?.succeeded(intervalHint: response.syncIntervalSecs, tick: tick, baseTickMs: baseTickMs)
-        let horizon = syncClock - .days(30)
-        try store.pruneExecuted(before: horizon)
+        for command in commands { try execute(command, report: &report) }
+        try store.pruneExecuted(before: syncClock - .days(30))
         return report
-    }
-
-    /// The request failed (no network, 5xx, 429): nothing is lost; back off.
-    @discardableResult
-    public mutating func syncFailed(retryAfter: TimeSpan? = nil) -> Instant? {
-        let at = syncClock
-        return sync?.failed(now: at, retryAfter: retryAfter)
     }
 
     // MARK: Commands
@@ -282,7 +303,7 @@ extension SyncDriver {
             return ["event_type": .string(row.event.kind.rawValue), "payload": .string(JSONValue.object(payload).canonicalText),
                     "timestamp": .string(row.event.timestamp)]
         }
-        let device = engine.deviceContext ?? DeviceContext(deviceID: sync?.config.deviceID ?? "", sdkVersion: engine.config.sdkVersion)
+        let device = engine.deviceContext ?? DeviceContext(deviceID: syncClient?.config.deviceID ?? "", sdkVersion: engine.config.sdkVersion)
         return TelemetryBatch(body: ["device": device.json, "events": .array(events)], count: rows.count, throughID: last.id)
     }
 

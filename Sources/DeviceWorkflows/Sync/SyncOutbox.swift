@@ -1,31 +1,90 @@
 public import LabKernel
-import Orch8Wire
+public import Orch8Wire
+
+/// What waits in the outbox: the wire value itself, so a sync sends what was queued
+/// without encoding and parsing it again (a SQLite store writes it as JSON and reads it
+/// back typed, refusing a row it cannot read instead of dropping it).
+public enum OutboxPayload: Equatable, Sendable {
+    /// Coalesced per instance: only the latest state is sent.
+    case status(StatusUpdate)
+    /// Kept once per `instance:block`.
+    case approval(ApprovalRequest)
+    /// Kept once per `instance:block`.
+    case delegation(StepDelegation)
+
+    public var kind: OutboxEntry.Kind {
+        switch self {
+        case .status: return .status
+        case .approval: return .approval
+        case .delegation: return .delegation
+        }
+    }
+
+    /// The slot it occupies in its kind: the instance for a status, `instance:block` else.
+    public var key: String {
+        switch self {
+        case .status(let status): return status.instanceID
+        case .approval(let approval): return approval.key
+        case .delegation(let delegation): return delegation.key
+        }
+    }
+
+    public var json: JSONValue {
+        switch self {
+        case .status(let status): return status.json
+        case .approval(let approval): return approval.json
+        case .delegation(let delegation): return delegation.json
+        }
+    }
+
+    /// Reads what a store wrote with `json`.
+    public init(kind: OutboxEntry.Kind, json: JSONValue) throws(JSONFieldError) {
+        switch kind {
+        case .status: self = .status(try StatusUpdate(json: json))
+        case .approval: self = .approval(try ApprovalRequest(json: json))
+        case .delegation: self = .delegation(try StepDelegation(json: json))
+        }
+    }
+}
 
 /// An entry waiting in the device's `sync_outbox` (the seed's Outbox Pattern): written in
 /// the same transaction as the state it reports, removed once a sync carried it.
 public struct OutboxEntry: Equatable, Sendable {
     public enum Kind: String, Sendable, CaseIterable {
-        /// Coalesced per instance: only the latest state is sent.
         case status
-        /// Kept once per `instance:block`.
         case approval
-        /// Kept once per `instance:block`.
         case delegation
     }
 
-    public var kind: Kind
-    public var key: String
-    public var payload: JSONValue
+    public var payload: OutboxPayload
     /// Write order; a rewrite gets a new one, so a batch in flight does not remove an
     /// entry written after it was read.
     public var seq: Int64
 
-    public init(kind: Kind, key: String, payload: JSONValue, seq: Int64) {
-        self.kind = kind
-        self.key = key
+    public init(payload: OutboxPayload, seq: Int64) {
         self.payload = payload
         self.seq = seq
     }
+
+    public var kind: Kind { payload.kind }
+    public var key: String { payload.key }
+}
+
+/// A stored outbox row that does not read back as its kind: the device's disk is
+/// damaged. Sync stops with this error rather than send a request without the entry and
+/// then remove it.
+public struct OutboxUnreadable: Error, CustomStringConvertible {
+    public var kind: OutboxEntry.Kind
+    public var key: String
+    public var reason: String
+
+    public init(kind: OutboxEntry.Kind, key: String, reason: String) {
+        self.kind = kind
+        self.key = key
+        self.reason = reason
+    }
+
+    public var description: String { "the outbox's \(kind.rawValue) entry \(key) is unreadable: \(reason)" }
 }
 
 /// The sync reporter's durable state beside the workflow state: the outbox, executed
@@ -37,7 +96,7 @@ public struct OutboxEntry: Equatable, Sendable {
 public protocol SyncOutboxStore {
     /// A status replaces the instance's previous one; an approval or delegation already
     /// queued for its key is kept.
-    mutating func enqueue(_ kind: OutboxEntry.Kind, key: String, payload: JSONValue) throws
+    mutating func enqueue(_ payload: OutboxPayload) throws
     /// Oldest first.
     func outbox(_ kind: OutboxEntry.Kind, limit: Int) throws -> [OutboxEntry]
     func outboxCount() throws -> Int

@@ -86,34 +86,32 @@ public final class LiveDevice<Store: WorkflowStore>: @unchecked Sendable {
     @discardableResult
     public func syncNow() async throws -> CommandReport? {
         host.advance(to: wallNow)
-        let (request, sent) = try host.makeSyncRequest()
-        lastSent = SentCounts(statuses: request.statusUpdates.count, approvals: request.approvalRequests.count,
-                              delegations: request.stepDelegations.count, acks: request.commandAcks.count)
-        host.sync?.began()
-        let reply: HTTPResponseMessage
-        do {
-            reply = try await exchange("POST", "/api/v1/mobile/sync", body: request.json)
-        } catch {
-            host.advance(to: wallNow)
-            host.syncFailed()
-            return nil
-        }
-        host.advance(to: wallNow)
-        guard (200..<300).contains(reply.status), let json = reply.jsonBody, let response = try? SyncResponse(json: json) else {
-            let retryAfter = reply.header("retry-after").flatMap(Int64.init).map { TimeSpan.seconds($0) }
-            host.syncFailed(retryAfter: retryAfter)
-            return nil
-        }
-        let report = try host.syncSucceeded(sent, response: response, tick: ticks)
-        try await flushTelemetry()
-        return report
+        return try await exchange(try host.sync(.syncRequested).send)
     }
 
-    /// Syncs when the reporter says one is due (its interval, a push, a backoff that
+    /// Syncs when the client says one is due (its interval, a push, a backoff that
     /// ended); nil when none was due or the request failed.
     public func syncIfDue() async throws -> CommandReport? {
-        guard let reporter = host.sync, reporter.isDue(tick: ticks, now: wallNow) else { return nil }
-        return try await syncNow()
+        host.advance(to: wallNow)
+        return try await exchange(try host.sync(.ticked(ticks)).send)
+    }
+
+    /// Sends `request` (if any) and settles its answer.
+    func exchange(_ request: SyncRequest?) async throws -> CommandReport? {
+        guard let request else { return nil }
+        lastSent = SentCounts(statuses: request.statusUpdates.count, approvals: request.approvalRequests.count,
+                              delegations: request.stepDelegations.count, acks: request.commandAcks.count)
+        let answer: SyncAnswer
+        do {
+            let reply = try await exchange("POST", "/api/v1/mobile/sync", body: request.json)
+            answer = SyncAnswer(status: reply.status, retryAfter: reply.header("retry-after"), body: reply.body)
+        } catch {
+            answer = .unreachable
+        }
+        host.advance(to: wallNow)
+        guard let report = try host.sync(.answered(answer, tick: ticks)).report else { return nil }
+        try await flushTelemetry()
+        return report
     }
 
     /// `flushTelemetry()`: sends what the engine recorded, in batches of up to 500, to

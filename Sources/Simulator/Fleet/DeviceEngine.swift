@@ -45,8 +45,8 @@ final class DeviceEngine {
     let seed: StreamSeed
 
     // Sync (when the scenario has it).
-    /// The reporter while the app lives (a launch syncs at once).
-    var sync: SyncReporter?
+    /// The sync client while the app lives (a launch syncs at once).
+    var syncClient: SyncClient?
     /// The time of the call being made (the `SyncDriver` clock).
     var clock: Instant = .zero
     let wallClock: WallClockOrigin
@@ -109,7 +109,7 @@ final class DeviceEngine {
         live = nil
         handlers.removeAll()
         answers.removeAll()
-        sync = nil
+        syncClient = nil
         inFlight = nil
         return lost
     }

@@ -22,8 +22,8 @@ extension FleetWorld {
 
     /// When the device's reporter is next due, as an instant (for the work deadline).
     func syncDeadline(_ device: Int, now: Instant) -> Instant? {
-        guard let reporter = engines[device]?.sync, engines[device]?.inFlight == nil else { return nil }
-        if let until = reporter.backoffUntil { return max(until, now) }
+        guard let reporter = engines[device]?.syncClient, engines[device]?.inFlight == nil else { return nil }
+        if let until = reporter.nextDeadline { return max(until, now) }
         if reporter.forced { return now }
         let d = devices[device]
         guard d.tickLoopRunning else { return nil }
@@ -39,16 +39,15 @@ extension FleetWorld {
     /// Starts a sync from `device` if its reporter is due on this tick.
     mutating func syncIfDue(_ device: Int, now: Instant, queue: inout EventQueue<Event>) {
         guard syncSim != nil, let slot = engines[device], slot.isRunning, slot.inFlight == nil,
-              let reporter = slot.sync, reporter.isDue(tick: tickCount(device, at: now), now: now) else { return }
+              let reporter = slot.syncClient, reporter.isDue(tick: tickCount(device, at: now), now: now) else { return }
         startSync(device, now: now, queue: &queue)
     }
 
     mutating func startSync(_ device: Int, now: Instant, queue: inout EventQueue<Event>) {
-        guard let slot = engines[device], let metrics = syncMetrics else { return }
+        guard var slot = engines[device], let metrics = syncMetrics else { return }
         slot.clock = now
-        guard let (request, sent) = try? slot.makeSyncRequest() else { return }
         let outboxCount = (try? slot.store.outboxCount()) ?? 0
-        slot.sync?.began()
+        guard let request = (try? slot.sync(.ticked(tickCount(device, at: now))))?.send, let sent = slot.syncClient?.inFlight else { return }
         if let last = slot.lastSyncStart {
             recorder.observe(metrics.interval[Int(devices[device].power.rawValue)], UInt64(max(0, (now - last).nanoseconds)))
         }
@@ -88,10 +87,11 @@ extension FleetWorld {
         switch outcome {
         case .failure(let refusal):
             recorder.add(metrics.requests[1])
-            slot.syncFailed(retryAfter: refusal.status == 503 ? .seconds(5) : nil)
+            _ = try? slot.sync(.answered(.refused(status: refusal.status, retryAfter: refusal.status == 503 ? .seconds(5) : nil),
+                                         tick: tickCount(device, at: now)))
         case .success(let response):
             recorder.add(metrics.requests[0])
-            guard let report = try? slot.syncSucceeded(exchange.sent, response: response, tick: tickCount(device, at: now)) else { break }
+            guard let report = (try? slot.sync(.answered(.accepted(response), tick: tickCount(device, at: now))))?.report else { break }
             if exchange.complete {
                 let left = ((try? slot.store.outbox(.status, limit: .max)) ?? []) + ((try? slot.store.outbox(.approval, limit: .max)) ?? [])
                     + ((try? slot.store.outbox(.delegation, limit: .max)) ?? [])
@@ -146,19 +146,19 @@ extension FleetWorld {
         slot.inFlight = nil
         slot.clock = now
         recorder.add(metrics.requests[2])
-        slot.syncFailed()
+        _ = try? slot.sync(.answered(.unreachable, tick: tickCount(device, at: now)))
         reschedule(device, at: now, queue: &queue)
     }
 
     /// A silent push reached the phone: a running app syncs on its next tick.
     mutating func pushArrived(_ device: Int, now: Instant, queue: inout EventQueue<Event>) {
         guard let metrics = syncMetrics else { return }
-        guard let slot = engines[device], slot.isRunning, slot.sync != nil else {
+        guard var slot = engines[device], slot.isRunning, slot.syncClient != nil else {
             recorder.add(metrics.pushes[4])
             return
         }
         recorder.add(metrics.pushes[0])
-        slot.sync?.forceSync()
+        _ = try? slot.sync(.pushReceived)
         reschedule(device, at: now, queue: &queue)
     }
 

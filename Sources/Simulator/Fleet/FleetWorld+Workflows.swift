@@ -159,8 +159,9 @@ extension FleetWorld {
         let waiting = engine.waitingSteps()
         engines[device]!.live = consume engine
         if syncSim != nil {
-            engines[device]!.sync = SyncReporter(config: SyncReporter.Config(deviceID: Self.syncDeviceID(device)),
-                                                 seed: engines[device]!.seed.child("sync").child(launch))
+            engines[device]!.syncClient = SyncClient(config: SyncClient.Config(deviceID: Self.syncDeviceID(device)),
+                                                     baseTickMs: settings.engine.tickIntervalMs,
+                                                     seed: engines[device]!.seed.child("sync").child(launch))
             engines[device]!.inFlight = nil
         }
         process(effects, device: device, now: now, queue: &queue)
