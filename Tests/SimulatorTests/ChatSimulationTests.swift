@@ -38,7 +38,7 @@ struct ChatSimulationTests {
         let chat = world.invariants.rows.filter { $0.name.hasPrefix("chat.") }
         #expect(chat.count == 6)
         for row in chat { #expect(row.checks > 0 && row.violations == 0, "\(row.name): \(row.firstViolation ?? "")") }
-        let sim = try #require(world.chatSim)
+        let sim = try #require(world.chat)
         #expect(sim.devicesOfUser.contains { $0.count > 1 }, "some users have several devices")
         #expect(!sim.server.state.messages.values.contains { $0.content.contains(".d") }, "the server holds no plaintext")
     }

@@ -32,8 +32,8 @@ struct FastForwardTests {
         // The per-bucket series agree too.
         for state in PowerState.allCases {
             let s = Int(state.rawValue)
-            let fastSeries = fastRows.series(fast.metrics.ticks[s][1].id)
-            let everySeries = everyRows.series(every.metrics.ticks[s][0].id)
+            let fastSeries = fastRows.series(fast.metrics.ticksFastForwarded[s].id)
+            let everySeries = everyRows.series(every.metrics.ticksExecuted[s].id)
             #expect(fastSeries.count == 24)
             #expect(fastSeries == everySeries, "\(state) per-bucket ticks")
         }

@@ -42,3 +42,24 @@ extension DeviceEngine: SyncDriver {
     func rollbackBatch() { store.rollback() }
     func countDelegatedRun() { delegatedRuns += 1 }
 }
+
+extension DeviceEngine {
+    /// When this engine's sync client is next due, as an instant (for the device's work
+    /// deadline): a backoff's end, at once after a push, or the due tick on the device's
+    /// current tick lattice. Nil without a client, with a request in flight, or while the
+    /// tick loop is stopped.
+    func syncDeadline(_ fleet: Fleet, device: Int, now: Instant) -> Instant? {
+        guard let client = syncClient, inFlight == nil else { return nil }
+        if let until = client.nextDeadline { return max(until, now) }
+        if client.forced { return now }
+        let d = fleet.devices[device]
+        guard d.tickLoopRunning else { return nil }
+        let count = fleet.tickCount(device, at: now)
+        guard client.dueTick > count else { return now }
+        // The due tick, counted from the first tick after `now` on the current lattice.
+        let interval = d.tickInterval(fleet.environment)
+        let first = d.nextTick > now ? d.nextTick
+            : Instant(nanoseconds: d.nextTick.nanoseconds + ((now - d.nextTick).nanoseconds / interval + 1) * interval)
+        return Instant(nanoseconds: first.nanoseconds + Int64(client.dueTick - count - 1) * interval)
+    }
+}

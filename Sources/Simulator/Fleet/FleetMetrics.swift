@@ -4,8 +4,9 @@ import LabKernel
 /// metric ids are the same in every run.
 struct FleetMetrics {
     let events: MetricHandle
-    /// [power state][0 = executed, 1 = fast-forwarded]
-    let ticks: [[MetricHandle]]
+    /// Ticks by power state: run one by one, and accounted in bulk by fast-forwarding.
+    let ticksExecuted: [MetricHandle]
+    let ticksFastForwarded: [MetricHandle]
     let deviceSeconds: [MetricHandle]
     let activeSeconds: [MetricHandle]
     let transitions: [MetricHandle]
@@ -26,9 +27,14 @@ struct FleetMetrics {
     init(recorder: inout Recorder) {
         let states = PowerState.allCases
         events = recorder.register("sim.events")
-        ticks = states.map { state in
-            ["executed", "fast_forwarded"].map { recorder.register("ticks", labels: [("power_state", state.description), ("mode", $0)]) }
+        // Registered per state, executed then fast-forwarded, as the metric ids have always been.
+        var executed: [MetricHandle] = [], fastForwarded: [MetricHandle] = []
+        for state in states {
+            executed.append(recorder.register("ticks", labels: [("power_state", state.description), ("mode", "executed")]))
+            fastForwarded.append(recorder.register("ticks", labels: [("power_state", state.description), ("mode", "fast_forwarded")]))
         }
+        ticksExecuted = executed
+        ticksFastForwarded = fastForwarded
         deviceSeconds = states.map { recorder.register("device.seconds", labels: [("power_state", $0.description)]) }
         activeSeconds = states.map { recorder.register("device.active_seconds", labels: [("power_state", $0.description)]) }
         transitions = LifecycleCause.allCases.map { recorder.register("lifecycle.transitions", labels: [("cause", $0.description)]) }

@@ -13,25 +13,25 @@ extension FleetWorld {
         }
         switch fault {
         case .serverCrash:
-            setServerDown(!ending, now: now)
-            sampler.offer(at: now, device: nil, kind: "fault") { "server-crash \(phase)" }
+            sync?.setServerDown(!ending, now: now)
+            fleet.sampler.offer(at: now, device: nil, kind: "fault") { "server-crash \(phase)" }
             return
         case .pushOutage:
-            syncSim?.pushOutage = !ending
-            sampler.offer(at: now, device: nil, kind: "fault") { "push-outage \(phase)" }
+            sync?.pushOutage = !ending
+            fleet.sampler.offer(at: now, device: nil, kind: "fault") { "push-outage \(phase)" }
             return
         case .partition where ending:
             // The partition was added with its end; nothing to undo.
-            sampler.offer(at: now, device: nil, kind: "fault") { "partition ends" }
+            fleet.sampler.offer(at: now, device: nil, kind: "fault") { "partition ends" }
             return
         case .massAppKill, .radioOff, .partition:
             break
         }
         var partitioned: Set<EndpointID> = []
-        var generator = root.child(.fault).child(UInt64(index)).generator()
+        var generator = fleet.root.child(.fault).child(UInt64(index)).generator()
         var hit = 0
-        for deviceIndex in devices.indices {
-            let deviceClass = classes[Int(classOfDevice[deviceIndex])]
+        for deviceIndex in fleet.devices.indices {
+            let deviceClass = fleet.deviceClass(of: deviceIndex)
             if let population = fault.population, population != deviceClass.name { continue }
             let chosen: Bool
             switch fault {
@@ -44,22 +44,21 @@ extension FleetWorld {
             hit += 1
             switch fault {
             case .massAppKill:
-                devices[deviceIndex].killApp(at: now, deviceClass: deviceClass, env: environment, tally: &tally, log: &log)
+                fleet.devices[deviceIndex].killApp(at: now, deviceClass: deviceClass, env: fleet.environment, tally: &fleet.tally,
+                                                   log: &fleet.log)
             case .radioOff:
-                devices[deviceIndex].setRadioForcedOff(!ending, at: now, deviceClass: deviceClass, env: environment,
-                                                       tally: &tally, log: &log)
+                fleet.devices[deviceIndex].setRadioForcedOff(!ending, at: now, deviceClass: deviceClass, env: fleet.environment,
+                                                             tally: &fleet.tally, log: &fleet.log)
             case .partition:
-                if let endpoint = syncSim?.endpoints[deviceIndex] { partitioned.insert(endpoint) }
+                if let endpoint = sync?.endpoints[deviceIndex] { partitioned.insert(endpoint) }
                 continue
             case .serverCrash, .pushOutage:
                 continue
             }
-            if !log.isEmpty { drainLog(device: deviceIndex, at: now, queue: &queue) }
+            if !fleet.log.isEmpty { drainLog(device: deviceIndex, at: now, queue: &queue) }
             reschedule(deviceIndex, at: now, queue: &queue)
         }
-        if case .partition(_, let duration, _, _) = fault, let server = syncSim?.serverEndpoint {
-            syncSim!.network.addPartition(.init(groupA: partitioned, groupB: [server], from: now, until: now + duration))
-        }
-        sampler.offer(at: now, device: nil, kind: "fault") { "\(fault.kind) \(phase): \(hit) devices" }
+        if case .partition(_, let duration, _, _) = fault { sync?.partition(partitioned, from: now, until: now + duration) }
+        fleet.sampler.offer(at: now, device: nil, kind: "fault") { "\(fault.kind) \(phase): \(hit) devices" }
     }
 }

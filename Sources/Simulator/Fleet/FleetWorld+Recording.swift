@@ -1,38 +1,37 @@
-import DeviceWorkflows
-import Orch8Wire
 public import LabKernel
 public import LabStore
 
 extension FleetWorld {
-    /// Turns a device's observations into metrics, samples and invariant checks.
+    /// Turns a device's observations into metrics, samples and invariant checks, and
+    /// hands each to the stacks it concerns.
     mutating func drainLog(device: Int, at now: Instant, queue: inout EventQueue<Event>) {
-        let observations = log
-        log.removeAll(keepingCapacity: true)
+        let observations = fleet.log
+        fleet.log.removeAll(keepingCapacity: true)
         for observation in observations {
             switch observation {
             case .lifecycle(let from, let to, let cause):
-                if !engines.isEmpty, engines[device] != nil { appLifecycle(device, from: from, to: to, now: now, queue: &queue) }
-                recorder.add(metrics.transitions[Int(cause.rawValue)])
-                invariants.check(invariantIDs.lifecycleTransitionValid, Self.isValid(from: from, to: to, cause: cause),
-                                 "device \(device) at \(now): \(from) -> \(to) by \(cause)")
-                sampler.offer(at: now, device: device, kind: "lifecycle") { "\(from) -> \(to) (\(cause))" }
+                workflows?.appLifecycle(device, from: from, to: to, fleet: &fleet, now: now, queue: &queue)
+                fleet.recorder.add(metrics.transitions[Int(cause.rawValue)])
+                fleet.invariants.check(invariantIDs.lifecycleTransitionValid, Self.isValid(from: from, to: to, cause: cause),
+                                       "device \(device) at \(now): \(from) -> \(to) by \(cause)")
+                fleet.sampler.offer(at: now, device: device, kind: "lifecycle") { "\(from) -> \(to) (\(cause))" }
             case .power(let from, let to):
-                recorder.add(metrics.powerTransitions[Int(to.rawValue)])
-                if !engines.isEmpty { engines[device]?.live?.reportPowerState(to) }
-                sampler.offer(at: now, device: device, kind: "power") { "\(from) -> \(to)" }
+                fleet.recorder.add(metrics.powerTransitions[Int(to.rawValue)])
+                workflows?.powerChanged(device, to: to)
+                fleet.sampler.offer(at: now, device: device, kind: "power") { "\(from) -> \(to)" }
             case .charger(let plugged, let overnight):
-                if plugged { recorder.add(metrics.plugs[overnight ? 0 : 1]) }
-                sampler.offer(at: now, device: device, kind: "charger") {
+                if plugged { fleet.recorder.add(metrics.plugs[overnight ? 0 : 1]) }
+                fleet.sampler.offer(at: now, device: device, kind: "charger") {
                     (plugged ? "plugged in" : "unplugged") + (overnight ? " (overnight)" : " (top-up)")
                 }
             case .network(let from, let to):
-                recorder.add(metrics.networkChanges[Int(to.rawValue)])
-                deviceNetworkChanged(device, to: to)
-                if chatSim != nil { chatNetworkChanged(device, to: to, now: now, queue: &queue) }
-                sampler.offer(at: now, device: device, kind: "network") { "\(from) -> \(to)" }
+                fleet.recorder.add(metrics.networkChanges[Int(to.rawValue)])
+                sync?.networkChanged(device, to: to)
+                chat?.networkChanged(device, to: to, now: now, queue: &queue, fleet: &fleet)
+                fleet.sampler.offer(at: now, device: device, kind: "network") { "\(from) -> \(to)" }
             case .session(let length, let ours):
-                recorder.add(metrics.sessions[ours ? 0 : 1])
-                recorder.observe(metrics.sessionLength[ours ? 0 : 1], UInt64(max(0, length.nanoseconds)))
+                fleet.recorder.add(metrics.sessions[ours ? 0 : 1])
+                fleet.recorder.observe(metrics.sessionLength[ours ? 0 : 1], UInt64(max(0, length.nanoseconds)))
             }
         }
     }
@@ -53,45 +52,38 @@ extension FleetWorld {
 
     /// Brings every device's accounting up to `now`, samples the fleet and closes the bucket.
     mutating func closeBucket(startingAt start: Int64, at now: Instant) {
-        recordChatBucket()
+        chat?.closeBucket(fleet: &fleet)
         var sample = FleetSample()
-        for index in devices.indices {
-            devices[index].closeBucket(at: now, env: environment, tally: &tally, sample: &sample, index: index)
+        for index in fleet.devices.indices {
+            fleet.devices[index].closeBucket(at: now, env: fleet.environment, tally: &fleet.tally, sample: &sample, index: index)
         }
         for state in PowerState.allCases {
             let s = Int(state.rawValue)
-            recorder.add(metrics.ticks[s][0], Double(tally.ticksExecuted[s]))
-            recorder.add(metrics.ticks[s][1], Double(tally.ticksFastForwarded[s]))
-            recorder.add(metrics.deviceSeconds[s], Double(tally.deviceTime[s]) / 1e9)
-            recorder.add(metrics.activeSeconds[s], Double(tally.activeTime[s]) / 1e9)
-            recorder.set(metrics.devicesByPower[s], Double(sample.byPower[s]))
+            fleet.recorder.add(metrics.ticksExecuted[s], Double(fleet.tally.ticksExecuted[s]))
+            fleet.recorder.add(metrics.ticksFastForwarded[s], Double(fleet.tally.ticksFastForwarded[s]))
+            fleet.recorder.add(metrics.deviceSeconds[s], Double(fleet.tally.deviceTime[s]) / 1e9)
+            fleet.recorder.add(metrics.activeSeconds[s], Double(fleet.tally.activeTime[s]) / 1e9)
+            fleet.recorder.set(metrics.devicesByPower[s], Double(sample.byPower[s]))
         }
-        tally.reset()
-        for (i, count) in sample.byApp.enumerated() { recorder.set(metrics.devicesByApp[i], Double(count)) }
-        for (i, count) in sample.byNetwork.enumerated() { recorder.set(metrics.devicesByNetwork[i], Double(count)) }
+        fleet.tally.reset()
+        for (i, count) in sample.byApp.enumerated() { fleet.recorder.set(metrics.devicesByApp[i], Double(count)) }
+        for (i, count) in sample.byNetwork.enumerated() { fleet.recorder.set(metrics.devicesByNetwork[i], Double(count)) }
         for (percent, count) in sample.levels.enumerated() where count > 0 {
-            recorder.observe(metrics.batteryLevel, UInt64(percent), count: count)
+            fleet.recorder.observe(metrics.batteryLevel, UInt64(percent), count: count)
         }
-        recorder.set(metrics.batteryMean, devices.isEmpty ? 0 : sample.levelSum / Double(devices.count) / 1_000_000)
-        invariants.record(invariantIDs.batteryInRange, checks: devices.count, violations: sample.levelOutOfRange,
-                          first: sample.firstLevelViolation)
-        invariants.record(invariantIDs.powerStateMatchesBattery, checks: devices.count, violations: sample.powerMismatch,
-                          first: sample.firstPowerViolation)
-        recorder.add(metrics.events, Double(eventsInBucket))
+        fleet.recorder.set(metrics.batteryMean, fleet.devices.isEmpty ? 0 : sample.levelSum / Double(fleet.devices.count) / 1_000_000)
+        fleet.invariants.record(invariantIDs.batteryInRange, checks: fleet.devices.count, violations: sample.levelOutOfRange,
+                                first: sample.firstLevelViolation)
+        fleet.invariants.record(invariantIDs.powerStateMatchesBattery, checks: fleet.devices.count, violations: sample.powerMismatch,
+                                first: sample.firstPowerViolation)
+        fleet.recorder.add(metrics.events, Double(eventsInBucket))
         eventsInBucket = 0
-        for (kind, handle) in faultGauges { recorder.set(handle, faultKindsInBucket.contains(kind) ? 1 : 0) }
+        for (kind, handle) in faultGauges { fleet.recorder.set(handle, faultKindsInBucket.contains(kind) ? 1 : 0) }
         faultKindsInBucket = Set(faultsInForce.map { scenario.faults[$0].kind })
-        if let workflowMetrics { recorder.set(workflowMetrics.active, Double(activeTopLevel.reduce(0) { $0 + Int($1) })) }
-        if let syncMetrics, syncSim != nil {
-            recorder.set(syncMetrics.outboxDepth, Double(engines.reduce(0) { $0 + ((try? $1?.store.outboxCount()) ?? 0) }))
-            syncSim!.accountBusy(to: now)
-            let capacity = Double(syncSim!.settings.workers) * Double(max(1, now.nanoseconds - start))
-            recorder.set(syncMetrics.utilisation, 100 * Double(syncSim!.busyIntegral) / capacity)
-            syncSim!.busyIntegral = 0
-            recorder.set(syncMetrics.queueLength, Double(syncSim!.queueLength))
-        }
-        recorder.closeBucket(startingAt: start)
-        sink?(recorder.takeBatch())
+        workflows?.closeBucket(fleet: &fleet)
+        if let workflows { sync?.closeBucket(fleet: &fleet, workflows: workflows, start: start, now: now) }
+        fleet.recorder.closeBucket(startingAt: start)
+        sink?(fleet.recorder.takeBatch())
     }
 
     /// Ends the run at `now`: the last (possibly partial) bucket, per-device figures,
@@ -100,29 +92,23 @@ extension FleetWorld {
         let width = scenario.bucket.nanoseconds
         let lastStart = (max(0, now.nanoseconds - 1) / width) * width
         closeBucket(startingAt: lastStart, at: now)
-        for device in devices {
+        for device in fleet.devices {
             for state in PowerState.allCases {
                 let time = device.time(in: state)
                 // Rates over less than ten minutes in a state say more about rounding than the device.
                 guard time >= 600_000_000_000 else { continue }
                 let perHour = Double(device.ticks.total(state)) * 3_600e9 / Double(time)
-                recorder.observeRun(metrics.ticksPerHour[Int(state.rawValue)], UInt64(perHour.rounded()))
+                fleet.recorder.observeRun(metrics.ticksPerHour[Int(state.rawValue)], UInt64(perHour.rounded()))
             }
         }
-        if let workflowMetrics {
-            let started = workflowMetrics.started.reduce(0.0) { $0 + recorder.totals[$1.id] }
-            let finished = workflowMetrics.finished.flatMap { $0 }.reduce(0.0) { $0 + recorder.totals[$1.id] }
-            let active = Double(activeTopLevel.reduce(0) { $0 + Int($1) })
-            invariants.check(instancesAccounted, started == finished + active,
-                             "\(Int(started)) instances started, \(Int(finished)) finished, \(Int(active)) still active at the end")
-        }
-        checkApprovalsReachedServer()
-        checkChatInvariants(at: now)
-        recorder.closeRun()
-        let thresholds = ThresholdEvaluator.evaluate(scenario.thresholds, recorder: recorder)
-        var batch = recorder.takeBatch()
-        batch.events = sampler.rows
-        batch.invariants = invariants.rows
+        workflows?.finish(fleet: &fleet)
+        if let workflows { sync?.finish(fleet: &fleet, workflows: workflows) }
+        chat?.finish(at: now, fleet: &fleet)
+        fleet.recorder.closeRun()
+        let thresholds = ThresholdEvaluator.evaluate(scenario.thresholds, recorder: fleet.recorder)
+        var batch = fleet.recorder.takeBatch()
+        batch.events = fleet.sampler.rows
+        batch.invariants = fleet.invariants.rows
         batch.thresholds = thresholds
         sink?(batch)
         return thresholds

@@ -2,24 +2,35 @@ import DeviceWorkflows
 import Orch8Wire
 import LabKernel
 
-/// Metric handles of the workflow layer, by sequence (in workload order) and outcome.
+/// Metric handles of the workflow stack, by sequence (in workload order) and outcome.
 struct WorkflowMetrics {
-    static let outcomes = ["completed", "failed", "cancelled"]
-    static let rejections = ["resource_limit", "device_off", "queue_full"]
-    static let answerOutcomes = ["answered", "never", "lost"]
+    enum Outcome: Int, MetricLabel {
+        case completed, failed, cancelled
+        var label: String { ["completed", "failed", "cancelled"][rawValue] }
+    }
+
+    enum Rejection: Int, MetricLabel {
+        case resourceLimit, deviceOff, queueFull
+        var label: String { ["resource_limit", "device_off", "queue_full"][rawValue] }
+    }
+
+    enum AnswerOutcome: Int, MetricLabel {
+        case answered, never, lost
+        var label: String { ["answered", "never", "lost"][rawValue] }
+    }
 
     /// Sequence name → index into the per-sequence arrays.
     let sequenceIndex: [String: Int]
     let started: [MetricHandle]
-    let finished: [[MetricHandle]]
+    let finished: [LabelledHandles<Outcome>]
     let steps: [MetricHandle]
     let retries: [MetricHandle]
     /// Per sequence, by step id.
     let stepLatency: [[String: MetricHandle]]
     let inputWait: [MetricHandle]
-    let duration: [[MetricHandle]]
-    let rejected: [MetricHandle]
-    let answers: [MetricHandle]
+    let duration: [LabelledHandles<Outcome>]
+    let rejected: LabelledHandles<Rejection>
+    let answers: LabelledHandles<AnswerOutcome>
     let active: MetricHandle
     let recoveries: MetricHandle
     let lostHandlers: MetricHandle
@@ -38,7 +49,7 @@ struct WorkflowMetrics {
         }
         sequenceIndex = index
         started = names.map { recorder.register("workflow.started", labels: [("sequence", $0)]) }
-        finished = names.map { name in Self.outcomes.map { recorder.register("workflow.finished", labels: [("sequence", name), ("outcome", $0)]) } }
+        finished = names.map { LabelledHandles("workflow.finished", label: "outcome", extra: [("sequence", $0)], recorder: &recorder) }
         steps = names.map { recorder.register("workflow.steps", labels: [("sequence", $0)]) }
         retries = names.map { recorder.register("workflow.retries", labels: [("sequence", $0)]) }
         stepLatency = zip(names, stepsOf).map { name, steps in
@@ -46,9 +57,9 @@ struct WorkflowMetrics {
                        uniquingKeysWith: { first, _ in first })
         }
         inputWait = names.map { recorder.register("workflow.input_wait", labels: [("sequence", $0)]) }
-        duration = names.map { name in Self.outcomes.map { recorder.register("workflow.duration", labels: [("sequence", name), ("outcome", $0)]) } }
-        rejected = Self.rejections.map { recorder.register("workflow.rejected", labels: [("reason", $0)]) }
-        answers = Self.answerOutcomes.map { recorder.register("workflow.answers", labels: [("outcome", $0)]) }
+        duration = names.map { LabelledHandles("workflow.duration", label: "outcome", extra: [("sequence", $0)], recorder: &recorder) }
+        rejected = LabelledHandles("workflow.rejected", label: "reason", recorder: &recorder)
+        answers = LabelledHandles("workflow.answers", label: "outcome", recorder: &recorder)
         active = recorder.register("workflow.active")
         recoveries = recorder.register("workflow.recoveries")
         lostHandlers = recorder.register("workflow.lost_handlers")

@@ -1,14 +1,30 @@
-import LabKernel
+import LabCrypto
+public import LabKernel
 import SecureChatClient
 import SecureChatServer
 
-/// The chat world of a fleet run (docs/chat.md): the d3chat server core, a client core
+/// The chat stack of a fleet run (docs/chat.md): the d3chat server core, a client core
 /// with real crypto on every chatting device, and the plan of who talks where.
 ///
 /// Requests, responses and socket frames cross each device's link with its latency (an
 /// offline device's requests fail at once and its socket is closed). The server answers
 /// at once: the model is about the clients, their crypto and their reconnects.
-struct ChatSimulation {
+public struct ChatStack {
+    public enum Event: Sendable {
+        /// A request, socket or frame arriving, or an input to feed a client later.
+        case transit(slot: UInt32)
+        /// A client's timer.
+        case timer(device: UInt32, generation: UInt32)
+        /// A user sends a message.
+        case talk(user: UInt32)
+        /// A set-up phase: sign-ups, logins, groups, members.
+        case setup(phase: UInt8)
+        /// A user does something besides sending (`ChatAction`).
+        case action(user: UInt32, kind: UInt8)
+        /// A follow-up of an action falls due.
+        case followUp(slot: UInt32)
+    }
+
     enum Transit {
         case request(device: Int, id: Int, HTTPRequestMessage)
         case connect(device: Int, ticket: String)
@@ -37,6 +53,8 @@ struct ChatSimulation {
     /// membership events take to reach a connected sender.
     static let readerGrace: TimeSpan = .seconds(60)
 
+    let settings: ChatSettings
+    let root: StreamSeed
     var server: ChatServer
     var clients: [Int: ChatClient] = [:]
     var userOfDevice: [Int: Int] = [:]
@@ -84,6 +102,80 @@ struct ChatSimulation {
     }
 
     static let editMark = " (edited)"
+
+    /// Users, their devices and the plan of groups and DMs, before the first event.
+    init(_ settings: ChatSettings, fleet: inout Fleet) {
+        self.settings = settings
+        root = fleet.root
+        let seed = fleet.root.child(.server).child("chat")
+        var config = ChatServerConfig()
+        config.passwordCost = .minimum  // thousands of sign-ups; the cost is not what this models
+        server = ChatServer(config: config, seed: seed.child("core"), wallClock: fleet.engineClock)
+        var plan = seed.child("plan").generator()
+        var chatting: [Int] = []
+        for (index, deviceClass) in fleet.classes.enumerated() where settings.populations.isEmpty || settings.populations.contains(deviceClass.name) {
+            chatting += fleet.devices.indices.filter { Int(fleet.classOfDevice[$0]) == index }
+        }
+        var cursor = 0
+        while cursor < chatting.count {
+            let draw = plan.nextUnit()
+            let n = draw < settings.devicesPerUser[0].fraction ? 1 : draw < settings.devicesPerUser[0].fraction + settings.devicesPerUser[1].fraction ? 2 : 3
+            devicesOfUser.append(Array(chatting[cursor..<min(chatting.count, cursor + n)]))
+            cursor += n
+        }
+        generator = seed.child("network").generator()
+        metrics = ChatMetrics(recorder: &fleet.recorder, actions: settings.churn.isOn || settings.actions != ChatActions())
+        invariants = ChatInvariants(ledger: &fleet.invariants, devicesLeave: settings.churn.removesPerUserDay > 0
+                                        || settings.actions.logoutsPerUserDay > 0 || settings.actions.logoutAllsPerUserDay > 0)
+        for (user, list) in devicesOfUser.enumerated() {
+            for (position, device) in list.enumerated() {
+                userOfDevice[device] = user
+                clients[device] = ChatClient(snapshot: ChatClient.Snapshot(seed: seed.child("device").child(UInt64(device))))
+                // With churn, a user's last phone (of two or three) is one they add later.
+                let later = settings.churn.addsPerUserDay > 0 && list.count > 1 && position == list.count - 1
+                if !later { active.insert(device) }
+            }
+        }
+        let users = devicesOfUser.count
+        if users >= settings.groupSize.lowerBound {
+            for g in 0..<settings.groups {
+                let size = min(users, settings.groupSize.lowerBound + Int(plan.next() % UInt64(settings.groupSize.count)))
+                var members: [Int] = []
+                while members.count < size {
+                    let user = Int(plan.next() % UInt64(users))
+                    if !members.contains(user) { members.append(user) }
+                }
+                groups.append(members)
+                for user in members { groupsOfUser[user, default: []].append(g) }
+            }
+        }
+        if users >= 2 {
+            for user in 0..<users {
+                for _ in 0..<settings.dmsPerUser {
+                    var other = Int(plan.next() % UInt64(users))
+                    if other == user { other = (other + 1) % users }
+                    if dmPartners[user]?.contains(other) ?? false { continue }
+                    dmPartners[user, default: []].append(other)
+                    dmPartners[other, default: []].append(user)
+                }
+            }
+        }
+    }
+
+    func scheduleSetup(into queue: inout EventQueue<FleetWorld.Event>) {
+        for phase in 0..<4 { queue.schedule(.chat(.setup(phase: UInt8(phase))), at: .zero + .seconds(1 + 60 * Int64(phase))) }
+    }
+
+    mutating func handle(_ event: Event, fleet: inout Fleet, now: Instant, queue: inout EventQueue<FleetWorld.Event>) {
+        switch event {
+        case .transit(let slot): arrived(slot, now: now, queue: &queue, fleet: &fleet)
+        case .timer(let device, let generation): timerFired(Int(device), generation: generation, now: now, queue: &queue, fleet: &fleet)
+        case .talk(let user): talk(Int(user), now: now, queue: &queue, fleet: &fleet)
+        case .setup(let phase): setup(phase, now: now, queue: &queue, fleet: &fleet)
+        case .action(let user, let kind): act(Int(user), ChatAction(rawValue: kind) ?? .presence, now: now, queue: &queue, fleet: &fleet)
+        case .followUp(let slot): followUp(slot, now: now, queue: &queue, fleet: &fleet)
+        }
+    }
 
     mutating func park(_ transit: Transit) -> UInt32 {
         let slot = nextTransit

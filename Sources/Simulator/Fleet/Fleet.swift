@@ -1,0 +1,75 @@
+public import LabKernel
+public import LabStore
+
+/// What every stack of a fleet run shares: the phones (the device model) and the lab's
+/// instruments (recorder, invariants, event sample). A stack reaches it as `inout Fleet`
+/// beside its own state; nothing in here belongs to one stack.
+public struct Fleet {
+    public internal(set) var devices: [VirtualDevice] = []
+    /// Each device's class, beside the devices so a wake-up reads it without touching them.
+    var classOfDevice: [UInt16] = []
+    /// Each device's place in its population (its stream is `population/member`).
+    var memberOfDevice: [Int] = []
+    public let classes: [DeviceClass]
+    public let environment: DeviceEnvironment
+    public let scenario: Scenario
+    let root: StreamSeed
+    let end: Instant
+    /// What the simulated phones' and servers' wall clocks read at `Instant.zero`.
+    let engineClock: WallClockOrigin
+    public internal(set) var recorder = Recorder()
+    public internal(set) var invariants = InvariantLedger()
+    public internal(set) var sampler: EventSampler
+    var tally = FleetTally()
+    var log: [DeviceObservation] = []
+
+    init(scenario: Scenario) {
+        self.scenario = scenario
+        root = StreamSeed(scenario.seed)
+        end = .zero + scenario.duration
+        environment = DeviceEnvironment(clock: DayClock(startOffset: scenario.startAt), tickInterval: scenario.ticks.interval,
+                                        mode: scenario.ticks.mode)
+        engineClock = WallClockOrigin(unixMilliseconds: WallClockOrigin.simulationEpoch.unixMilliseconds + scenario.startAt.milliseconds)
+        var first = 0
+        var classes: [DeviceClass] = []
+        for population in scenario.devices {
+            classes.append(DeviceClass(name: population.name, count: population.count, firstDevice: first,
+                                       power: population.power, lifecycle: population.lifecycle, network: population.network))
+            first += population.count
+        }
+        self.classes = classes
+        sampler = EventSampler(capacity: scenario.eventSample, seed: root.child(.recorder))
+        devices.reserveCapacity(first)
+        let deviceRoot = root.child(.device)
+        for (index, deviceClass) in classes.enumerated() {
+            let classSeed = deviceRoot.child(deviceClass.name)
+            for member in 0..<deviceClass.count {
+                devices.append(VirtualDevice(deviceClass: deviceClass, classIndex: UInt16(index),
+                                             seed: classSeed.child(UInt64(member)), environment: environment))
+                classOfDevice.append(UInt16(index))
+                memberOfDevice.append(member)
+            }
+        }
+    }
+
+    func deviceClass(of device: Int) -> DeviceClass { classes[Int(classOfDevice[device])] }
+
+    /// The tick count through `now`: ticks accounted so far plus those due up to `now`
+    /// that fast-forwarding has not counted yet (the same number in both tick modes).
+    func tickCount(_ device: Int, at now: Instant) -> UInt64 {
+        let d = devices[device]
+        var count = d.ticks.total
+        if d.tickLoopRunning && d.nextTick <= now {
+            count += UInt64((now - d.nextTick).nanoseconds / d.tickInterval(environment)) + 1
+        }
+        return count
+    }
+
+    /// Forgets a device's pending wake-up and schedules a fresh one (after an outside
+    /// change), with `work` as its work deadline when given.
+    mutating func reschedule(_ device: Int, work: Instant?, at now: Instant, queue: inout EventQueue<FleetWorld.Event>) {
+        if let work { devices[device].workDeadline = work }
+        let (next, generation) = devices[device].forgetScheduledWake(env: environment)
+        if next < end { queue.schedule(.wake(device: UInt32(device), generation: generation), at: next) }
+    }
+}
