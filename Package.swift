@@ -133,7 +133,7 @@ let package = Package(
         .testTarget(name: "DeviceWorkflowsTests", dependencies: ["DeviceWorkflows", "Orch8Wire", "WorkflowHost", "Benchmarks", "LabStore", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "MobileSyncServerTests", dependencies: ["MobileSyncServer", "ServerStorage", "Orch8Wire", "DeviceWorkflows", "WorkflowHost", "LabCrypto", "LabStore", "LabKernel", "LabTestSupport"],
                     swiftSettings: strictSettings),
-        .testTarget(name: "SimulatorTests", dependencies: ["Simulator", "Benchmarks", "LabStore", "LabTestSupport", "SecureChatServer"], swiftSettings: strictSettings),
+        .testTarget(name: "SimulatorTests", dependencies: ["Simulator", "Benchmarks", "DeviceWorkflows", "Orch8Wire", "MobileSyncServer", "SecureChatClient", "LabStore", "LabTestSupport", "SecureChatServer"], swiftSettings: strictSettings),
         .testTarget(name: "ReportsTests", dependencies: ["Reports", "Simulator", "LabStore", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "LiveTests", dependencies: [
             "Live", "LabTestSupport", "LabKernel", "LabCrypto", "MobileSyncServer", "Orch8Wire", "DeviceWorkflows", "WorkflowHost", "SecureChatServer", "SecureChatClient", .product(name: "Hummingbird", package: "hummingbird"), .product(name: "NIOCore", package: "swift-nio"),

@@ -26,7 +26,7 @@ extension ChatStack {
     }
 
     mutating func scheduleAction(_ user: Int, _ action: ChatAction, rate: Double, after now: Instant, queue: inout EventQueue<FleetWorld.Event>, fleet: inout Fleet) {
-        let gap = Distribution.exponential(mean: 86_400 / rate).sample(using: &generator)
+        let gap = Distribution.exponential(mean: 86_400 / rate).sample(using: &userStreams[user])
         queue.schedule(.chat(.action(user: UInt32(user), kind: action.rawValue)), at: now + .milliseconds(max(1, Int64(gap * 1_000))))
     }
 
@@ -50,7 +50,7 @@ extension ChatStack {
         case .leave:
             let groups = (groupsOfUser[user] ?? []).filter { groupChannel[$0] != nil }
             guard let device = connectedDevice(of: user, fleet: &fleet), !groups.isEmpty else { return }
-            let group = groups[Int(generator.next(below: UInt64(groups.count)))]
+            let group = groups[Int(userStreams[user].next(below: UInt64(groups.count)))]
             let channel = groupChannel[group]!
             count("leave", fleet: &fleet)
             groupsOfUser[user]?.removeAll { $0 == group }
@@ -61,11 +61,11 @@ extension ChatStack {
             guard let device = connectedDevice(of: user, fleet: &fleet),
                   let channels = clients[device]?.snapshot.channels.keys.sorted(), !channels.isEmpty else { return }
             count("history", fleet: &fleet)
-            feed(device, .loadOlder(channelID: channels[Int(generator.next(below: UInt64(channels.count)))]), now: now, queue: &queue, fleet: &fleet)
+            feed(device, .loadOlder(channelID: channels[Int(userStreams[user].next(below: UInt64(channels.count)))]), now: now, queue: &queue, fleet: &fleet)
         case .presence:
             guard let device = connectedDevice(of: user, fleet: &fleet) else { return }
             count("presence", fleet: &fleet)
-            feed(device, .setPresence(generator.next(below: 2) == 0 ? "online" : "away"), now: now, queue: &queue, fleet: &fleet)
+            feed(device, .setPresence(userStreams[user].next(below: 2) == 0 ? "online" : "away"), now: now, queue: &queue, fleet: &fleet)
         case .logout, .logoutAll:
             guard let device = connectedDevice(of: user, fleet: &fleet) else { return }
             let leaving = action == .logout ? [device] : devices.filter { active.contains($0) }
@@ -74,7 +74,7 @@ extension ChatStack {
             // when the server has ended their sessions.
             retire(device, now: now, fleet: &fleet)
             for member in leaving {
-                let back = TimeSpan.minutes(60 + Int64(generator.next(below: 121)))
+                let back = TimeSpan.minutes(60 + Int64(userStreams[user].next(below: 121)))
                 follow(.signIn(device: member), at: now + back, queue: &queue, fleet: &fleet)
             }
             feed(device, action == .logout ? .logout : .logoutAll, now: now, queue: &queue, fleet: &fleet)
@@ -113,7 +113,7 @@ extension ChatStack {
         guard let user = userOfDevice[device] else { return }
         let incarnation = (self.incarnation[device] ?? 0) + 1
         self.incarnation[device] = incarnation
-        let seed = root.child(.server).child("chat").child("device").child(UInt64(device)).child(incarnation)
+        let seed = fleet.deviceSeed(device).child("chat-client").child(incarnation)
         clients[device] = ChatClient(snapshot: ChatClient.Snapshot(seed: seed))
         active.insert(device)
         retiredAt[device] = nil
@@ -165,12 +165,13 @@ extension ChatStack {
         guard actions.editShare.numerator > 0 || actions.deleteShare.numerator > 0,
               let client = clients[device],
               let own = client.timeline(channel).last(where: { $0.senderDeviceID == client.deviceID && !$0.deleted && !$0.edited }) else { return false }
-        if generator.chance(actions.editShare) {
+        guard let user = userOfDevice[device] else { return false }
+        if userStreams[user].chance(actions.editShare) {
             count("edit", fleet: &fleet)
             feed(device, .edit(messageID: own.id, text: own.text + ChatStack.editMark), now: now, queue: &queue, fleet: &fleet)
             return true
         }
-        if generator.chance(actions.deleteShare) {
+        if userStreams[user].chance(actions.deleteShare) {
             count("delete", fleet: &fleet)
             sent[own.text] = nil  // a deleted message is expected of nobody
             feed(device, .delete(messageID: own.id), now: now, queue: &queue, fleet: &fleet)
@@ -197,7 +198,7 @@ extension ChatStack {
     mutating func connectedDevice(of user: Int, fleet: inout Fleet) -> Int? {
         let online = devicesOfUser[user].filter { active.contains($0) && (clients[$0]?.isConnected ?? false) }
         guard !online.isEmpty else { return nil }
-        return online[Int(generator.next(below: UInt64(online.count)))]
+        return online[Int(userStreams[user].next(below: UInt64(online.count)))]
     }
 
     func userID(_ user: Int) -> String? {

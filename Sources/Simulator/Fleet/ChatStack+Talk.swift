@@ -44,7 +44,7 @@ extension ChatStack {
             let rate = settings.peakRate
             guard rate > 0 else { return }
             for user in devicesOfUser.indices {
-                let gap = Distribution.exponential(mean: 3_600 / rate).sample(using: &generator)
+                let gap = Distribution.exponential(mean: 3_600 / rate).sample(using: &userStreams[user])
                 queue.schedule(.chat(.talk(user: UInt32(user))), at: now + .seconds(60) + .milliseconds(Int64(gap * 1_000)))
             }
         default:
@@ -55,20 +55,20 @@ extension ChatStack {
     /// A user sends one message from a connected device, to a group or a DM.
     mutating func talk(_ user: Int, now: Instant, queue: inout EventQueue<FleetWorld.Event>, fleet: inout Fleet) {
         // Poisson at the peak rate, thinned to the hour's rate.
-        let gap = Distribution.exponential(mean: 3_600 / settings.peakRate).sample(using: &generator)
+        let gap = Distribution.exponential(mean: 3_600 / settings.peakRate).sample(using: &userStreams[user])
         queue.schedule(.chat(.talk(user: UInt32(user))), at: now + .milliseconds(max(1, Int64(gap * 1_000))))
         let hour = Int(((fleet.scenario.startAt.nanoseconds + now.nanoseconds) / 3_600_000_000_000) % 24)
-        guard generator.nextUnit() < settings.keep(hour: hour) else { return }
+        guard userStreams[user].nextUnit() < settings.keep(hour: hour) else { return }
         guard let device = connectedDevice(of: user, fleet: &fleet) else { return }
         let myGroups = (groupsOfUser[user] ?? []).filter { groupChannel[$0] != nil }
         let dms = (clients[device]?.snapshot.channels.values.filter(\.isDM).map(\.id) ?? []).sorted()
-        let toGroup = !myGroups.isEmpty && (dms.isEmpty || generator.chance(settings.groupShare))
+        let toGroup = !myGroups.isEmpty && (dms.isEmpty || userStreams[user].chance(settings.groupShare))
         guard toGroup || !dms.isEmpty else { return }
         let channel: String
         if toGroup {
-            channel = groupChannel[myGroups[Int(generator.next() % UInt64(myGroups.count))]]!
+            channel = groupChannel[myGroups[Int(userStreams[user].next() % UInt64(myGroups.count))]]!
         } else {
-            channel = dms[Int(generator.next() % UInt64(dms.count))]
+            channel = dms[Int(userStreams[user].next() % UInt64(dms.count))]
         }
         // A user the server does not have as a member (added back a moment ago, the add
         // still on its way) would be refused: they wait.
@@ -81,7 +81,7 @@ extension ChatStack {
         sequence[device, default: 0] += 1
         let text = "u\(user).d\(device).\(sequence[device]!)"
         sent[text] = ChatStack.Sent(at: now, group: toGroup, channel: channel, pending: readers)
-        if generator.chance(settings.typingShare) {
+        if userStreams[user].chance(settings.typingShare) {
             feed(device, .typing(channelID: channel, started: true), now: now, queue: &queue, fleet: &fleet)
         }
         feed(device, .send(channelID: channel, text: text), now: now, queue: &queue, fleet: &fleet)

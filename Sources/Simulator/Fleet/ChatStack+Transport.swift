@@ -11,7 +11,8 @@ extension ChatStack {
         case .wifi: profile = fleet.scenario.links.wifi
         case .cellular: profile = fleet.scenario.links.cellular
         }
-        let seconds = profile.latency.sample(using: &generator) + fleet.scenario.links.datacenter.latency.sample(using: &generator)
+        let seconds = profile.latency.sample(using: &linkStreams[device, default: SeededGenerator(seed: 0)])
+            + fleet.scenario.links.datacenter.latency.sample(using: &linkStreams[device, default: SeededGenerator(seed: 0)])
         return .nanoseconds(Int64(max(0, seconds) * 1e9))
     }
 

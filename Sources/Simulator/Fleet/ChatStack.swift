@@ -68,7 +68,11 @@ public struct ChatStack {
     var timerAt: [Int: Instant] = [:]
     /// When the last frame on each device's socket arrives (frames keep their order).
     var socketArrival: [Int: Instant] = [:]
-    var generator: SeededGenerator
+    /// Each user's stream (when they talk, what they do, which of their phones), and each
+    /// chatting device's link (latencies): streams of the user's first device and of the
+    /// device, so no other population's chat changes them.
+    var userStreams: [SeededGenerator] = []
+    var linkStreams: [Int: SeededGenerator] = [:]
     /// Groups as user indices (the first creates it), their channels, each user's groups.
     var groups: [[Int]] = []
     var groupChannel: [Int: String] = [:]
@@ -123,14 +127,15 @@ public struct ChatStack {
             devicesOfUser.append(Array(chatting[cursor..<min(chatting.count, cursor + n)]))
             cursor += n
         }
-        generator = seed.child("network").generator()
+        for list in devicesOfUser { userStreams.append(fleet.deviceSeed(list[0]).child("chat-user").generator()) }
+        for device in chatting { linkStreams[device] = fleet.deviceSeed(device).child("chat-link").generator() }
         metrics = ChatMetrics(recorder: &fleet.recorder, actions: settings.churn.isOn || settings.actions != ChatActions())
         invariants = ChatInvariants(ledger: &fleet.invariants, devicesLeave: settings.churn.removesPerUserDay > 0
                                         || settings.actions.logoutsPerUserDay > 0 || settings.actions.logoutAllsPerUserDay > 0)
         for (user, list) in devicesOfUser.enumerated() {
             for (position, device) in list.enumerated() {
                 userOfDevice[device] = user
-                clients[device] = ChatClient(snapshot: ChatClient.Snapshot(seed: seed.child("device").child(UInt64(device))))
+                clients[device] = ChatClient(snapshot: ChatClient.Snapshot(seed: fleet.deviceSeed(device).child("chat-client")))
                 // With churn, a user's last phone (of two or three) is one they add later.
                 let later = settings.churn.addsPerUserDay > 0 && list.count > 1 && position == list.count - 1
                 if !later { active.insert(device) }

@@ -54,6 +54,18 @@ public struct Fleet {
 
     func deviceClass(of device: Int) -> DeviceClass { classes[Int(classOfDevice[device])] }
 
+    /// The device's own seed (`device/population/member`): every stream about this phone
+    /// (its model, its chat client, its links, the pushes it gets, whether a fault or a
+    /// campaign picks it) is a labelled child of it, so adding a population, or a device
+    /// to one, changes no other device's draws.
+    func deviceSeed(_ device: Int) -> StreamSeed {
+        root.child(.device).child(deviceClass(of: device).name).child(UInt64(memberOfDevice[device]))
+    }
+
+    /// The device's name on the servers (`everyday-17`): its population and place in it,
+    /// not its index in the whole fleet.
+    func deviceName(_ device: Int) -> String { "\(deviceClass(of: device).name)-\(memberOfDevice[device])" }
+
     /// The tick count through `now`: ticks accounted so far plus those due up to `now`
     /// that fast-forwarding has not counted yet (the same number in both tick modes).
     func tickCount(_ device: Int, at now: Instant) -> UInt64 {

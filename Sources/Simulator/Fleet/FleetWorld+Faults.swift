@@ -1,9 +1,9 @@
 import LabKernel
 
 extension FleetWorld {
-    /// Applies fault `index` (or ends it). The devices a fault hits are drawn from the
-    /// fault's own stream, device by device, so the end of a radio-off window finds exactly
-    /// the devices its start hit.
+    /// Applies fault `index` (or ends it). Whether a fault hits a device is the device's
+    /// own draw (`fault/<index>` of its seed), so the end of a radio-off window finds
+    /// exactly the devices its start hit, and another population changes nothing.
     mutating func applyFault(_ index: Int, ending: Bool, at now: Instant, queue: inout EventQueue<Event>) {
         let fault = scenario.faults[index]
         let phase = ending ? "ends" : "starts"
@@ -28,7 +28,6 @@ extension FleetWorld {
             break
         }
         var partitioned: Set<EndpointID> = []
-        var generator = fleet.root.child(.fault).child(UInt64(index)).generator()
         var hit = 0
         for deviceIndex in fleet.devices.indices {
             let deviceClass = fleet.deviceClass(of: deviceIndex)
@@ -36,7 +35,8 @@ extension FleetWorld {
             let chosen: Bool
             switch fault {
             case .massAppKill(_, let fraction, _), .radioOff(_, _, let fraction, _), .partition(_, _, let fraction, _):
-                chosen = generator.chance(fraction)
+                var draw = fleet.deviceSeed(deviceIndex).child("fault").child(UInt64(index)).generator()
+                chosen = draw.chance(fraction)
             case .serverCrash, .pushOutage:
                 chosen = false
             }

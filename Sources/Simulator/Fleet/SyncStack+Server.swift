@@ -120,19 +120,19 @@ extension SyncStack {
     /// Records a new command and sends its push, if any.
     mutating func announce(_ command: CommandRecord, push: PushWake?, fleet: inout Fleet, now: Instant, queue: inout EventQueue<FleetWorld.Event>) {
         commandCreated[command.id] = (now, push != nil)
-        guard push != nil, let device = Int(command.deviceID.dropFirst("device-".count)) else { return }
+        guard push != nil, let device = deviceOfID[command.deviceID], pushStreams[device] != nil else { return }
         if pushOutage {
             fleet.recorder.add(metrics.pushes[.outage])
             return
         }
-        if pushGenerator.chance(settings.pushLoss) {
+        if pushStreams[device]!.chance(settings.pushLoss) {
             fleet.recorder.add(metrics.pushes[.lost])
             return
         }
-        let copies = pushGenerator.chance(settings.pushDuplication) ? 2 : 1
+        let copies = pushStreams[device]!.chance(settings.pushDuplication) ? 2 : 1
         if copies == 2 { fleet.recorder.add(metrics.pushes[.duplicate]) }
         for _ in 0..<copies {
-            let delay = settings.pushDelay.sampleSpan(using: &pushGenerator)
+            let delay = settings.pushDelay.sampleSpan(using: &pushStreams[device]!)
             queue.schedule(.sync(.push(device: UInt32(device))), at: now + delay)
         }
     }
@@ -142,14 +142,15 @@ extension SyncStack {
     /// An operator's rollout: `start_workflow` to a share of the devices.
     mutating func runCampaign(_ index: Int, fleet: inout Fleet, workflows: WorkflowStack, now: Instant, queue: inout EventQueue<FleetWorld.Event>) {
         let campaign = settings.campaigns[index]
-        var generator = root.child(.server).child("campaign").child(UInt64(index)).generator()
         for device in workflows.engines.indices where workflows.engines[device] != nil {
             if let population = campaign.population, fleet.deviceClass(of: device).name != population { continue }
-            guard generator.chance(campaign.fraction) else { continue }
+            // Whether the rollout picks this phone is the phone's own draw.
+            var pick = fleet.deviceSeed(device).child("campaign").child(UInt64(index)).generator()
+            guard pick.chance(campaign.fraction) else { continue }
             var payload: [String: JSONValue] = ["sequence_name": .string(campaign.sequence), "input": campaign.input]
             if let key = campaign.dedupKey { payload["dedup_key"] = .string(key) }
             for _ in 0..<campaign.repeats {
-                let (command, push) = server.command(.startWorkflow, payload: .object(payload), device: Self.deviceID(device), now: now)
+                let (command, push) = server.command(.startWorkflow, payload: .object(payload), device: deviceIDs[device], now: now)
                 announce(command, push: push, fleet: &fleet, now: now, queue: &queue)
             }
         }

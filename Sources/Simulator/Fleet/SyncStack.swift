@@ -72,9 +72,14 @@ public struct SyncStack {
     var busyIntegral: Int64 = 0
     var lastBusyChange: Instant = .zero
     var pushOutage = false
+    /// The server's service times, and the operator's decisions: streams of their own.
     var generator: SeededGenerator
     var operatorGenerator: SeededGenerator
-    var pushGenerator: SeededGenerator
+    /// Each device's name on the server, and back.
+    let deviceIDs: [String]
+    let deviceOfID: [String: Int]
+    /// The push service's loss, duplication and delay, per receiving device.
+    var pushStreams: [Int: SeededGenerator] = [:]
     /// When each command was created and whether a push announced it.
     var commandCreated: [String: (at: Instant, pushed: Bool)] = [:]
     /// complete_step commands: the gate they resolve, for the approval round trip.
@@ -98,26 +103,29 @@ public struct SyncStack {
         profiles[.datacenter] = fleet.scenario.links.datacenter
         var network = VirtualNetwork<Message>(profiles: profiles, seed: fleet.root.child(.network).child("sync"))
         var endpoints: [EndpointID] = []
-        var tokens = seed.child("push-tokens").generator()
+        deviceIDs = fleet.devices.indices.map(fleet.deviceName)
+        deviceOfID = Dictionary(uniqueKeysWithValues: deviceIDs.enumerated().map { ($1, $0) })
         for index in fleet.devices.indices {
-            let endpoint = network.addEndpoint(access: fleet.devices[index].network == .wifi ? .wifi : .cellular)
+            let endpoint = network.addEndpoint(access: fleet.devices[index].network == .wifi ? .wifi : .cellular,
+                                               stream: fleet.deviceSeed(index).child("sync-link"))
             if fleet.devices[index].network == .offline { network.setOffline(true, for: endpoint) }
             endpoints.append(endpoint)
             guard let slot = workflows.engines[index] else { continue }
-            slot.pushToken = tokens.chance(settings.pushShare)
-            server.register(device: Self.deviceID(index), platform: "ios", pushToken: slot.pushToken ? "push-\(index)" : nil,
+            var token = fleet.deviceSeed(index).child("push-token").generator()
+            slot.pushToken = token.chance(settings.pushShare)
+            server.register(device: deviceIDs[index], platform: "ios", pushToken: slot.pushToken ? "push-\(deviceIDs[index])" : nil,
                             tenant: settings.tenant, now: .zero)
         }
-        serverEndpoint = network.addEndpoint(access: .datacenter)
+        serverEndpoint = network.addEndpoint(access: .datacenter, isServer: true)
         self.server = server
         self.network = network
         self.endpoints = endpoints
         generator = seed.child("service").generator()
         operatorGenerator = seed.child("operator").generator()
-        pushGenerator = seed.child("push").generator()
+        for index in fleet.devices.indices where workflows.engines[index] != nil {
+            pushStreams[index] = fleet.deviceSeed(index).child("push").generator()
+        }
     }
-
-    static func deviceID(_ index: Int) -> String { "device-\(index)" }
 
     func scheduleCampaigns(into queue: inout EventQueue<FleetWorld.Event>) {
         for (index, campaign) in settings.campaigns.enumerated() {
@@ -195,7 +203,7 @@ public struct SyncStack {
             for (instanceID, step) in slot.waitingSteps() {
                 guard let sequence = slot.instanceFacts(instanceID)?.sequence,
                       !workflows.catalog.answeredOnDevice(sequence: sequence, step: step) else { continue }
-                let known = server.state.approval(device: Self.deviceID(device), instance: instanceID, block: step) != nil
+                let known = server.state.approval(device: deviceIDs[device], instance: instanceID, block: step) != nil
                 fleet.invariants.check(ids.noLostApprovals, known, "device \(device): \(instanceID) waits at \(step) but the server has no approval for it")
             }
         }

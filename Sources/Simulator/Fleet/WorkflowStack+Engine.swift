@@ -50,7 +50,7 @@ extension WorkflowStack {
         let waiting = engine.waitingSteps()
         slot.live = consume engine
         if syncing {
-            slot.syncClient = SyncClient(config: SyncClient.Config(deviceID: SyncStack.deviceID(device)), baseTickMs: settings.engine.tickIntervalMs,
+            slot.syncClient = SyncClient(config: SyncClient.Config(deviceID: fleet.deviceName(device)), baseTickMs: settings.engine.tickIntervalMs,
                                          seed: slot.seed.child("sync").child(launch))
             slot.inFlight = nil
         }

@@ -32,9 +32,11 @@ public enum DropReason: String, Sendable, Hashable, CaseIterable {
 /// message on the same directed pair). The network holds messages as values in a slab;
 /// delivery is an event the caller schedules in its kernel with the returned tickets.
 ///
-/// All randomness comes from the network's own streams, one per sending endpoint, so
-/// traffic never perturbs device streams, and the order in which endpoints send at one
-/// instant (which the event queue does not fix) changes nothing.
+/// All randomness comes from the network's own streams, one per endpoint, seeded by the
+/// caller (a device's endpoint by the device's own seed): a message draws from its
+/// sender's stream, or, when the sender is a server, from its receiver's, so what one
+/// device's traffic sees depends on no other device's, and the order in which endpoints
+/// send at one instant (which the event queue does not fix) changes nothing.
 public struct VirtualNetwork<Message> {
     public struct Partition: Sendable, Hashable {
         public var groupA: Set<EndpointID>
@@ -72,8 +74,9 @@ public struct VirtualNetwork<Message> {
     var freeSlots: [UInt32] = []
     var lastOrderedDelivery: [UInt64: Instant] = [:]
     let seed: StreamSeed
-    /// Each endpoint's stream for the messages it sends.
+    /// Each endpoint's stream, and whether it is a server's.
     var streams: [SeededGenerator] = []
+    var isServer: [Bool] = []
 
     public private(set) var sent: UInt64 = 0
     public private(set) var delivered: UInt64 = 0
@@ -94,11 +97,13 @@ public struct VirtualNetwork<Message> {
         }
     }
 
-    /// Adds an endpoint and returns its id (ids are dense, in order of addition).
-    public mutating func addEndpoint(access kind: AccessKind) -> EndpointID {
+    /// Adds an endpoint and returns its id (ids are dense, in order of addition). Its
+    /// stream is `stream`, or the network's child by the endpoint's id.
+    public mutating func addEndpoint(access kind: AccessKind, stream: StreamSeed? = nil, isServer server: Bool = false) -> EndpointID {
         access.append(kind)
         offline.append(false)
-        streams.append(seed.child(UInt64(access.count - 1)).generator())
+        streams.append((stream ?? seed.child(UInt64(access.count - 1))).generator())
+        isServer.append(server)
         return EndpointID(UInt32(access.count - 1))
     }
 
@@ -122,7 +127,7 @@ public struct VirtualNetwork<Message> {
         if partitions.contains(where: { $0.separates(from, to, at: now) }) { return drop(.partitioned) }
         let up = profiles[Int(access[Int(from.raw)].rawValue)]
         let down = profiles[Int(access[Int(to.raw)].rawValue)]
-        let sender = Int(from.raw)
+        let sender = Int(isServer[Int(from.raw)] ? to.raw : from.raw)
         if streams[sender].chance(up.loss) || streams[sender].chance(down.loss) { return drop(.lost) }
         let copies = streams[sender].chance(up.duplication) || streams[sender].chance(down.duplication) ? 2 : 1
         if copies == 2 { duplicated += 1 }
