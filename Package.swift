@@ -120,7 +120,8 @@ let package = Package(
             swiftSettings: strictSettings
         ),
 
-        .target(name: "LabTestSupport", dependencies: ["LabKernel"], path: "Tests/LabTestSupport", swiftSettings: strictSettings),
+        .target(name: "LabTestSupport", dependencies: ["LabKernel", "SecureChatClient", "SecureChatServer"], path: "Tests/LabTestSupport",
+                swiftSettings: strictSettings),
         .testTarget(name: "LabKernelTests", dependencies: ["LabKernel", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "LabCryptoTests", dependencies: ["LabCrypto", "LabKernel", "LabTestSupport", "CSodium"], swiftSettings: strictSettings),
         .testTarget(name: "ChatCryptoTests", dependencies: ["ChatCrypto", "LabCrypto", "LabKernel", "LabTestSupport", "CSodium"],
@@ -138,6 +139,11 @@ let package = Package(
         .testTarget(name: "LiveTests", dependencies: [
             "Live", "LabTestSupport", "LabKernel", "LabCrypto", "MobileSyncServer", "Orch8Wire", "DeviceWorkflows", "WorkflowHost", "SecureChatServer", "SecureChatClient", .product(name: "Hummingbird", package: "hummingbird"), .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ], swiftSettings: strictSettings),
+        // One test body per protocol, run on the simulated and the loopback driver.
+        .testTarget(name: "ConformanceTests", dependencies: [
+            "Live", "LabTestSupport", "LabKernel", "MobileSyncServer", "Orch8Wire", "DeviceWorkflows", "WorkflowHost", "SecureChatServer",
+            "SecureChatClient", "LabCrypto",
         ], swiftSettings: strictSettings),
         .testTarget(name: "FleetlabCLITests", dependencies: ["LabStore", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "TidyTests", dependencies: ["LabTestSupport"], swiftSettings: strictSettings),

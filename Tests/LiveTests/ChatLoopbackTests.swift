@@ -7,82 +7,9 @@ import SecureChatServer
 import Testing
 @testable import Live
 
-/// A client core driven over real HTTP (URLSession) and a real WebSocket.
-final class LoopbackChatDevice {
-    var client: ChatClient
-    let base: String
-    let port: Int
-    var socket: WebSocketProbe?
-    var timerAt: Instant?
-    var delivered: [ChatClientMessage] = []
-    var surfaced: [ClientError] = []
-    var added: [String] = []
-    let clock = LiveClock()
-
-    init(base: String, seed: UInt64) {
-        self.base = base
-        port = Int(base.split(separator: ":").last!)!
-        client = ChatClient(snapshot: ChatClient.Snapshot(seed: StreamSeed(seed)))
-    }
-
-    var now: Instant { clock.now }
-
-    func run(_ input: ClientInput) async throws {
-        var queue = [input]
-        while !queue.isEmpty {
-            let next = queue.removeFirst()
-            for effect in client.handle(next, now: now) {
-                switch effect {
-                case .request(let id, let request):
-                    do {
-                        let target = request.path + (request.query.isEmpty ? "" : "?" + request.query.map { "\($0.key)=\(PercentEncoding.encode($0.value))" }.joined(separator: "&"))
-                        let reply = try await HTTPProbe.request(request.method, base + target, body: request.body.isEmpty ? nil : Data(request.body),
-                                                                headers: request.headers)
-                        let headers = reply.headers.map { HTTPHeader($0.key, $0.value) }
-                        queue.append(.response(id: id, HTTPResponseMessage(status: reply.status, headers: headers, body: Array(reply.body))))
-                    } catch {
-                        queue.append(.transportFailed(id: id))
-                    }
-                case .openSocket(let ticket):
-                    socket = try? WebSocketProbe(port: port, target: "/ws?ticket=\(ticket)")
-                    queue.append(socket == nil ? .socketClosed(code: 1006) : .socketOpened)
-                case .socketSend(let text): try socket?.send(text)
-                case .closeSocket: socket = nil
-                case .delivered(let message): delivered.append(message)
-                case .channelAdded(let id): added.append(id)
-                case .surfaced(let error): surfaced.append(error)
-                case .loggedOut: socket = nil
-                case .channelRemoved, .invited, .typing, .presence, .historyLoaded: break
-                }
-            }
-            timerAt = client.nextDeadline
-        }
-    }
-
-    /// Feeds socket frames (and a due timer) to the core until `done` or the deadline.
-    func pump(until done: () -> Bool, seconds: Double = 10) async throws {
-        let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
-        while !done() && ContinuousClock.now < deadline {
-            if let at = timerAt, now >= at {
-                timerAt = nil
-                try await run(.timerFired)
-            }
-            switch try socket?.receive(timeout: 0.05) {
-            case .text(let text)?: try await run(.socketText(text))
-            case .close(let code)?:
-                socket = nil
-                try await run(.socketClosed(code: code))
-            case nil: if socket == nil { try await Task.sleep(for: .milliseconds(20)) }
-            }
-        }
-    }
-
-    func texts(_ channel: String) -> [String] { client.timeline(channel).map(\.text) }
-}
-
 @Suite("Chat over real HTTP and WebSocket")
 struct ChatLoopbackTests {
-    @Test("two client cores exchange encrypted DMs and group messages through the live server; a replayed ticket is closed with 4001")
+    @Test("the live chat server: a replayed ticket is closed with 4001, no plaintext in its files, a restart keeps everything")
     func loopback() async throws {
         let data = TestPaths.scratchDirectory("chat-live").path
         let server = try SecureChatLiveServer(dataDirectory: data, passwordCost: .minimum, seed: 9)
@@ -98,6 +25,8 @@ struct ChatLoopbackTests {
             try await bob.run(.register(username: "bob", password: "a long password", deviceName: "phone"))
             #expect(alice.client.isConnected && bob.client.isConnected)
 
+            // The exchange itself is the conformance body's (ConformanceTests); here, what
+            // only a served server has: its files, its tickets, a restart.
             try await alice.run(.openDM(userID: bob.client.userID!))
             let dm = try #require(alice.added.last)
             try await bob.pump(until: { bob.added.contains(dm) })
@@ -105,17 +34,12 @@ struct ChatLoopbackTests {
             try await bob.pump(until: { bob.texts(dm).count == 1 })
             try await bob.run(.send(channelID: dm, text: "hello alice"))
             try await alice.pump(until: { alice.texts(dm).count == 2 })
-            #expect(bob.texts(dm) == ["hello bob, over a real socket", "hello alice"])
-            #expect(alice.texts(dm) == ["hello bob, over a real socket", "hello alice"])
-
             try await alice.run(.createGroup(name: "pair"))
             let group = try #require(alice.added.last)
             try await alice.run(.addMember(channelID: group, userID: bob.client.userID!))
             try await bob.pump(until: { bob.added.contains(group) })
             for n in 1...3 { try await alice.run(.send(channelID: group, text: "group \(n)")) }
             try await bob.pump(until: { bob.texts(group).count == 3 })
-            #expect(bob.texts(group) == ["group 1", "group 2", "group 3"])
-            #expect(alice.client.stats.decryptionFailures == 0 && bob.client.stats.decryptionFailures == 0)
 
             // The server holds ciphertext only.
             let contents = server.lock.withLock { server.server.state.messages.values.map(\.content).joined() }

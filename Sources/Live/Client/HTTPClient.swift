@@ -181,3 +181,36 @@ final class HTTPExchangeHandler: ChannelInboundHandler, @unchecked Sendable {
         context.close(promise: nil)
     }
 }
+
+/// Where a live driver's requests go: the seam one test body uses to run the same client
+/// code against a server core in process (`InProcessTransport`) and against a real server
+/// on a socket (`HTTPClient.transport(to:)`).
+public protocol HTTPTransport: Sendable {
+    /// The answer to `request` (its path and query are the target); throws when none
+    /// comes within `timeout`.
+    func send(_ request: HTTPRequestMessage, timeout: Duration) async throws -> HTTPResponseMessage
+}
+
+extension HTTPClient {
+    /// This client's requests to the server at `baseURL`.
+    public func transport(to baseURL: String) -> some HTTPTransport { Target(client: self, baseURL: baseURL) }
+
+    struct Target: HTTPTransport {
+        let client: HTTPClient
+        let baseURL: String
+
+        func send(_ request: HTTPRequestMessage, timeout: Duration) async throws -> HTTPResponseMessage {
+            try await client.send(request, to: baseURL, timeout: timeout)
+        }
+    }
+}
+
+/// A server core answering in process, as a function call: no socket, no encoding beyond
+/// what the core itself reads and writes.
+public struct InProcessTransport: HTTPTransport {
+    let handle: @Sendable (HTTPRequestMessage) throws -> HTTPResponseMessage
+
+    public init(handle: @escaping @Sendable (HTTPRequestMessage) throws -> HTTPResponseMessage) { self.handle = handle }
+
+    public func send(_ request: HTTPRequestMessage, timeout: Duration) async throws -> HTTPResponseMessage { try handle(request) }
+}

@@ -19,6 +19,8 @@ public final class LiveDevice<Store: WorkflowStore>: @unchecked Sendable {
     public let deviceID: String
     let clock = LiveClock()
     let http: HTTPClient
+    /// Where this device's requests to its server go.
+    let transport: any HTTPTransport
     /// How long one exchange with the server may take.
     public var requestTimeout: Duration = .seconds(10)
     /// Ticks run so far (the reporter counts its interval in these).
@@ -34,14 +36,16 @@ public final class LiveDevice<Store: WorkflowStore>: @unchecked Sendable {
         public var statuses = 0, approvals = 0, delegations = 0, acks = 0
     }
 
+    /// `transport` defaults to HTTP to `baseURL`; a test passes a server core in process.
     public init(host: EngineHost<Store>, baseURL: String, apiKey: String, deviceID: String, seed: UInt64 = 1,
-                http: HTTPClient = HTTPClient()) {
+                http: HTTPClient = HTTPClient(), transport: (any HTTPTransport)? = nil) {
         precondition(host.wallClock == .unixEpoch, "a live device's instants are wall-clock time since the Unix epoch")
         self.host = host
         self.baseURL = baseURL
         self.apiKey = apiKey
         self.deviceID = deviceID
         self.http = http
+        self.transport = transport ?? http.transport(to: baseURL)
         self.host.enableSync(deviceID: deviceID, seed: StreamSeed(seed))
         self.host.advance(to: clock.now)
     }
@@ -67,7 +71,7 @@ public final class LiveDevice<Store: WorkflowStore>: @unchecked Sendable {
         var bytes: [UInt8] = []
         body?.write(to: &bytes)
         let request = HTTPRequestMessage(method: method, target: path, headers: headers.merging(extra) { $1 }, body: bytes)
-        return try await http.send(request, to: baseURL, timeout: requestTimeout)
+        return try await transport.send(request, timeout: requestTimeout)
     }
 
     /// `POST /api/v1/mobile/devices/register` (the app version from the device context
@@ -161,7 +165,9 @@ public final class LiveDevice<Store: WorkflowStore>: @unchecked Sendable {
         for fetch in fetches where replies[fetch.url] == nil {
             guard let split = Self.splitURL(fetch.url) else { continue }
             let request = HTTPRequestMessage(method: "GET", target: split.target, headers: headers.merging(fetch.headers) { $1 })
-            let reply = try await http.send(request, to: split.base, timeout: requestTimeout)
+            // This device's server through its transport; any other over HTTP.
+            let reply = split.base == baseURL ? try await transport.send(request, timeout: requestTimeout)
+                : try await http.send(request, to: split.base, timeout: requestTimeout)
             replies[fetch.url] = ManifestFetchReply(status: reply.status, headers: Dictionary(reply.headers.map { ($0.name, $0.value) },
                                                                                             uniquingKeysWith: { $1 }), body: reply.body)
         }
