@@ -4,8 +4,8 @@ public import SecureChatServer
 import LabKernel
 
 /// The chat server's database: one `rows` table of `(kind, key, json)` holding the
-/// durable tables of `ChatServerState` and the audit log. `commit` writes the rows a
-/// request changed in one transaction; `load` rebuilds the state and its indexes.
+/// durable tables of `ChatServerState` and the audit log. `apply` writes the rows a
+/// request changed (its reply's `changes`) in one transaction; `load` rebuilds the state and its indexes.
 /// Tickets, sockets, presence and rate buckets are not stored: they do not outlive the
 /// process. Message contents of protocol version 2 are ciphertext, so the file holds none
 /// of a conversation's plaintext (a test searches it).
@@ -24,35 +24,10 @@ public final class SQLiteChatServerStore {
         encoder.outputFormatting = [.sortedKeys]
     }
 
-    /// Writes every row changed since the last commit, atomically.
-    public func commit(_ state: inout ChatServerState) throws {
-        var writes: [(String, String, String?)] = []
-        func collect<V: Encodable>(_ kind: String, _ table: inout Table<V>) throws {
-            for (key, value) in table.takeDirty() {
-                writes.append((kind, key, try value.map { String(decoding: try encoder.encode($0), as: UTF8.self) }))
-            }
-        }
-        try collect("user", &state.users)
-        try collect("device", &state.devices)
-        try collect("refresh", &state.refreshTokens)
-        try collect("access", &state.accessTokens)
-        try collect("bundle", &state.bundles)
-        try collect("channel", &state.channels)
-        try collect("members", &state.members)
-        try collect("invites", &state.invites)
-        try collect("message", &state.messages)
-        try collect("client_id", &state.messageByClientID)
-        try collect("x3dh", &state.x3dhSetups)
-        try collect("sender_keys", &state.senderKeys)
-        if state.settingsChanged {
-            writes.append(("settings", "all", JSONValue.object(state.settings).canonicalText))
-            state.settingsChanged = false
-        }
-        for index in state.auditStored..<state.audit.count {
-            writes.append(("audit", String(format: "%010d", index), String(decoding: try encoder.encode(state.audit[index]), as: UTF8.self)))
-        }
-        state.auditStored = state.audit.count
-        guard !writes.isEmpty else { return }
+    /// Writes a request's changes, atomically.
+    public func apply(_ changes: [ChatStoreChange]) throws {
+        guard !changes.isEmpty else { return }
+        let writes = try changes.map(row)
         try database.transaction {
             for (kind, key, json) in writes {
                 if let json {
@@ -61,6 +36,27 @@ public final class SQLiteChatServerStore {
                     try database.run("DELETE FROM rows WHERE kind = ? AND key = ?", [.text(kind), .text(key)])
                 }
             }
+        }
+    }
+
+    /// A change as its row: kind, key, and the JSON (nil: delete).
+    func row(_ change: ChatStoreChange) throws -> (String, String, String?) {
+        func json(_ value: (some Encodable)?) throws -> String? { try value.map { String(decoding: try encoder.encode($0), as: UTF8.self) } }
+        switch change {
+        case .user(let key, let value): return ("user", key, try json(value))
+        case .device(let key, let value): return ("device", key, try json(value))
+        case .refreshToken(let key, let value): return ("refresh", key, try json(value))
+        case .accessToken(let key, let value): return ("access", key, try json(value))
+        case .bundle(let key, let value): return ("bundle", key, try json(value))
+        case .channel(let key, let value): return ("channel", key, try json(value))
+        case .members(let key, let value): return ("members", key, try json(value))
+        case .invites(let key, let value): return ("invites", key, try json(value))
+        case .message(let key, let value): return ("message", key, try json(value))
+        case .clientMessageID(let key, let value): return ("client_id", key, try json(value))
+        case .x3dhSetup(let key, let value): return ("x3dh", key, try json(value))
+        case .senderKeys(let key, let value): return ("sender_keys", key, try json(value))
+        case .settings(let settings): return ("settings", "all", JSONValue.object(settings).canonicalText)
+        case .audit(let index, let entry): return ("audit", String(format: "%010d", index), try json(entry))
         }
     }
 

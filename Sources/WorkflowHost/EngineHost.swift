@@ -101,22 +101,28 @@ public struct EngineHost<Store: WorkflowStore> {
     // MARK: Calling the engine
 
     public mutating func loadSequence(json: String) throws -> SequenceInfo {
-        try calling { engine, effects in try engine.loadSequence(json: json, into: &effects) }
+        guard case .loaded(let info) = try handle(.loadSequence(json: json)) else { preconditionFailure("a load answers with its sequence") }
+        return info
     }
 
     public mutating func start(_ name: String, input: JSONValue = [:], dedupKey: String? = nil) throws -> String {
-        let now = now
-        return try calling { engine, effects in try engine.start(name, input: input, dedupKey: dedupKey, now: now, into: &effects) }
+        guard case .started(let id) = try handle(.start(sequence: name, input: input, dedupKey: dedupKey)) else {
+            preconditionFailure("a start answers with its instance")
+        }
+        return id
     }
 
     public mutating func completeStep(_ id: String, step: String, output: JSONValue) throws {
-        let now = now
-        try calling { engine, effects in try engine.completeStep(id, stepName: step, output: output, now: now, into: &effects) }
+        try handle(.completeStep(instanceID: id, step: step, output: output))
     }
 
-    public mutating func cancel(_ id: String) throws {
+    public mutating func cancel(_ id: String) throws { try handle(.cancel(instanceID: id)) }
+
+    /// One input through the engine at the host's time, its effects applied.
+    @discardableResult
+    public mutating func handle(_ input: MobileEngine.Input) throws -> MobileEngine.Answer {
         let now = now
-        try calling { engine, effects in try engine.cancelInstance(id, now: now, into: &effects) }
+        return try calling { engine, effects in try engine.handle(input, now: now, into: &effects) }
     }
 
     /// Makes one call of the engine with the host's effect buffer, then applies what it

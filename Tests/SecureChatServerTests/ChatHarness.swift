@@ -11,6 +11,13 @@ struct ChatHarness {
     var now = Instant.zero + .seconds(1)
     var frames: [Int: [JSONValue]] = [:]
     var closed: [Int: UInt16] = [:]
+    /// The rows the replies since the last `takeChanges` wrote.
+    var changes: [ChatStoreChange] = []
+
+    mutating func takeChanges() -> [ChatStoreChange] {
+        defer { changes = [] }
+        return changes
+    }
 
     init(configure: (inout ChatServerConfig) -> Void = { _ in }) {
         var config = ChatServerConfig()
@@ -38,6 +45,7 @@ struct ChatHarness {
         if let body { body.write(to: &bytes) }
         let reply = server.handle(HTTPRequestMessage(method: method, target: "/api/v1" + target, headers: all, body: bytes), now: now)
         apply(reply.outputs)
+        changes += reply.changes
         return reply.response
     }
 

@@ -13,7 +13,7 @@ struct ChatStoreTests {
         let store = try SQLiteChatServerStore(path: TestPaths.scratchDirectory("chat-store").appendingPathComponent("chat.sqlite").path)
         func step(_ body: (inout ChatHarness) -> Void) throws {
             body(&h)
-            try store.commit(&h.server.state)
+            try store.apply(h.takeChanges())
         }
         var alice = ChatHarness.Account(userID: "", deviceID: "", access: "", refresh: "", username: "")
         var bob = alice

@@ -45,11 +45,11 @@ public final class SecureChatLiveServer: ReferenceServer, @unchecked Sendable {
         if let max = server.state.settings["max_message_bytes"]?.numberValue { server.config.maxContentBytes = Int(max) }
     }
 
-    /// Writes what the last request changed; on failure the state goes back to the disk's
-    /// and the request fails.
-    func commit() -> Bool {
+    /// Writes what a request changed; on failure the state goes back to the disk's and
+    /// the request fails.
+    func commit(_ changes: [ChatStoreChange]) -> Bool {
         do {
-            try store.commit(&server.state)
+            try store.apply(changes)
             return true
         } catch {
             server.state = (try? store.load()) ?? server.state
@@ -86,7 +86,7 @@ public final class SecureChatLiveServer: ReferenceServer, @unchecked Sendable {
     /// Commits what the request changed, then hands its frames to the sockets (called
     /// under the lock, in the same hold as the change).
     func settle(_ reply: ChatReply) -> HTTPResponseMessage {
-        guard commit() else { return .json(500, ["detail": "Internal server error"]) }
+        guard commit(reply.changes) else { return .json(500, ["detail": "Internal server error"]) }
         dispatch(reply.outputs)
         return reply.response
     }

@@ -40,17 +40,27 @@ public struct ChatServer: Sendable {
     /// or a login). Run that job without holding whatever guards this core, then `finish`.
     public mutating func begin(_ request: HTTPRequestMessage, now: Instant) -> ChatStep {
         var outputs: [ChatOutput] = []
+        let step: ChatStep
         do {
-            return try route(request, now: now, outputs: &outputs)
+            step = try route(request, now: now, outputs: &outputs)
         } catch let error as ChatAPIError {
-            return .reply(ChatReply(response: error.response, outputs: outputs))
+            step = .reply(ChatReply(response: error.response, outputs: outputs))
         } catch {
-            return .reply(ChatReply(response: .json(500, ["detail": "Internal server error"]), outputs: outputs))
+            step = .reply(ChatReply(response: .json(500, ["detail": "Internal server error"]), outputs: outputs))
         }
+        guard case .reply(var reply) = step else { return step }
+        reply.changes = state.takeChanges()
+        return .reply(reply)
     }
 
     /// Phase two of a register or login: the job's result, turned into the reply.
     public mutating func finish(_ job: PasswordJob, _ result: PasswordJob.Result, now: Instant) -> ChatReply {
+        var reply = finishing(job, result, now: now)
+        reply.changes = state.takeChanges()
+        return reply
+    }
+
+    mutating func finishing(_ job: PasswordJob, _ result: PasswordJob.Result, now: Instant) -> ChatReply {
         guard let pending = state.pendingAuth.removeValue(forKey: job.id) else {
             return ChatReply(response: .json(500, ["detail": "Internal server error"]), outputs: [])
         }
@@ -205,7 +215,11 @@ public enum ChatOutput: Sendable, Equatable {
 
 public struct ChatReply: Sendable {
     public var response: HTTPResponseMessage
+    /// Frames and closes for the sockets.
     public var outputs: [ChatOutput]
+    /// The rows the request wrote (and deleted), for the driver to commit before it
+    /// answers: persistence as an effect, as the sync server's `changes`.
+    public var changes: [ChatStoreChange] = []
 }
 
 /// The first phase of a request (`begin`): done, or waiting for password work.

@@ -97,3 +97,50 @@ public struct ChatServerState: Sendable {
         channelsOfUser[userID]?.remove(channelID)
     }
 }
+
+/// A row the chat server wrote (a value) or deleted (nil), by table and key: what a
+/// request's reply carries for the driver to commit.
+public enum ChatStoreChange: Sendable {
+    case user(String, ChatUser?)
+    case device(String, ChatDevice?)
+    case refreshToken(String, RefreshRecord?)
+    case accessToken(String, AccessRecord?)
+    case bundle(String, KeyBundleRecord?)
+    case channel(String, ChatChannel?)
+    case members(String, [String: Membership]?)
+    case invites(String, [String: ChannelInvite]?)
+    case message(String, ChatMessage?)
+    case clientMessageID(String, String?)
+    case x3dhSetup(String, JSONValue?)
+    case senderKeys(String, [String: SenderKeyRecord]?)
+    case settings([String: JSONValue])
+    /// An audit entry appended, with its place in the log.
+    case audit(Int, AuditEntry)
+}
+
+extension ChatServerState {
+    /// Every row changed since the last call, table by table in a fixed order, each
+    /// table's keys sorted.
+    mutating func takeChanges() -> [ChatStoreChange] {
+        var changes: [ChatStoreChange] = []
+        changes += users.takeDirty().map(ChatStoreChange.user)
+        changes += devices.takeDirty().map(ChatStoreChange.device)
+        changes += refreshTokens.takeDirty().map(ChatStoreChange.refreshToken)
+        changes += accessTokens.takeDirty().map(ChatStoreChange.accessToken)
+        changes += bundles.takeDirty().map(ChatStoreChange.bundle)
+        changes += channels.takeDirty().map(ChatStoreChange.channel)
+        changes += members.takeDirty().map(ChatStoreChange.members)
+        changes += invites.takeDirty().map(ChatStoreChange.invites)
+        changes += messages.takeDirty().map(ChatStoreChange.message)
+        changes += messageByClientID.takeDirty().map(ChatStoreChange.clientMessageID)
+        changes += x3dhSetups.takeDirty().map(ChatStoreChange.x3dhSetup)
+        changes += senderKeys.takeDirty().map(ChatStoreChange.senderKeys)
+        if settingsChanged {
+            changes.append(.settings(settings))
+            settingsChanged = false
+        }
+        for index in auditStored..<audit.count { changes.append(.audit(index, audit[index])) }
+        auditStored = audit.count
+        return changes
+    }
+}
