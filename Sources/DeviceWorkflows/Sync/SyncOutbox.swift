@@ -56,18 +56,21 @@ public struct OutboxEntry: Equatable, Sendable {
         case delegation
     }
 
-    public var payload: OutboxPayload
+    public let payload: OutboxPayload
     /// Write order; a rewrite gets a new one, so a batch in flight does not remove an
     /// entry written after it was read.
-    public var seq: Int64
+    public let seq: Int64
+    /// The payload's kind and key, kept beside it: stores look entries up by them.
+    /// (Read through the payload, `removeSent` also crashed Swift 6.3.1's optimizer.)
+    public let kind: Kind
+    public let key: String
 
     public init(payload: OutboxPayload, seq: Int64) {
         self.payload = payload
         self.seq = seq
+        kind = payload.kind
+        key = payload.key
     }
-
-    public var kind: Kind { payload.kind }
-    public var key: String { payload.key }
 }
 
 /// A stored outbox row that does not read back as its kind: the device's disk is
