@@ -100,9 +100,7 @@ extension ChatClient {
                 resyncChannels = false
                 request(.channels, "GET", "/channels", nil, now: now, &out)
             }
-            for channel in resyncPages where snapshot.channels[channel] != nil {
-                request(.messages(channel: channel), "GET", "/channels/\(channel)/messages?limit=50", nil, now: now, &out)
-            }
+            for channel in Set(resyncPages).sorted() where snapshot.channels[channel] != nil { catchUp(channel, now: now, &out) }
             resyncPages = []
         case .typing:
             lapseTyping(now: now, &out)
@@ -170,13 +168,19 @@ extension ChatClient {
             let page = body?["messages"]?.arrayValue ?? []
             // Catching up after time away: keep paging back until a page reaches messages we
             // already have (or the start), so a long absence loses nothing. A channel new to
-            // this device starts from its newest page; older ones are `loadOlder`'s.
-            let hadHistory = !(snapshot.timelines[channel]?.isEmpty ?? true)
+            // this device starts from its newest page; older ones are `loadOlder`'s. Where
+            // paging must go on is stored, so a stop before it ends leaves no hole.
+            let hadHistory = snapshot.channels[channel]?.synced == true
             let reachedKnown = page.contains { $0["id"]?.stringValue.map { snapshot.messages[$0] != nil || seenOnly.contains($0) } ?? false }
+            if let cursor = flight.request.query["before"] { snapshot.channels[channel]?.catchUpFrom?.removeAll { $0 == cursor } }
             if hadHistory, body?["has_more"] == true, !reachedKnown, let oldest = page.first?["created_at"]?.stringValue {
+                let cursors = snapshot.channels[channel]?.catchUpFrom ?? []
+                snapshot.channels[channel]?.catchUpFrom = cursors + [oldest]
                 request(.messages(channel: channel), "GET", "/channels/\(channel)/messages?limit=100&before=\(PercentEncoding.encode(oldest))", nil,
                         now: now, &out)
             }
+            if snapshot.channels[channel]?.catchUpFrom?.isEmpty == true { snapshot.channels[channel]?.catchUpFrom = nil }
+            snapshot.channels[channel]?.synced = true
             for message in page { ingest(message, &out) }
         case .olderMessages(let channel):
             olderPage(channel, response, &out)
@@ -202,8 +206,23 @@ extension ChatClient {
             snapshot.channels[id] = ChannelInfo(id: id, isDM: json["is_dm"] == true, name: json["name"]?.stringValue)
             out.append(.channelAdded(id))
         }
-        if fetch { request(.messages(channel: id), "GET", "/channels/\(id)/messages?limit=50", nil, now: now, &out) }
+        if fetch { catchUp(id, now: now, &out) }
     }
+
+    /// Fetches what a channel got while this device was away: a channel with history from
+    /// a short newest page (most absences are short; a page that reaches nothing known
+    /// pages back), and on from where an earlier catch-up stopped; a new channel its last 50.
+    mutating func catchUp(_ channel: String, now: Instant, _ out: inout [ClientEffect]) {
+        let limit = snapshot.channels[channel]?.synced == true ? Self.catchUpPage : 50
+        request(.messages(channel: channel), "GET", "/channels/\(channel)/messages?limit=\(limit)", nil, now: now, &out)
+        for cursor in snapshot.channels[channel]?.catchUpFrom ?? [] {
+            request(.messages(channel: channel), "GET", "/channels/\(channel)/messages?limit=100&before=\(PercentEncoding.encode(cursor))", nil,
+                    now: now, &out)
+        }
+    }
+
+    /// The newest page a channel with history fetches when the client catches up.
+    static let catchUpPage = 10
 
     /// A channel left this device's list: its timeline, its keys and what is queued for it go.
     mutating func removeChannel(_ id: String, _ out: inout [ClientEffect]) {

@@ -36,8 +36,9 @@ extension ChatClient {
             case .otherChain:
                 // Its distribution has not arrived yet (or never will: it was sent while this
                 // device was not a member); the oldest go when a sender has too many waiting.
-                heldGroup[key, default: []].append(json)
-                if heldGroup[key]!.count > Self.maxHeldPerSender { heldGroup[key]!.removeFirst() }
+                if snapshot.heldGroup == nil { snapshot.heldGroup = [:] }
+                snapshot.heldGroup![key, default: []].append(json.canonicalText)
+                if snapshot.heldGroup![key]!.count > Self.maxHeldPerSender { snapshot.heldGroup![key]!.removeFirst() }
                 return
             case .unreadable: return
             }
@@ -77,9 +78,19 @@ extension ChatClient {
         return position
     }
 
-    static let maxHeldPerSender = 1_000
+    static let maxHeldPerSender = 200
 
-    mutating func markSeen(_ id: String) { seenOnly.insert(id) }
+    mutating func markSeen(_ id: String) {
+        guard seenOnly.insert(id).inserted else { return }
+        if snapshot.seenWithoutTimeline == nil { snapshot.seenWithoutTimeline = [] }
+        snapshot.seenWithoutTimeline!.append(id)
+        // Trimmed a tenth at a time, in place, so a full list costs no copy per id.
+        let excess = snapshot.seenWithoutTimeline!.count - Self.seenLimit
+        if excess > Self.seenLimit / 10 {
+            for old in snapshot.seenWithoutTimeline!.prefix(excess) { seenOnly.remove(old) }
+            snapshot.seenWithoutTimeline!.removeFirst(excess)
+        }
+    }
 
     mutating func openPairwise(_ content: String, id: String, _ out: inout [ClientEffect]) -> String? {
         guard let bytes = openEnvelope(content, id: id, &out) else { return nil }
@@ -97,6 +108,7 @@ extension ChatClient {
             return nil
         }
         guard var keys = snapshot.keys else { return nil }
+        if item.prekey != nil { stats.handshakes += 1 }
         do {
             let plaintext = try keys.decrypt(item, from: envelope.from)
             snapshot.keys = keys
@@ -122,7 +134,10 @@ extension ChatClient {
             chains.insert(SenderKeyReceiver(channelID: channel, distribution: distribution), at: 0)
             snapshot.keys?.receivers[key] = Array(chains.prefix(ChatKeyStore.maxChainsPerSender))
             // Messages that came before their key, in the order they came.
-            for held in heldGroup.removeValue(forKey: key) ?? [] { ingest(held, &out) }
+            for held in snapshot.heldGroup?.removeValue(forKey: key) ?? [] {
+                if let json = try? JSONValue.parse(held) { ingest(json, &out) }
+            }
+            if snapshot.heldGroup?.isEmpty == true { snapshot.heldGroup = nil }
         } catch {
             fail(id, "\(error)", &out)
         }
@@ -138,6 +153,7 @@ extension ChatClient {
         }
         let chains = snapshot.keys?.receivers[key] ?? []
         for index in chains.indices {
+            stats.verifications += 1
             do {
                 let plaintext = try snapshot.keys!.receivers[key]![index].decrypt(wire)
                 stats.decrypted += 1

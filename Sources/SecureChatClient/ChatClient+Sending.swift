@@ -60,6 +60,7 @@ extension ChatClient {
             return post(marker, content: content, contentType: ChatEnvelope.distributionContentType, distribution: true, now: now, &out)
         }
         guard let wire = snapshot.keys?.senderChains[channel.id]?.encrypt(Array(head.text.utf8)) else { return block(head.clientID, "no keys", &out) }
+        stats.signatures += 1
         post(head, content: Base64.encode(wire), contentType: "text", distribution: false, now: now, &out)
     }
 
@@ -70,7 +71,10 @@ extension ChatClient {
         guard var keys = snapshot.keys, let myDevice = snapshot.deviceID else { block(clientID, "no keys", &out); return nil }
         var items: [String: ChatEnvelope.Item] = [:]
         do {
-            for device in devices { items[device] = try keys.encrypt(plaintext, for: device, bundle: bundles[device], generator: &snapshot.generator) }
+            for device in devices {
+                if !hasSession(device) { stats.handshakes += 1 }
+                items[device] = try keys.encrypt(plaintext, for: device, bundle: bundles[device], generator: &snapshot.generator)
+            }
         } catch {
             block(clientID, "\(error)", &out)
             return nil

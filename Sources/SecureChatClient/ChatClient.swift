@@ -38,8 +38,6 @@ public struct ChatClient: Sendable {
     /// Pages whose fetch failed, to ask again (with the channel list) at `.resync`.
     var resyncPages: [String] = []
     var resyncChannels = false
-    /// Group messages waiting for their sender's distribution, per `channel|device`.
-    var heldGroup: [String: [JSONValue]] = [:]
     /// Bundles fetched for the current send, by device.
     var bundles: [String: PreKeyBundle] = [:]
     /// Users whose device set must be fetched again before the next send to them.
@@ -78,6 +76,11 @@ public struct ChatClient: Sendable {
         public var timeouts = 0
         public var senderKeyRotations = 0
         public var deviceSetFetches = 0
+        /// Crypto work, for what it costs a battery: X3DH handshakes (either side; a
+        /// receiver counts messages that carry X3DH data), Ed25519 signatures and checks.
+        public var handshakes = 0
+        public var signatures = 0
+        public var verifications = 0
 
         public init() {}
     }
@@ -101,6 +104,14 @@ public struct ChatClient: Sendable {
         public var pending: [PendingSend] = []
         /// Each user's devices that can be encrypted to, as the server last listed them.
         public var deviceSets: [String: DeviceSet] = [:]
+        /// Ids handled without a timeline entry (key distributions), newest last, at most
+        /// `ChatClient.seenLimit`: a catch-up after a restart must not open them again
+        /// (their ratchet keys are spent). Optional so older snapshots still read.
+        public var seenWithoutTimeline: [String]?
+        /// Group messages waiting for their sender's distribution, per `channel|device`, as
+        /// JSON text: stored, because a catch-up that reaches newer messages will not fetch
+        /// them again.
+        public var heldGroup: [String: [String]]?
 
         public init(seed: StreamSeed) { generator = seed.generator() }
     }
@@ -115,6 +126,13 @@ public struct ChatClient: Sendable {
         public var id: String
         public var isDM: Bool
         public var name: String?
+        /// Where catching up still has to page back from (`before=` cursors): stored, so a
+        /// catch-up the app's suspension cut short goes on at the next start instead of
+        /// leaving a hole below the newest page.
+        public var catchUpFrom: [String]?
+        /// A page of it has been fetched: from then on, catching up goes back all the way
+        /// to what this device has (before that, a channel shows its newest page).
+        public var synced: Bool?
         public var members: [String] = []
         public var membersFetched = false
         /// When the member list was last fetched (a group send refreshes it after a minute,
@@ -205,7 +223,11 @@ public struct ChatClient: Sendable {
     public init(snapshot: Snapshot, config: Config = Config()) {
         self.snapshot = snapshot
         self.config = config
+        seenOnly = Set(snapshot.seenWithoutTimeline ?? [])
     }
+
+    /// How many ids handled without a timeline entry a snapshot keeps.
+    static let seenLimit = 2_000
 
     public var isSignedIn: Bool { snapshot.accessToken != nil }
     public var isConnected: Bool { socket == .open }

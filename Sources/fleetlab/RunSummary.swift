@@ -1,6 +1,7 @@
 import Foundation
 import LabKernel
 import LabStore
+import Reports
 import Simulator
 
 /// The one-screen summary `fleetlab simulate` prints when a run ends.
@@ -38,11 +39,31 @@ struct RunSummary {
             if hours > 0 { perState.append("\(state) \(n(ticks / hours))") }
         }
         lines.append(row("ticks/device-h", perState.joined(separator: "  ")))
-        let causes = ["opened", "relaunched", "left", "user_kill", "os_kill", "battery_died", "booted", "fault_kill"]
+        let causes = LifecycleCause.allCases.map(\.description)
         lines.append(row("lifecycle", causes.compactMap { cause in
             let v = results.total("lifecycle.transitions", labels: "cause=\(cause)") ?? 0
             return v > 0 ? "\(n(v)) \(cause.replacingOccurrences(of: "_", with: " "))" : nil
         }.joined(separator: " · ")))
+        let endpoints = RunFigures.endpoints(results)
+        if !endpoints.isEmpty {
+            lines.append(row("latency", "p50 / p99 per endpoint (requests, failures)"))
+            let width = endpoints.map { $0.stack.count + $0.endpoint.count + 1 }.max() ?? 0
+            for e in endpoints {
+                let name = "\(e.stack) \(e.endpoint)"
+                lines.append("      " + name + String(repeating: " ", count: width - name.count + 2)
+                    + "\(MetricUnit.formatDuration(e.p50)) / \(MetricUnit.formatDuration(e.p99))  (\(n(Double(e.requests))), \(n(e.failures)) failed)")
+            }
+        }
+        if let cost = RunFigures.syncCost(results), !cost.cadence.isEmpty {
+            lines.append(row("sync cadence", cost.cadence.map { "\($0.powerState) every \(MetricUnit.formatDuration($0.p50))" }.joined(separator: "  ")
+                + "  (p50; \(MetricUnit.decimal(cost.joulesPerSync, digits: 2)) J a sync)"))
+        }
+        let energy = RunFigures.energy(results)
+        if !energy.isEmpty {
+            lines.append(row("battery/stack", energy.map {
+                "\($0.stack) \(MetricUnit.decimal($0.batteryPercentPerDay, digits: 2))%/day (\(MetricUnit.decimal($0.joulesPerDeviceHour, digits: 1)) J/device-h)"
+            }.joined(separator: "  ")))
+        }
         if outcome.thresholds.isEmpty {
             lines.append(row("thresholds", "none set"))
         } else {

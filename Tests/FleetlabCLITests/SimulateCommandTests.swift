@@ -74,7 +74,14 @@ struct SimulateCommandTests {
         let scenario = try writeScenario(quickScenario.replacingOccurrences(of: "duration: 2h", with: "duration: 30d")
             .replacingOccurrences(of: "count: 40", with: "count: 2000"), in: dir)
         let process = try CommandRunner.start(["simulate", scenario, "--out", "r"], in: dir)
-        try await Task.sleep(for: .seconds(2))
+        // The results file exists once the run has begun (after the handler is installed):
+        // a signal sent earlier, while a loaded machine is still starting the process, could
+        // find it ignoring SIGINT.
+        let deadline = Date().addingTimeInterval(120)
+        while !FileManager.default.fileExists(atPath: dir.appendingPathComponent("r/results.sqlite").path), Date() < deadline {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        try await Task.sleep(for: .milliseconds(500))
         kill(process.processIdentifier, SIGINT)
         process.waitUntilExit()
         #expect(process.terminationStatus == 130)

@@ -19,8 +19,8 @@ struct DashboardTests {
             duration: 3h
             startAt: "21:00"
             devices:
-              - {name: phones, count: 30}
-              - {name: "kiosks", count: 10, lifecycle: kiosk, power: low-battery}
+              - {name: phones, count: 30, stacks: [workflows, sync, chat]}
+              - {name: "kiosks", count: 10, lifecycle: kiosk, power: low-battery, stacks: [workflows, sync]}
             thresholds:
               - {metric: battery.level, percentile: 50, min: 1}
             workflows:
@@ -29,12 +29,11 @@ struct DashboardTests {
             sync:
               operator: {thinkTime: 20}
             chat:
-              devices: phones
               groups: 3
               groupSize: [3, 5]
               messagesPerUserHour: 10
             faults:
-              - {kind: server-crash, at: 1h, duration: 15m}
+              - {kind: server-crash, at: 1h, duration: 15m, server: sync}
             """, file: "dash.yaml")
         let path = dir.appendingPathComponent("results.sqlite").path
         _ = try FleetRun(scenario: scenario, resultsPath: path).run()

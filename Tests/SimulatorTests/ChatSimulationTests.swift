@@ -68,7 +68,7 @@ struct ChatSimulationTests {
         ("devicesPerUser: {1: 50%, 2: 20%}", "add up to 70%"),
         ("devicesPerUser: {4: 100%}", "keys are 1, 2 and 3"),
         ("groupSize: [1, 5]", "2 <= min <= max"),
-        ("devices: tablets", "no device population named 'tablets'"),
+        ("devices: tablets", "is their `stacks:` list now"),
         ("byHour: [1, 2]", "24 weights"),
     ])
     func settings(line: String, message: String) {

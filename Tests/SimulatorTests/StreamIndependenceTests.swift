@@ -25,12 +25,11 @@ struct StreamIndependenceTests {
             - {sequence: payment-verification, devices: phones, start: {poisson: 20m}, input: {amount: 9}}
         sync:
           server: {workers: 64}
-          push: {share: 60%, delay: {lognormal: {median: 1, sigma: 0.5}}, loss: 10%, duplication: 5%}
           operator: {thinkTime: {lognormal: {median: 30, sigma: 0.5}}}
           campaigns:
             - {at: 30m, sequence: payment-verification, devices: phones, fraction: 50%}
+        push: {share: 60%, delay: {lognormal: {median: 1, sigma: 0.5}}, loss: 10%, duplication: 5%}
         chat:
-          devices: phones
           groups: 4
           groupSize: [3, 6]
           messagesPerUserHour: 20
@@ -61,7 +60,7 @@ struct StreamIndependenceTests {
             let name = world.fleet.deviceName(device)
             let statuses = (world.sync?.server.state.statuses[name] ?? [:]).values.map { "\($0.instanceID) \($0.state)" }.sorted()
             let chatClient = world.chat?.clients[device]
-            let stats = chatClient.map { "\($0.stats.decrypted) \($0.stats.reconnects) \($0.stats.refreshes)" } ?? "-"
+            let stats = chatClient.flatMap { _ in world.chat?.totalStats(device) }.map { "\($0.decrypted) \($0.reconnects) \($0.refreshes)" } ?? "-"
             let lines = chatClient.map { c in c.snapshot.timelines.keys.sorted().map { c.timeline($0).count } } ?? []
             return PhoneFacts(ticks: world.fleet.devices[device].ticks.total, battery: world.fleet.devices[device].batteryLevel(at: end),
                               instances: instances, syncs: "\(client?.dueTick ?? 0) \(client?.failures ?? 0) \(slot?.lastSyncStart?.nanoseconds ?? 0)",
@@ -83,7 +82,7 @@ struct StreamIndependenceTests {
                                                 directory: TestPaths.packageRoot.appendingPathComponent("simulations").path)
         var widened = scenario
         widened.devices.insert(Population(name: "tablets", count: 25, power: PowerProfile.presets["heavy"]!,
-                                          lifecycle: LifecycleProfile.presets["heavy"]!, network: NetworkProfile.presets["flaky"]!), at: 0)
+                                          lifecycle: LifecycleProfile.presets["heavy"]!, network: NetworkProfile.presets["flaky"]!, stacks: []), at: 0)
         let alone = Self.facts(Self.run(scenario), population: "phones")
         let beside = Self.facts(Self.run(widened), population: "phones")
         #expect(alone.count == 40 && beside.count == 40)

@@ -88,7 +88,7 @@ struct SyncSimulationTests {
         let world = Self.run(scenario)
         #expect(world.invariants.allHold, "\(world.invariants.rows.filter { !$0.passed })")
         #expect(Self.total(world, "sync.requests", "outcome=timeout") > 20, "the crash and the partition leave requests unanswered")
-        #expect(Self.total(world, "sync.pushes", "outcome=outage") > 0)
+        #expect(Self.total(world, "push.notifications", "outcome=outage,stack=sync") > 0)
         let outbox = try #require(world.recorder.descriptors.first { $0.name == "sync.outbox_depth" })
         let series = world.recorder.gaugeSeries[outbox.id]
         let peak = series.max() ?? 0
@@ -132,7 +132,7 @@ struct SyncSimulationTests {
             faults: [{kind: server-crash, at: 10m, duration: 1m}]
             """
         let error = try #require(throws: ScenarioError.self) { try ScenarioLoader.parse(text: noSync, file: "x.yaml") }
-        #expect(error.description.contains("a server-crash fault needs a sync section"))
+        #expect(error.description.contains("a server-crash fault needs a population that runs sync"))
         let badCampaign = try #require(throws: ScenarioError.self) {
             try Self.fleet(campaign: "onboarding-flow")
         }

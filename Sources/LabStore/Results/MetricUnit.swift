@@ -14,6 +14,10 @@ public enum MetricUnit: String, Sendable, Hashable {
     case perHour = "1/h"
     /// A percentage in [0, 100]; bounds are numbers.
     case percent = "%"
+    /// Energy in joules; bounds are numbers.
+    case joules = "J"
+    /// Bytes; bounds are numbers.
+    case bytes = "B"
 
     /// Parses a bound as written in a scenario into the stored unit.
     public func parseBound(_ text: String) -> Double? {
@@ -28,7 +32,7 @@ public enum MetricUnit: String, Sendable, Hashable {
             return TimeSpan(cleaned)?.seconds
         case .centipercent:
             return Double(cleaned).map { $0 * 100 }
-        case .count, .perHour, .percent:
+        case .count, .perHour, .percent, .joules, .bytes:
             return Double(cleaned)
         }
     }
@@ -39,6 +43,8 @@ public enum MetricUnit: String, Sendable, Hashable {
         case .seconds: return "a number of seconds or a duration"
         case .centipercent, .percent: return "a percentage like 20"
         case .count, .perHour: return "a number"
+        case .joules: return "a number of joules"
+        case .bytes: return "a number of bytes"
         }
     }
 
@@ -50,7 +56,18 @@ public enum MetricUnit: String, Sendable, Hashable {
         case .centipercent: return Self.decimal(value / 100, digits: 1) + "%"
         case .percent: return Self.decimal(value, digits: 1) + "%"
         case .count, .perHour: return Self.decimal(value, digits: value == value.rounded() ? 0 : 1)
+        case .joules: return Self.decimal(value, digits: value < 100 ? 2 : 0) + " J"
+        case .bytes: return Self.formatBytes(value)
         }
+    }
+
+    /// "840 B", "12.3 KiB", "4.1 MiB", "2.0 GiB".
+    public static func formatBytes(_ bytes: Double) -> String {
+        let a = abs(bytes)
+        if a < 1_024 { return decimal(bytes, digits: 0) + " B" }
+        if a < 1_048_576 { return decimal(bytes / 1_024, digits: 1) + " KiB" }
+        if a < 1_073_741_824 { return decimal(bytes / 1_048_576, digits: 1) + " MiB" }
+        return decimal(bytes / 1_073_741_824, digits: 1) + " GiB"
     }
 
     public static func formatDuration(_ ns: Double) -> String {

@@ -14,9 +14,10 @@ public struct DashboardLayout: Codable, Equatable, Sendable {
     /// The layout of `fleetlab simulate` (kept equal to dashboards/simulation.json by a test).
     public static let simulation = DashboardLayout(
         title: "fleetlab simulation",
-        panels: ["summary", "thresholds", "workflows", "workflow-activity", "workflow-latency", "workflow-steps", "workflow-ticks",
-                 "sync-latency", "sync-commands", "sync-outbox", "sync-server", "sync-cadence", "chat-latency", "chat-activity", "battery", "power-states", "ticks", "app-states", "lifecycle", "network",
-                 "throughput", "sessions", "invariants", "populations", "events", "scenario"])
+        panels: ["summary", "thresholds", "endpoints", "energy", "workflows", "workflow-activity", "workflow-latency", "workflow-steps",
+                 "workflow-ticks", "sync-latency", "sync-cadence", "sync-commands", "sync-outbox", "sync-server", "pushes", "chat-latency",
+                 "chat-activity", "chat-server", "battery", "power-states", "ticks", "app-states", "lifecycle", "network", "throughput",
+                 "sessions", "invariants", "populations", "events", "scenario"])
 
     /// Reads a layout file and checks that every panel exists.
     public static func load(path: String) throws -> DashboardLayout {

@@ -71,10 +71,10 @@ public enum DashboardPanels {
         SummaryPanel(), ThresholdsPanel(), BatteryPanel(), PowerStatePanel(), TicksPanel(), AppStatePanel(),
         LifecyclePanel(), NetworkPanel(), ThroughputPanel(), SessionsPanel(), InvariantsPanel(), PopulationsPanel(),
         EventSamplePanel(), ScenarioTextPanel(), WorkflowsPanel(), WorkflowStepsPanel(), WorkflowActivityPanel(),
-        WorkflowLatencyPanel(), WorkflowTicksPanel(), SyncLatencyPanel(), SyncCadencePanel(), SyncOutboxPanel(), SyncServerPanel(),
-        SyncCommandsPanel(),
-        ChatLatencyPanel(),
-        ChatActivityPanel(),
+        WorkflowLatencyPanel(), WorkflowTicksPanel(), SyncLatencyPanel(), SyncCadencePanel(), SyncOutboxPanel(),
+        ServerLoadPanel(id: "sync-server", title: "Sync server load", stack: "sync"), SyncCommandsPanel(),
+        ChatLatencyPanel(), ChatActivityPanel(), ServerLoadPanel(id: "chat-server", title: "Chat server load", stack: "chat"),
+        EndpointsPanel(), EnergyPanel(), PushPanel(),
     ]
 
     public static func panel(id: String) -> (any DashboardPanel)? { all.first { $0.id == id } }

@@ -10,7 +10,7 @@ struct SyncLatencyPanel: DashboardPanel {
     var wide: Bool { true }
 
     func body(for results: RunResults, context: DashboardContext) -> String? {
-        guard let metric = results.metric(named: "sync.latency") else { return nil }
+        guard let metric = results.metrics(named: "http.latency").first(where: { $0.label("stack") == "sync" }) else { return nil }
         var lines: [TimeChart.Line] = []
         for (index, q) in [50.0, 90, 99].enumerated() {
             lines.append(.init(name: "p\(Int(q))", color: Palette.series[index], points: percentileOverTime(results, metric, q, context), dashed: index > 0))
@@ -26,21 +26,29 @@ struct SyncLatencyPanel: DashboardPanel {
     }
 }
 
-/// The interval between syncs devices actually kept, by power state.
+/// The interval between syncs devices actually kept, by power state, and what it costs.
 struct SyncCadencePanel: DashboardPanel {
     let id = "sync-cadence"
-    let title = "Sync cadence by power state"
-    let caption = "Time between a device's consecutive syncs: the server asks for 30 s (5 s with commands pending), counted in ticks, so low battery stretches it; pushes shorten it."
+    let title = "Sync cadence by power state, and its cost"
+    let caption = "Time between a device's consecutive syncs: the server asks for 30 s (5 s with commands pending), counted in ticks, so low battery stretches it; pushes shorten it. Cost: a device syncing at the median cadence all day, at the run's energy per sync."
 
     func body(for results: RunResults, context: DashboardContext) -> String? {
+        let cost = RunFigures.syncCost(results)
         let rows: [[String]] = PowerState.allCases.compactMap { state in
             guard let metric = results.metric(named: "sync.interval", labels: "power_state=\(state.description)") else { return nil }
             let h = results.histogram(metric)
             guard !h.isEmpty else { return nil }
+            let cadence = cost?.cadence.first { $0.powerState == state.description }
+            let perDay = cost.flatMap { cost in cadence.map { MetricUnit.decimal(cost.batteryPercentPerDay($0), digits: 2) + "%" } } ?? "–"
             return [state.description, MetricUnit.decimal(Double(h.totalCount), digits: 0)] + durationPercentiles(h, [10, 50, 90])
+                + [MetricUnit.decimal(cadence?.syncsPerHour ?? 0, digits: 1), perDay]
         }
         guard !rows.isEmpty else { return nil }
-        return HTML.table(headers: ["power state", "intervals", "p10", "p50", "p90"], rows: rows, numericColumns: Set(1...4))
+        let table = HTML.table(headers: ["power state", "intervals", "p10", "p50", "p90", "syncs / h at p50", "battery / day"], rows: rows,
+                               numericColumns: Set(1...6))
+        guard let cost else { return table }
+        return table + "<p class=\"caption\">\(MetricUnit.decimal(cost.syncs, digits: 0)) syncs at \(MetricUnit.decimal(cost.joulesPerSync, digits: 2)) J each "
+            + "(radio and CPU; a sync inside another transfer's radio tail costs less).</p>"
     }
 }
 
@@ -54,27 +62,6 @@ struct SyncOutboxPanel: DashboardPanel {
         guard let metric = results.metric(named: "sync.outbox_depth") else { return nil }
         let line = TimeChart.Line(name: "outbox entries", color: Palette.series[1], points: atEnds(context, context.values(results, metric)))
         return context.timeChart { MetricUnit.decimal($0, digits: 0) }.lines([line])
-    }
-}
-
-/// The server's worker pool: utilisation and the queue in front of it.
-struct SyncServerPanel: DashboardPanel {
-    let id = "sync-server"
-    let title = "Sync server load"
-    let caption = "Worker utilisation per bucket and requests waiting for a worker at each bucket end."
-
-    func body(for results: RunResults, context: DashboardContext) -> String? {
-        guard let utilisation = results.metric(named: "sync.server_utilisation"),
-              let queue = results.metric(named: "sync.server_queue") else { return nil }
-        let busy = TimeChart.Line(name: "utilisation %", color: Palette.series[0], points: atEnds(context, context.values(results, utilisation)))
-        let waiting = TimeChart.Line(name: "queue length", color: Palette.series[3], points: atEnds(context, context.values(results, queue)))
-        var wait = ""
-        if let metric = results.metric(named: "sync.server_wait") {
-            let h = results.histogram(metric)
-            wait = "<p class=\"caption\">Wait for a worker: p50 \(durationPercentiles(h)[0]), p90 \(durationPercentiles(h)[1]), p99 \(durationPercentiles(h)[2]).</p>"
-        }
-        return context.timeChart { MetricUnit.decimal($0, digits: 1) }.lines([busy]) + HTML.legend([(busy.name, busy.color)])
-            + context.timeChart { MetricUnit.decimal($0, digits: 0) }.lines([waiting]) + HTML.legend([(waiting.name, waiting.color)]) + wait
     }
 }
 
@@ -100,9 +87,7 @@ struct SyncCommandsPanel: DashboardPanel {
         let notes = "Approvals created \(total("sync.approvals_created", "")), resolved \(total("sync.approvals_resolved", "")). "
             + "Commands applied \(total("sync.commands", "outcome=applied")), refused for good \(total("sync.commands", "outcome=refused")), "
             + "left for redelivery \(total("sync.commands", "outcome=deferred")), seen again and re-acknowledged \(total("sync.commands", "outcome=duplicate")). "
-            + "Pushes delivered \(total("sync.pushes", "outcome=delivered")), lost \(total("sync.pushes", "outcome=lost")), "
-            + "dropped in an outage \(total("sync.pushes", "outcome=outage")), duplicated \(total("sync.pushes", "outcome=duplicate")), "
-            + "reaching an app that was not running \(total("sync.pushes", "outcome=not_running"))."
+            + "The pushes that announced commands are in the pushes panel."
         return table + "<p class=\"caption\">\(HTML.escape(notes))</p>"
     }
 }

@@ -127,8 +127,8 @@ extension ChatServer {
         let familyID = family ?? newID()
         let access = "at_" + generator.token(24), refresh = "rt_" + generator.token(32)
         let hash = Self.tokenKey(refresh)
-        state.accessTokens[Self.tokenKey(access)] = AccessRecord(userID: user.id, deviceID: device, familyID: familyID,
-                                                                 expiresAt: now + config.accessTokenLifetime, refreshHash: hash)
+        state.putAccessToken(Self.tokenKey(access), AccessRecord(userID: user.id, deviceID: device, familyID: familyID,
+                                                                 expiresAt: now + config.accessTokenLifetime, refreshHash: hash))
         state.refreshTokens[hash] = RefreshRecord(tokenHash: hash, familyID: familyID, userID: user.id, deviceID: device,
                                                   expiresAt: now + config.refreshTokenLifetime, state: .active)
         return ["access_token": .string(access), "refresh_token": .string(refresh), "token_type": "bearer", "user_id": .string(user.id),
@@ -160,7 +160,7 @@ extension ChatServer {
         }
         guard let user = state.users[record.userID], state.devices[record.deviceID] != nil else { throw ChatAPIError(401, "Invalid refresh token") }
         try checkStanding(user, now: now)
-        state.accessTokens.removeAll { $0.familyID == record.familyID }
+        state.removeAccessTokens(family: record.familyID)
         let tokens = issueTokens(user: user, device: record.deviceID, family: record.familyID, now: now)
         record.state = .rotated
         record.rotatedAt = now
@@ -190,7 +190,7 @@ extension ChatServer {
         for (key, record) in state.refreshTokens where record.state != .revoked && pick(record.userID, record.deviceID, record.familyID) {
             state.refreshTokens[key]?.state = .revoked
         }
-        state.accessTokens.removeAll { pick($0.userID, $0.deviceID, $0.familyID) }
+        for (key, token) in state.accessTokens where pick(token.userID, token.deviceID, token.familyID) { state.removeAccessToken(key) }
     }
 
     mutating func logout(_ request: HTTPRequestMessage, now: Instant, outputs: inout [ChatOutput]) throws -> HTTPResponseMessage {
@@ -230,7 +230,7 @@ extension ChatServer {
         let key = Self.tokenKey(String(header.dropFirst(7)))
         guard let record = state.accessTokens[key] else { throw ChatAPIError(401, "Invalid token", headers: [HTTPHeader("WWW-Authenticate", "Bearer")]) }
         guard now < record.expiresAt else {
-            state.accessTokens[key] = nil
+            state.removeAccessToken(key)
             throw ChatAPIError(401, "Token expired", headers: [HTTPHeader("WWW-Authenticate", "Bearer")])
         }
         guard let user = state.users[record.userID] else { throw ChatAPIError(401, "Invalid token") }

@@ -30,7 +30,7 @@ extension ChatServer {
         guard state.devices[id]?.userID == caller.userID else { throw ChatAPIError(404, "Device not found") }
         state.devices[id] = nil
         let hadKeys = state.bundles[id] != nil
-        state.bundles[id] = nil
+        state.removeBundle(id)
         revokeTokens { _, device, _ in device == id }
         state.tickets = state.tickets.filter { $0.value.deviceID != id }
         outputs += closeConnections(code: 4003, reason: "Device removed") { $0.deviceID == id }
@@ -77,7 +77,7 @@ extension ChatServer {
             throw ChatAPIError.validation(["body", "signed_pre_key_signature"], "The signature does not verify under identity_key")
         }
         let identityChanged = state.bundles[record.deviceID]?.identityKey != record.identityKey
-        state.bundles[record.deviceID] = record
+        state.putBundle(record)
         // A new device (or one with a new identity) is someone new to encrypt to.
         if identityChanged { deviceSetChanged(caller.userID, outputs: &outputs) }
         return .json(201, ["status": "ok"])
@@ -129,8 +129,7 @@ extension ChatServer {
         try requireUUID(userID, ["path", "user_id"])
         guard state.users[userID] != nil else { throw ChatAPIError(404, "User not found") }
         try limitBundleFetches(caller: caller, target: userID, now: now)
-        let devices = state.bundles.values.filter { $0.userID == userID }.map(\.deviceID).sorted()
-        return .json(200, .array(devices.compactMap { takeBundle($0, outputs: &outputs) }))
+        return .json(200, .array(state.bundleDevices(of: userID).compactMap { takeBundle($0, outputs: &outputs) }))
     }
 
     mutating func deviceBundle(_ deviceID: String, caller: Caller, now: Instant, outputs: inout [ChatOutput]) throws -> HTTPResponseMessage {

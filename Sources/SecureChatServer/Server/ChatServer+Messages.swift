@@ -116,7 +116,9 @@ extension ChatServer {
     func requireEveryDevice(_ content: String, in channel: ChatChannel, from sender: String) throws {
         guard let envelope = ChatEnvelope.decode(content) else { return }
         let members = memberIDs(channel.id)
-        let expected = Set(state.bundles.values.filter { members.contains($0.userID) }.map(\.deviceID)).subtracting([sender])
+        var expected: Set<String> = []
+        for member in members { expected.formUnion(state.bundlesOfUser[member] ?? []) }
+        expected.remove(sender)
         let addressed = Set(envelope.to.keys)
         guard addressed != expected else { return }
         var error = ChatAPIError(409, "The device set changed: encrypt to the listed devices and send again")

@@ -22,7 +22,7 @@ extension ChatServer {
     func userDevices(_ userID: String) throws -> HTTPResponseMessage {
         try requireUUID(userID, ["path", "user_id"])
         guard let user = state.users[userID] else { throw ChatAPIError(404, "User not found") }
-        let devices = state.bundles.values.filter { $0.userID == userID }.sorted { $0.deviceID < $1.deviceID }
+        let devices = state.bundleDevices(of: userID).compactMap { state.bundles[$0] }
             .map { JSONValue.object(["device_id": .string($0.deviceID), "identity_key": .string($0.identityKey)]) }
         return .json(200, ["user_id": .string(userID), "version": .number(Double(user.deviceSetVersion)), "devices": .array(devices)])
     }

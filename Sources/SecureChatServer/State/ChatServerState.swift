@@ -10,8 +10,14 @@ public struct ChatServerState: Sendable {
     /// By the SHA-256 (hex) of the token, like refresh tokens: a copy of the database
     /// holds no usable bearer token.
     public var accessTokens = Table<AccessRecord>()
+    /// Login family → the keys of its access tokens: a refresh retires its family's tokens
+    /// without looking at everyone's.
+    var accessTokensOfFamily: [String: Set<String>] = [:]
     public var tickets: [String: TicketRecord] = [:]
     public var bundles = Table<KeyBundleRecord>()
+    /// User id → their devices that have a key bundle (the devices to encrypt to): a send
+    /// checks its envelope against it without looking at every bundle on the server.
+    public var bundlesOfUser: [String: Set<String>] = [:]
     public var channels = Table<ChatChannel>()
     /// Channel id → user id → membership.
     public var members = Table<[String: Membership]>()
@@ -63,6 +69,10 @@ public struct ChatServerState: Sendable {
     /// The derived indexes, after a load: names, memberships, DM pairs, channel timelines.
     package mutating func rebuildIndexes() {
         userIDByName = Dictionary(users.values.map { ($0.username.lowercased(), $0.id) }, uniquingKeysWith: { first, _ in first })
+        bundlesOfUser = [:]
+        for bundle in bundles.values { bundlesOfUser[bundle.userID, default: []].insert(bundle.deviceID) }
+        accessTokensOfFamily = [:]
+        for (key, token) in accessTokens { accessTokensOfFamily[token.familyID, default: []].insert(key) }
         channelsOfUser = [:]
         for (channel, members) in members {
             for user in members.keys { channelsOfUser[user, default: []].insert(channel) }
@@ -91,6 +101,37 @@ public struct ChatServerState: Sendable {
         members[channelID, default: [:]][userID] = Membership(userID: userID, role: role, joinedAt: now)
         channelsOfUser[userID, default: []].insert(channelID)
     }
+
+    mutating func putAccessToken(_ key: String, _ record: AccessRecord) {
+        accessTokens[key] = record
+        accessTokensOfFamily[record.familyID, default: []].insert(key)
+    }
+
+    mutating func removeAccessToken(_ key: String) {
+        guard let record = accessTokens[key] else { return }
+        accessTokens[key] = nil
+        accessTokensOfFamily[record.familyID]?.remove(key)
+        if accessTokensOfFamily[record.familyID]?.isEmpty == true { accessTokensOfFamily[record.familyID] = nil }
+    }
+
+    mutating func removeAccessTokens(family: String) {
+        for key in accessTokensOfFamily.removeValue(forKey: family) ?? [] { accessTokens[key] = nil }
+    }
+
+    /// Stores a device's key bundle (new or replacing its earlier one).
+    mutating func putBundle(_ record: KeyBundleRecord) {
+        bundles[record.deviceID] = record
+        bundlesOfUser[record.userID, default: []].insert(record.deviceID)
+    }
+
+    mutating func removeBundle(_ deviceID: String) {
+        guard let record = bundles[deviceID] else { return }
+        bundles[deviceID] = nil
+        bundlesOfUser[record.userID]?.remove(deviceID)
+    }
+
+    /// The devices of `userID` that have a key bundle, in id order.
+    public func bundleDevices(of userID: String) -> [String] { (bundlesOfUser[userID] ?? []).sorted() }
 
     mutating func removeMember(_ userID: String, from channelID: String) {
         members[channelID]?[userID] = nil

@@ -24,6 +24,7 @@ extension DeviceClass {
                 "overnightJitter": .string(power.overnightJitter.description),
                 "topUpsPerDay": .number(power.topUpsPerDay),
                 "topUpLength": dist(power.topUpLength),
+                "capacityWh": .number(power.capacityWh),
             ],
             "lifecycle": [
                 "activeFrom": .string(lifecycle.activeFrom.description),
@@ -39,6 +40,7 @@ extension DeviceClass {
                 } ?? "never",
                 "runningAtStart": .string(lifecycle.runningAtStart.description),
                 "foregroundAtStart": .string(lifecycle.foregroundAtStart.description),
+                "pushWindow": .string(lifecycle.pushWindow.description),
             ],
             "network": [
                 "wifiShare": .string(network.wifiShare.description),
@@ -46,6 +48,7 @@ extension DeviceClass {
                 "offlinePerDay": .number(network.offlinePerDay),
                 "offlineLength": dist(network.offlineLength),
             ],
+            "stacks": .array(stacks.sorted().map { .string($0.rawValue) }),
         ]
         return value.canonicalText
     }

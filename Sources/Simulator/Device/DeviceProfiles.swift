@@ -21,6 +21,8 @@ public struct PowerProfile: Hashable, Sendable {
     public var topUpsPerDay: Double
     /// How long a top-up lasts, in seconds.
     public var topUpLength: Distribution
+    /// The battery's capacity in watt-hours: what converts the stacks' energy into percent.
+    public var capacityWh: Double = 13
 
     public static let microPercentPerPercent: Int64 = 1_000_000
     public static let full: Int64 = 100 * microPercentPerPercent
@@ -48,6 +50,8 @@ public struct LifecycleProfile: Hashable, Sendable {
     /// every `backgroundEvery` while the app lives in the background; nil means none.
     public var backgroundEvery: TimeSpan?
     public var backgroundWindow: TimeSpan
+    /// How long a push lets a suspended (or OS-killed) app run in the background.
+    public var pushWindow: TimeSpan = .seconds(30)
     /// Chance the app process is alive (in the background) when the run starts.
     public var runningAtStart: Ratio
     /// Chance the user is in our app when the run starts (a session already under way).
@@ -79,13 +83,25 @@ public final class DeviceClass: Sendable {
     public let power: PowerProfile
     public let lifecycle: LifecycleProfile
     public let network: NetworkProfile
+    /// The client stacks its devices run.
+    public let stacks: Set<StackKind>
+    /// Drain per hour (µ%) of the engine's ticks at the full tick rate (the multiplier of
+    /// a power state divides it); zero when the devices run no engine.
+    public let tickDrain: Int64
+    /// Battery µ% per joule of the stacks' energy.
+    public let microPercentPerJoule: Double
 
-    public init(name: String, count: Int, firstDevice: Int, power: PowerProfile, lifecycle: LifecycleProfile, network: NetworkProfile) {
+    public init(name: String, count: Int, firstDevice: Int, power: PowerProfile, lifecycle: LifecycleProfile, network: NetworkProfile,
+                stacks: Set<StackKind> = [], tickInterval: TimeSpan = .milliseconds(100), cpu: CPUCosts = CPUCosts()) {
         self.name = name
         self.count = count
         self.firstDevice = firstDevice
         self.power = power
         self.lifecycle = lifecycle
         self.network = network
+        self.stacks = stacks
+        microPercentPerJoule = Double(PowerProfile.full) / (power.capacityWh * 3_600)
+        let ticksPerHour = 3_600e9 / Double(max(1, tickInterval.nanoseconds))
+        tickDrain = stacks.contains(.workflows) ? Int64((ticksPerHour * cpu.tick / 1_000 * microPercentPerJoule).rounded()) : 0
     }
 }

@@ -61,6 +61,8 @@ public enum LifecycleCause: UInt8, CaseIterable, Sendable, Hashable, CustomStrin
     case booted = 6
     /// A scenario fault (mass app kill).
     case faultKill = 7
+    /// A push woke the app that the OS had killed: it runs in the background for a window.
+    case pushLaunch = 8
 
     public var description: String {
         switch self {
@@ -72,6 +74,7 @@ public enum LifecycleCause: UInt8, CaseIterable, Sendable, Hashable, CustomStrin
         case .batteryDied: return "battery_died"
         case .booted: return "booted"
         case .faultKill: return "fault_kill"
+        case .pushLaunch: return "push_launch"
         }
     }
 }
@@ -83,6 +86,19 @@ public enum DeviceObservation: Sendable, Hashable {
     case charger(plugged: Bool, overnight: Bool)
     case network(from: NetworkState, to: NetworkState)
     case session(length: TimeSpan, ourApp: Bool)
+    /// The app began or stopped running code (foreground, or a background window): what
+    /// the stacks may do follows it. Reported only when `DeviceEnvironment.reportsExecution`.
+    case execution(running: Bool)
+}
+
+/// What a push did to the phone it reached.
+public enum PushArrival: Int, Sendable, Hashable, CaseIterable {
+    /// The app was suspended or killed by the OS: it now runs for a background window.
+    case woke
+    /// The app was already running code.
+    case running
+    /// Nothing runs: the user swiped the app away, or the phone is off.
+    case notRunning
 }
 
 /// The device model's independent timelines. Each has at most one pending deadline;

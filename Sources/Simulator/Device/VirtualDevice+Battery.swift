@@ -9,15 +9,19 @@ extension VirtualDevice {
         isPlugged ? .charging : PowerState.unpluggedState(levelMicroPercent: level)
     }
 
-    /// The battery's rate of change in the current situation (µ%/h, negative when draining).
+    /// The battery's rate of change in the current situation (µ%/h, negative when draining):
+    /// the profile's drain for the screen, plus the engine's ticks while they run (fewer in
+    /// the power states that stretch the interval).
     @inline(__always)
-    func currentRate(_ power: PowerProfile) -> Int64 {
+    func currentRate(_ deviceClass: DeviceClass) -> Int64 {
+        let power = deviceClass.power
         if isPlugged { return power.chargeRate }
         if app == .poweredOff { return 0 }
+        let ticks = tickLoopRunning ? deviceClass.tickDrain / self.power.tickMultiplier : 0
         switch screen {
-        case .ourApp: return -power.drainForeground
-        case .otherApp: return -power.drainScreen
-        case .off: return -power.drainIdle
+        case .ourApp: return -power.drainForeground - ticks
+        case .otherApp: return -power.drainScreen - ticks
+        case .off: return -power.drainIdle - ticks
         }
     }
 
@@ -25,8 +29,8 @@ extension VirtualDevice {
     /// re-arms the threshold timeline. An unchanged slope keeps its base, so a battery that
     /// drains steadily crosses each threshold at exactly the computed instant however many
     /// unrelated transitions happen on the way.
-    mutating func rebaseBattery(at t: Instant, power profile: PowerProfile) {
-        let newRate = currentRate(profile)
+    mutating func rebaseBattery(at t: Instant, deviceClass: DeviceClass) {
+        let newRate = currentRate(deviceClass)
         if newRate != rate {
             levelBase = batteryLevel(at: t)
             levelAt = t

@@ -45,13 +45,84 @@ extension VirtualDevice {
     /// (one mutation: reading the device through the fleet's array would copy it).
     public mutating func scheduleAfter(workDeadline: Instant, env: DeviceEnvironment) -> Instant {
         self.workDeadline = workDeadline
-        return nextWake(env)
+        plannedWake = nextWake(env)
+        return plannedWake
     }
 
     /// Invalidates the scheduled wake-up; returns the new wake time and generation.
     public mutating func forgetScheduledWake(env: DeviceEnvironment) -> (Instant, UInt32) {
         wakeGeneration &+= 1
-        return (nextWake(env), wakeGeneration)
+        plannedWake = nextWake(env)
+        return (plannedWake, wakeGeneration)
+    }
+
+    /// The first wake-up of a run.
+    public mutating func planFirstWake(env: DeviceEnvironment) -> Instant {
+        plannedWake = nextWake(env)
+        return plannedWake
+    }
+
+    /// A push reached the phone. An app the OS suspended or killed runs for a background
+    /// window (`LifecycleProfile.pushWindow`, iOS's thirty seconds); one the user swiped
+    /// away, or a phone that is off, does nothing.
+    public mutating func wakeForPush(
+        at now: Instant, deviceClass: DeviceClass, env: DeviceEnvironment,
+        tally: inout FleetTally, log: inout [DeviceObservation]
+    ) -> PushArrival {
+        switch app {
+        case .poweredOff: return .notRunning
+        case .killed where killedByUser: return .notRunning
+        case .foreground: return .running
+        case .background where inBackgroundWindow: return .running
+        case .killed, .background: break
+        }
+        let life = deviceClass.lifecycle
+        transition(at: now, deviceClass: deviceClass, env: env, tally: &tally, log: &log) { device, log in
+            if device.app == .killed {
+                device.setApp(.background, cause: .pushLaunch, at: now, log: &log)
+                device.enterBackground(at: now, life: life)
+            }
+            device.inBackgroundWindow = true
+            device.windowOpensAt = now
+            device.set(.backgroundWindow, now + life.pushWindow)
+        }
+        return .woke
+    }
+
+    /// The user opens the app (to send a message): a session in our app starts, or the one
+    /// on screen switches to it. False when the phone is off.
+    public mutating func openApp(
+        at now: Instant, deviceClass: DeviceClass, env: DeviceEnvironment,
+        tally: inout FleetTally, log: inout [DeviceObservation]
+    ) -> Bool {
+        switch app {
+        case .poweredOff: return false
+        case .foreground: return true
+        case .background, .killed: break
+        }
+        let life = deviceClass.lifecycle
+        transition(at: now, deviceClass: deviceClass, env: env, tally: &tally, log: &log) { device, log in
+            if device.screen == .off {
+                device.sessionStartedAt = now
+                device.set(.usage, now + life.sessionLength.sampleSpan(using: &device.generator))
+            }
+            device.screen = .ourApp
+            device.setApp(.foreground, cause: device.app == .killed ? .relaunched : .opened, at: now, log: &log)
+        }
+        return true
+    }
+
+    /// Takes `amount` µ% off the battery at `now`: energy the stacks spent (radio, CPU) on
+    /// top of the profile's drain. Nothing while charging or off. True when the device must
+    /// be woken earlier than planned (a battery threshold is now due sooner).
+    public mutating func spend(_ amount: Int64, at now: Instant) -> Bool {
+        guard amount > 0, !isPlugged, app != .poweredOff else { return false }
+        levelBase = max(0, batteryLevel(at: now) - amount)
+        levelAt = now
+        refreshBatteryDeadline(at: now)
+        // The spend may have jumped past a threshold: the state change is due now.
+        if power != derivedPowerState(level: levelBase) || levelBase == 0 { set(.battery, now) }
+        return deadline(.battery) < plannedWake.nanoseconds
     }
 
     /// Kills the app if it is running (a mass-app-kill fault).
@@ -87,6 +158,7 @@ extension VirtualDevice {
     ) {
         account(to: t, env: env, tally: &tally)
         let networkBefore = network
+        let wasRunning = tickLoopRunning
         change(&self, &log)
         let level = batteryLevel(at: t)
         let newPower = app == .poweredOff && !isPlugged ? .criticalBattery : derivedPowerState(level: level)
@@ -96,7 +168,8 @@ extension VirtualDevice {
         }
         if network != networkBefore { log.append(.network(from: networkBefore, to: network)) }
         refreshTickLoop(at: t)
-        rebaseBattery(at: t, power: deviceClass.power)
+        if env.reportsExecution && tickLoopRunning != wasRunning { log.append(.execution(running: tickLoopRunning)) }
+        rebaseBattery(at: t, deviceClass: deviceClass)
     }
 
     mutating func fire(_ timeline: DeviceTimeline, at t: Instant, deviceClass: DeviceClass, env: DeviceEnvironment, log: inout [DeviceObservation]) {
@@ -150,12 +223,14 @@ extension VirtualDevice {
                 set(.offlineWindow, t + net.offlineLength.sampleSpan(using: &generator))
             }
         case .backgroundWindow:
-            guard let every = life.backgroundEvery else { clear(.backgroundWindow); return }
             if inBackgroundWindow {
+                // A window ends (a periodic one, or one a push opened).
                 inBackgroundWindow = false
+                guard let every = life.backgroundEvery else { clear(.backgroundWindow); return }
                 windowOpensAt = windowOpensAt + every
                 set(.backgroundWindow, windowOpensAt)
             } else {
+                guard life.backgroundEvery != nil else { clear(.backgroundWindow); return }
                 inBackgroundWindow = true
                 windowOpensAt = t
                 set(.backgroundWindow, t + life.backgroundWindow)
@@ -205,6 +280,7 @@ extension VirtualDevice {
     mutating func setApp(_ new: AppState, cause: LifecycleCause, at t: Instant, log: inout [DeviceObservation]) {
         guard new != app else { return }
         log.append(.lifecycle(from: app, to: new, cause: cause))
+        killedByUser = cause == .userKill
         if app == .background {
             inBackgroundWindow = false
             clear(.backgroundWindow)

@@ -6,11 +6,14 @@ public struct DeviceEnvironment: Sendable {
     /// The engine's `tickIntervalMs` in nanoseconds, before the power multiplier.
     public var tickInterval: Int64
     public var mode: TickMode
+    /// Whether devices log `.execution` observations (a stack follows them).
+    public var reportsExecution = false
 
-    public init(clock: DayClock, tickInterval: TimeSpan, mode: TickMode) {
+    public init(clock: DayClock, tickInterval: TimeSpan, mode: TickMode, reportsExecution: Bool = false) {
         self.clock = clock
         self.tickInterval = tickInterval.nanoseconds
         self.mode = mode
+        self.reportsExecution = reportsExecution
     }
 }
 
@@ -63,6 +66,8 @@ public struct VirtualDevice: Sendable {
     var pluggedTopUp = false
     var inTopUp = false
     var inBackgroundWindow = false
+    /// The user swiped the app away: a push does not relaunch it (iOS's rule).
+    var killedByUser = false
     var inOfflineWindow = false
     var radioForcedOff = false
     public internal(set) var tickLoopRunning = false
@@ -71,6 +76,9 @@ public struct VirtualDevice: Sendable {
     /// When the device's workflow engine next has work (`MobileEngine.nextDeadline`);
     /// in fast-forward mode the first tick at or after it is executed, the rest are counted.
     public var workDeadline: Instant = .distantFuture
+    /// When the driver's pending wake-up for this device is due (what `nextWake` said
+    /// when it was scheduled): a change that needs an earlier one must reschedule.
+    public internal(set) var plannedWake: Instant = .distantFuture
 
     static let never = Int64.max
 
@@ -123,9 +131,9 @@ public struct VirtualDevice: Sendable {
         scheduleNextOfflineWindow(from: .zero, net: net)
         if app == .background { enterBackground(at: .zero, life: life) }
         power = derivedPowerState(level: levelBase)
-        rate = currentRate(powerProfile)
-        refreshBatteryDeadline(at: .zero)
         refreshTickLoop(at: .zero)
+        rate = currentRate(deviceClass)
+        refreshBatteryDeadline(at: .zero)
     }
 
     // MARK: Reading the state

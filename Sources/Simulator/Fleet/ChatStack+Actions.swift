@@ -107,10 +107,11 @@ extension ChatStack {
         }
     }
 
-    /// A phone signs in as a new device of its user: a fresh client (its own stream), a
-    /// login, keys, a socket.
+    /// A phone signs in as a new device of its user: a fresh client (its own stream) that
+    /// logs in, uploads keys and connects the next time the app runs (now, if it does).
     mutating func signIn(_ device: Int, now: Instant, queue: inout EventQueue<FleetWorld.Event>, fleet: inout Fleet) {
-        guard let user = userOfDevice[device] else { return }
+        guard userOfDevice[device] != nil else { return }
+        if awakeSince[device] != nil { stop(device, fleet: &fleet, now: now) }
         let incarnation = (self.incarnation[device] ?? 0) + 1
         self.incarnation[device] = incarnation
         let seed = fleet.deviceSeed(device).child("chat-client").child(incarnation)
@@ -118,7 +119,7 @@ extension ChatStack {
         active.insert(device)
         retiredAt[device] = nil
         keysAt[device] = nil
-        feed(device, .login(username: "user\(user)", password: "correct horse \(user)", deviceName: "d\(device)"), now: now, queue: &queue, fleet: &fleet)
+        follow(device, fleet: &fleet, now: now, queue: &queue)
     }
 
     /// What the server just did that ends a device's reading: a removal (`DELETE
@@ -147,7 +148,7 @@ extension ChatStack {
         keysAt[device] = nil
         for text in sent.keys where sent[text]!.pending.contains(device) { sent[text]!.pending.remove(device) }
         // What it had not got out yet goes with it (logging out drops the outbox).
-        let prefix = ".d\(device)."
+        let prefix = ".d\(ordinal[device]!)."
         for (text, record) in sent where !record.acked && text.contains(prefix) { sent[text] = nil }
     }
 

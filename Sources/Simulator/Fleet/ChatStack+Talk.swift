@@ -9,13 +9,15 @@ extension ChatStack {
     mutating func setup(_ phase: UInt8, now: Instant, queue: inout EventQueue<FleetWorld.Event>, fleet: inout Fleet) {
         // Plain values only: a copy of the simulation would make every client change copy the table.
         let devicesOfUser = devicesOfUser, groups = groups, dmPartners = dmPartners
+        // The accounts exist before the run: every phone that will sign up runs its client.
+        if phase == 0 { for device in active.sorted() { follow(device, fleet: &fleet, now: now, queue: &queue) } }
         for (user, list) in devicesOfUser.enumerated() {
             switch phase {
             case 0:
-                feed(list[0], .register(username: "user\(user)", password: "correct horse \(user)", deviceName: "d\(list[0])"), now: now, queue: &queue, fleet: &fleet)
+                feed(list[0], .register(username: "user\(user)", password: "correct horse \(user)", deviceName: "d\(ordinal[list[0]]!)"), now: now, queue: &queue, fleet: &fleet)
             case 1:
                 for device in list.dropFirst() where active.contains(device) {
-                    feed(device, .login(username: "user\(user)", password: "correct horse \(user)", deviceName: "d\(device)"), now: now, queue: &queue, fleet: &fleet)
+                    feed(device, .login(username: "user\(user)", password: "correct horse \(user)", deviceName: "d\(ordinal[device]!)"), now: now, queue: &queue, fleet: &fleet)
                 }
             default:
                 break
@@ -40,26 +42,24 @@ extension ChatStack {
                     feed(devicesOfUser[user][0], .openDM(userID: userID), now: now, queue: &queue, fleet: &fleet)
                 }
             }
-            scheduleActions(now: now + .seconds(60), queue: &queue, fleet: &fleet)
+            // Users act once the state the run starts from is in place.
+            let begin = ChatStack.provisioningEnds
+            scheduleActions(now: begin, queue: &queue, fleet: &fleet)
             let rate = settings.peakRate
             guard rate > 0 else { return }
             for user in devicesOfUser.indices {
                 let gap = Distribution.exponential(mean: 3_600 / rate).sample(using: &userStreams[user])
-                queue.schedule(.chat(.talk(user: UInt32(user))), at: now + .seconds(60) + .milliseconds(Int64(gap * 1_000)))
+                queue.schedule(.chat(.talk(user: UInt32(user))), at: begin + .milliseconds(Int64(gap * 1_000)))
             }
         default:
             break
         }
     }
 
-    /// A user sends one message from a connected device, to a group or a DM.
-    mutating func talk(_ user: Int, now: Instant, queue: inout EventQueue<FleetWorld.Event>, fleet: inout Fleet) {
-        // Poisson at the peak rate, thinned to the hour's rate.
-        let gap = Distribution.exponential(mean: 3_600 / settings.peakRate).sample(using: &userStreams[user])
-        queue.schedule(.chat(.talk(user: UInt32(user))), at: now + .milliseconds(max(1, Int64(gap * 1_000))))
-        let hour = Int(((fleet.scenario.startAt.nanoseconds + now.nanoseconds) / 3_600_000_000_000) % 24)
-        guard userStreams[user].nextUnit() < settings.keep(hour: hour) else { return }
-        guard let device = connectedDevice(of: user, fleet: &fleet) else { return }
+    /// A user sends one message from `device` (its app open: `writer` chose it), to a
+    /// group or a DM.
+    mutating func talk(_ user: Int, from device: Int, now: Instant, queue: inout EventQueue<FleetWorld.Event>, fleet: inout Fleet) {
+        guard awakeSince[device] != nil else { return }
         let myGroups = (groupsOfUser[user] ?? []).filter { groupChannel[$0] != nil }
         let dms = (clients[device]?.snapshot.channels.values.filter(\.isDM).map(\.id) ?? []).sorted()
         let toGroup = !myGroups.isEmpty && (dms.isEmpty || userStreams[user].chance(settings.groupShare))
@@ -79,7 +79,7 @@ extension ChatStack {
         // reach a connected sender (`readerGrace`).
         let readers = readers(of: channel, sender: device, now: now, fleet: &fleet)
         sequence[device, default: 0] += 1
-        let text = "u\(user).d\(device).\(sequence[device]!)"
+        let text = "u\(user).d\(ordinal[device]!).\(sequence[device]!)"
         sent[text] = ChatStack.Sent(at: now, group: toGroup, channel: channel, pending: readers)
         if userStreams[user].chance(settings.typingShare) {
             feed(device, .typing(channelID: channel, started: true), now: now, queue: &queue, fleet: &fleet)

@@ -16,19 +16,29 @@ extension ChatStack {
         return .nanoseconds(Int64(max(0, seconds) * 1e9))
     }
 
-    mutating func schedule(_ transit: ChatStack.Transit, after delay: TimeSpan, now: Instant, queue: inout EventQueue<FleetWorld.Event>, fleet: inout Fleet) {
+    mutating func schedule(_ transit: ChatStack.Transit, after delay: TimeSpan, now: Instant, queue: inout EventQueue<FleetWorld.Event>) {
         let slot = park(transit)
         queue.schedule(.chat(.transit(slot: slot)), at: now + delay)
     }
 
-    /// Feeds a client one input and carries out what it asks.
+    /// The device's current client run.
+    func currentSession(_ device: Int) -> UInt32 { session[device] ?? 0 }
+
+    /// Feeds a running client one input and carries out what it asks.
     mutating func feed(_ device: Int, _ input: ClientInput, now: Instant, queue: inout EventQueue<FleetWorld.Event>, fleet: inout Fleet) {
+        guard awakeSince[device] != nil else { return }
         // Out of the table while it runs, so its storage stays uniquely referenced and
         // mutates in place (a copy left behind would make every change copy it).
         guard var client = self.clients.removeValue(forKey: device) else { return }
+        let before = client.stats
         let effects = client.handle(input, now: now)
         let deadline = client.nextDeadline
+        let after = client.stats
         clients[device] = client
+        let cpu = fleet.energy.settings.cpu
+        let crypto = provisioning ? 0 : Double(after.handshakes - before.handshakes) * cpu.handshake + Double(after.signatures - before.signatures) * cpu.sign
+            + Double(after.verifications - before.verifications) * cpu.verify
+        fleet.compute(device, millijoules: crypto, stack: .chat, at: now, queue: &queue)
         // One pending wake-up per client, at its earliest deadline (a later one replaces it).
         if deadline != timerAt[device] {
             timerAt[device] = deadline
@@ -36,24 +46,31 @@ extension ChatStack {
             timerGeneration[device] = generation
             if let deadline { queue.schedule(.chat(.timer(device: UInt32(device), generation: generation)), at: max(now, deadline)) }
         }
+        let run = currentSession(device)
         for effect in effects {
             switch effect {
             case .request(let id, var request):
                 // Each phone is its own client address, as the server's per-address limits expect.
-                request.peer = "device-\(device)"
+                request.peer = "device-\(ordinal[device]!)"
+                if !provisioning { started[device, default: [:]][id] = (now, endpoint(request.route, fleet: &fleet)) }
+                send(device, bytes: request.wireSize, now: now, queue: &queue, fleet: &fleet)
                 if let latency = latency(device, fleet: &fleet) {
-                    schedule(.request(device: device, id: id, request), after: latency, now: now, queue: &queue, fleet: &fleet)
+                    schedule(.request(device: device, session: run, id: id, request), after: latency, now: now, queue: &queue)
                 } else {
-                    schedule(.input(device: device, .transportFailed(id: id)), after: .zero, now: now, queue: &queue, fleet: &fleet)
+                    schedule(.input(device: device, session: run, .transportFailed(id: id)), after: .zero, now: now, queue: &queue)
                 }
             case .openSocket(let ticket):
+                send(device, bytes: Self.socketHandshakeBytes, now: now, queue: &queue, fleet: &fleet)
                 if let latency = latency(device, fleet: &fleet) {
-                    schedule(.connect(device: device, ticket: ticket), after: latency, now: now, queue: &queue, fleet: &fleet)
+                    schedule(.connect(device: device, session: run, ticket: ticket), after: latency, now: now, queue: &queue)
                 } else {
-                    schedule(.input(device: device, .socketClosed(code: 1006)), after: .zero, now: now, queue: &queue, fleet: &fleet)
+                    schedule(.input(device: device, session: run, .socketClosed(code: 1006)), after: .zero, now: now, queue: &queue)
                 }
             case .socketSend(let text):
-                if let latency = latency(device, fleet: &fleet) { schedule(.frame(device: device, text), after: latency, now: now, queue: &queue, fleet: &fleet) }
+                send(device, bytes: text.utf8.count + Self.frameOverhead, now: now, queue: &queue, fleet: &fleet)
+                if let latency = latency(device, fleet: &fleet) {
+                    schedule(.frame(device: device, session: run, text), after: latency, now: now, queue: &queue)
+                }
             case .closeSocket:
                 if let connection = connectionOf.removeValue(forKey: device) {
                     deviceOfConnection[connection] = nil
@@ -69,6 +86,34 @@ extension ChatStack {
                 break
             }
         }
+    }
+
+    /// A WebSocket upgrade, and what each frame adds to its text (header and mask).
+    static let socketHandshakeBytes = 420
+    static let frameOverhead = 8
+
+    /// Bytes a device sends: its radio's energy and the CPU to encode them (none while
+    /// provisioning: that traffic happened before the run).
+    mutating func send(_ device: Int, bytes: Int, now: Instant, queue: inout EventQueue<FleetWorld.Event>, fleet: inout Fleet) {
+        guard !provisioning else { return }
+        fleet.transfer(device, bytes: bytes, .up, stack: .chat, at: now, queue: &queue)
+        fleet.compute(device, millijoules: fleet.energy.settings.cpu.kilobyte * Double(bytes) / 1_024, stack: .chat, at: now, queue: &queue)
+    }
+
+    /// Bytes a device receives.
+    mutating func receive(_ device: Int, bytes: Int, now: Instant, queue: inout EventQueue<FleetWorld.Event>, fleet: inout Fleet) {
+        guard !provisioning else { return }
+        fleet.transfer(device, bytes: bytes, .down, stack: .chat, at: now, queue: &queue)
+        fleet.compute(device, millijoules: fleet.energy.settings.cpu.kilobyte * Double(bytes) / 1_024, stack: .chat, at: now, queue: &queue)
+    }
+
+    /// The metrics slot of a route, registered the first time it is seen.
+    mutating func endpoint(_ route: String, fleet: inout Fleet) -> Int {
+        if let index = endpointIndex[route] { return index }
+        let labels = [("stack", "chat"), ("endpoint", route)]
+        endpointMetrics.append((fleet.recorder.register("http.latency", labels: labels), fleet.recorder.register("http.failures", labels: labels)))
+        endpointIndex[route] = endpointMetrics.count - 1
+        return endpointMetrics.count - 1
     }
 
     mutating func timerFired(_ device: Int, generation: UInt32, now: Instant, queue: inout EventQueue<FleetWorld.Event>, fleet: inout Fleet) {
@@ -97,37 +142,111 @@ extension ChatStack {
         sent[key] = record
     }
 
+    /// Something crossed a link: an input reaches its client (if that run still goes on),
+    /// or a request, socket or frame reaches the server and waits for a worker.
     mutating func arrived(_ slot: UInt32, now: Instant, queue: inout EventQueue<FleetWorld.Event>, fleet: inout Fleet) {
         guard let transit = self.transits.removeValue(forKey: slot) else { return }
         switch transit {
-        case .input(let device, let input):
+        case .input(let device, let run, let input):
+            guard run == currentSession(device), awakeSince[device] != nil else { return }
+            switch input {
+            case .response(let id, let response):
+                receive(device, bytes: response.wireSize, now: now, queue: &queue, fleet: &fleet)
+                if let request = started[device]?.removeValue(forKey: id) {
+                    fleet.recorder.observe(endpointMetrics[request.endpoint].latency, UInt64(max(0, (now - request.at).nanoseconds)))
+                    if response.status >= 500 { fleet.recorder.add(endpointMetrics[request.endpoint].failures)}
+                }
+            case .transportFailed(let id):
+                if let request = started[device]?.removeValue(forKey: id) { fleet.recorder.add(endpointMetrics[request.endpoint].failures)}
+            case .socketText(let text):
+                receive(device, bytes: text.utf8.count + Self.frameOverhead, now: now, queue: &queue, fleet: &fleet)
+            case .socketOpened:
+                receive(device, bytes: Self.socketHandshakeBytes / 2, now: now, queue: &queue, fleet: &fleet)
+            default:
+                break
+            }
             feed(device, input, now: now, queue: &queue, fleet: &fleet)
-        case .request(let device, let id, let request):
+        case .request, .connect, .frame:
+            // Provisioning is the state the run starts from, not load on the server.
+            if provisioning { return serve(transit, now: now, queue: &queue, fleet: &fleet) }
+            let ticket = nextServing
+            nextServing &+= 1
+            switch pool.admit(ticket, now: now) {
+            case .serving(let service):
+                atServer[ticket] = transit
+                fleet.recorder.observe(metrics.serverWait, 0)
+                queue.schedule(.chat(.serviceDone(slot: ticket, epoch: pool.epoch)), at: now + service)
+            case .queued:
+                atServer[ticket] = transit
+            case .refused:
+                turnAway(transit, overloaded: true, now: now, queue: &queue, fleet: &fleet)
+            case .down:
+                turnAway(transit, overloaded: false, now: now, queue: &queue, fleet: &fleet)
+            }
+        }
+    }
+
+    /// A worker finished: the core handles what it held, and the next waiting one starts.
+    mutating func served(_ ticket: UInt32, epoch: UInt32, now: Instant, queue: inout EventQueue<FleetWorld.Event>, fleet: inout Fleet) {
+        guard pool.complete(epoch: epoch, now: now) else { return }
+        if let transit = atServer.removeValue(forKey: ticket) { serve(transit, now: now, queue: &queue, fleet: &fleet) }
+        let waiting = atServer
+        while let next = pool.startNext(now: now, isWanted: { waiting[$0] != nil }) {
+            fleet.recorder.observe(metrics.serverWait, UInt64(max(0, next.waited.nanoseconds)))
+            queue.schedule(.chat(.serviceDone(slot: next.token, epoch: pool.epoch)), at: now + next.service)
+        }
+    }
+
+    /// The server core handles a request, a socket open or a frame.
+    mutating func serve(_ transit: Transit, now: Instant, queue: inout EventQueue<FleetWorld.Event>, fleet: inout Fleet) {
+        switch transit {
+        case .input:
+            break
+        case .request(let device, let run, let id, let request):
             let reply = server.handle(request, now: now)
             if reply.response.status == 201, request.method == "POST", request.path.hasSuffix("/keys/upload") { keysAt[device] = now }
             serverEnded(request, by: device, reply.response, now: now, fleet: &fleet)
             route(reply.outputs, now: now, queue: &queue, fleet: &fleet)
+            if reply.response.status == 201, request.method == "POST" { stored(request, now: now, queue: &queue, fleet: &fleet) }
             if let latency = latency(device, fleet: &fleet) {
-                schedule(.input(device: device, .response(id: id, reply.response)), after: latency, now: now, queue: &queue, fleet: &fleet)
+                schedule(.input(device: device, session: run, .response(id: id, reply.response)), after: latency, now: now, queue: &queue)
             } else {
-                feed(device, .transportFailed(id: id), now: now, queue: &queue, fleet: &fleet)
+                schedule(.input(device: device, session: run, .transportFailed(id: id)), after: .zero, now: now, queue: &queue)
             }
-        case .connect(let device, let ticket):
+        case .connect(let device, let run, let ticket):
             switch server.connect(ticket: ticket, now: now) {
             case .accepted(let connection):
-                guard let latency = latency(device, fleet: &fleet) else {
+                // The client stopped (or went offline) while the upgrade was on its way.
+                guard run == currentSession(device), awakeSince[device] != nil, let latency = latency(device, fleet: &fleet) else {
                     server.disconnect(connection)
-                    return feed(device, .socketClosed(code: 1006), now: now, queue: &queue, fleet: &fleet)
+                    return schedule(.input(device: device, session: run, .socketClosed(code: 1006)), after: .zero, now: now, queue: &queue)
                 }
                 connectionOf[device] = connection
                 deviceOfConnection[connection] = device
-                schedule(.input(device: device, .socketOpened), after: latency, now: now, queue: &queue, fleet: &fleet)
+                schedule(.input(device: device, session: run, .socketOpened), after: latency, now: now, queue: &queue)
             case .refused(let code, _):
-                feed(device, .socketClosed(code: code), now: now, queue: &queue, fleet: &fleet)
+                schedule(.input(device: device, session: run, .socketClosed(code: code)), after: .zero, now: now, queue: &queue)
             }
-        case .frame(let device, let text):
+        case .frame(let device, _, let text):
             guard let connection = connectionOf[device] else { return }
             route(server.receive(connection, text: text, now: now), now: now, queue: &queue, fleet: &fleet)
+        }
+    }
+
+    /// The server cannot take it: overloaded (a 503 with Retry-After, a socket refused with
+    /// 1013), or down (the connection is refused).
+    mutating func turnAway(_ transit: Transit, overloaded: Bool, now: Instant, queue: inout EventQueue<FleetWorld.Event>, fleet: inout Fleet) {
+        switch transit {
+        case .input, .frame:
+            break
+        case .request(let device, let run, let id, _):
+            let input: ClientInput = overloaded
+                ? .response(id: id, .json(503, ["detail": "Service unavailable: the server is overloaded"], headers: [HTTPHeader("Retry-After", "5")]))
+                : .transportFailed(id: id)
+            schedule(.input(device: device, session: run, input), after: latency(device, fleet: &fleet) ?? .zero, now: now, queue: &queue)
+        case .connect(let device, let run, _):
+            schedule(.input(device: device, session: run, .socketClosed(code: overloaded ? 1013 : 1006)), after: latency(device, fleet: &fleet) ?? .zero,
+                     now: now, queue: &queue)
         }
     }
 
@@ -141,89 +260,21 @@ extension ChatStack {
                 // A socket is one ordered stream: a frame never overtakes the one before it.
                 let arrival = max(now + latency, socketArrival[device] ?? now)
                 socketArrival[device] = arrival
-                schedule(.input(device: device, .socketText(payload.canonicalText)), after: arrival - now, now: now, queue: &queue, fleet: &fleet)
+                schedule(.input(device: device, session: currentSession(device), .socketText(payload.canonicalText)), after: arrival - now,
+                         now: now, queue: &queue)
             case .close(let connection, let code, _):
                 guard let device = deviceOfConnection.removeValue(forKey: connection) else { continue }
                 connectionOf[device] = nil
-                schedule(.input(device: device, .socketClosed(code: code)), after: .zero, now: now, queue: &queue, fleet: &fleet)
+                schedule(.input(device: device, session: currentSession(device), .socketClosed(code: code)), after: .zero, now: now, queue: &queue)
             }
         }
     }
 
     /// A device went offline: its socket drops (the client schedules its reconnect).
     mutating func networkChanged(_ device: Int, to state: NetworkState, now: Instant, queue: inout EventQueue<FleetWorld.Event>, fleet: inout Fleet) {
-        guard state == .offline, true, let connection = connectionOf.removeValue(forKey: device) else { return }
+        guard state == .offline, let connection = connectionOf.removeValue(forKey: device) else { return }
         deviceOfConnection[connection] = nil
         server.disconnect(connection)
         feed(device, .socketClosed(code: 1006), now: now, queue: &queue, fleet: &fleet)
-    }
-
-    /// Bucket end: connected devices, and the clients' counters since the last bucket.
-    mutating func closeBucket(fleet: inout Fleet) {
-        let sim = self
-        fleet.recorder.set(sim.metrics.connected, Double(sim.connectionOf.count))
-        var decrypted = 0, failures = 0, reconnects = 0, replenished = 0, refreshes = 0
-        for (device, client) in sim.clients {
-            let before = sim.recordedStats[device] ?? ChatClient.Stats()
-            decrypted += client.stats.decrypted - before.decrypted
-            failures += client.stats.decryptionFailures - before.decryptionFailures
-            reconnects += client.stats.reconnects - before.reconnects
-            replenished += client.stats.replenished - before.replenished
-            refreshes += client.stats.refreshes - before.refreshes
-            recordedStats[device] = client.stats
-        }
-        fleet.recorder.add(sim.metrics.decrypted, Double(decrypted))
-        fleet.recorder.add(sim.metrics.failures, Double(failures))
-        fleet.recorder.add(sim.metrics.reconnects, Double(reconnects))
-        fleet.recorder.add(sim.metrics.replenished, Double(replenished))
-        fleet.recorder.add(sim.metrics.refreshes, Double(refreshes))
-    }
-
-    /// End of run: every reader that is connected has read every message sent more than
-    /// ten minutes ago; no failures; each sender's order kept; no duplicates; no
-    /// plaintext in the server's store.
-    mutating func finish(at now: Instant, fleet: inout Fleet) {
-        let sim = self
-        let ids = sim.invariants
-        for (text, record) in sim.sent.sorted(by: { $0.key < $1.key }) where now - record.at > .minutes(10) {
-            // Only what the server accepted is expected of readers; what it refused (the user
-            // had left by the time the queue sent it) settles as a refusal.
-            if record.acked {
-                let missing = record.pending.filter { sim.connectionOf[$0] != nil }
-                fleet.invariants.check(ids.everyMemberReads, missing.isEmpty, "\(text): connected devices \(missing.sorted()) never decrypted it")
-            }
-            // Nothing waits for ever in a connected sender's queue.
-            let sender = Int(text.split(separator: ".")[1].dropFirst()) ?? -1
-            let stuck = !record.acked && sim.connectionOf[sender] != nil
-                && (sim.clients[sender]?.snapshot.pending.contains { ChatStack.original($0.text) == text } ?? false)
-            fleet.invariants.check(ids.sendsSettle, !stuck, "\(text): still queued at its connected sender \(sender) after \(now - record.at)")
-        }
-        for (device, client) in sim.clients.sorted(by: { $0.key < $1.key }) {
-            fleet.invariants.check(ids.noDecryptionFailure, client.stats.decryptionFailures == 0,
-                             "device \(device): \(client.stats.decryptionFailures) messages failed to decrypt (first: \(sim.firstFailure[device] ?? "?"))")
-            for channel in client.snapshot.timelines.keys.sorted() {
-                let line = client.timeline(channel)
-                fleet.invariants.check(ids.noDuplicates, Set(line.map(\.id)).count == line.count, "device \(device): a message twice in \(channel)")
-                var last: [String: Int] = [:]
-                for message in line {
-                    let parts = ChatStack.original(message.text).split(separator: ".")
-                    guard parts.count == 3, let n = Int(parts[2]) else { continue }
-                    let sender = String(parts[1])
-                    fleet.invariants.check(ids.perSenderOrder, n > (last[sender] ?? 0), "device \(device): \(message.text) after \(sender).\(last[sender] ?? 0)")
-                    last[sender] = n
-                }
-            }
-        }
-        if let invariant = ids.removedReadNothing {
-            for (device, retired) in sim.retiredAt.sorted(by: { $0.key < $1.key }) {
-                let late = (sim.clients[device].map { client in client.snapshot.channels.keys.flatMap { client.timeline($0) } } ?? [])
-                    .filter { (sim.sent[ChatStack.original($0.text)]?.at ?? .zero) > retired }
-                fleet.invariants.check(invariant, late.isEmpty, "device \(device), removed at \(retired), holds \(late.map(\.text).sorted().prefix(3))")
-            }
-        }
-        for message in sim.server.state.messages.values.sorted(by: { $0.id < $1.id }) {
-            fleet.invariants.check(ids.noPlaintextOnServer, message.protocolVersion == 2 && !message.content.contains(".d"),
-                             "message \(message.id) is stored readable")
-        }
     }
 }

@@ -3,16 +3,30 @@ public import LabKernel
 import SecureChatClient
 import SecureChatServer
 
-/// The chat stack of a fleet run (docs/chat.md): the d3chat server core, a client core
-/// with real crypto on every chatting device, and the plan of who talks where.
+/// The chat stack of a fleet run (docs/chat.md): the d3chat server core behind a worker
+/// pool, a client core with real crypto on every chatting device, and the plan of who
+/// talks where.
 ///
-/// Requests, responses and socket frames cross each device's link with its latency (an
-/// offline device's requests fail at once and its socket is closed). The server answers
-/// at once: the model is about the clients, their crypto and their reconnects.
+/// Theory of operation. Requests, responses and socket frames cross each device's link
+/// with its latency (an offline device's requests fail at once and its socket is closed);
+/// requests, socket opens and frames from clients wait for a server worker
+/// (`WorkerPool`), and the core handles each when its service ends. A client runs only
+/// while the app may chat: on screen, or in a background window a push opened (the
+/// periodic background-refresh windows are the engine's). When the app stops (suspended,
+/// killed, out of battery) the client's volatile state goes and its socket drops; the
+/// snapshot stays, as the app's storage would, and the next run restores the client from
+/// it (`.start`: me, ticket, socket, channels, catch-up). A message stored for a device
+/// whose client is not running makes the stack push it; a user who talks opens the app
+/// on one of their phones. Until the set-up phases are done every signed-up client runs:
+/// the accounts and groups exist before the run begins.
 public struct ChatStack {
     public enum Event: Sendable {
         /// A request, socket or frame arriving, or an input to feed a client later.
         case transit(slot: UInt32)
+        /// A server worker finished (void if the server crashed since `epoch`).
+        case serviceDone(slot: UInt32, epoch: UInt32)
+        /// The set-up phases are over: from now on clients follow their apps.
+        case provisioned
         /// A client's timer.
         case timer(device: UInt32, generation: UInt32)
         /// A user sends a message.
@@ -25,11 +39,19 @@ public struct ChatStack {
         case followUp(slot: UInt32)
     }
 
+    /// Something crossing a link. `session` is the device's client run it belongs to: an
+    /// answer for a client that has stopped since is dropped.
     enum Transit {
-        case request(device: Int, id: Int, HTTPRequestMessage)
-        case connect(device: Int, ticket: String)
-        case frame(device: Int, String)
-        case input(device: Int, ClientInput)
+        case request(device: Int, session: UInt32, id: Int, HTTPRequestMessage)
+        case connect(device: Int, session: UInt32, ticket: String)
+        case frame(device: Int, session: UInt32, String)
+        case input(device: Int, session: UInt32, ClientInput)
+
+        var device: Int {
+            switch self {
+            case .request(let device, _, _, _), .connect(let device, _, _), .frame(let device, _, _), .input(let device, _, _): return device
+            }
+        }
     }
 
     /// A message a user sent, and the devices still to read it.
@@ -56,8 +78,38 @@ public struct ChatStack {
     let settings: ChatSettings
     let root: StreamSeed
     var server: ChatServer
+    /// The server's capacity model in front of the core.
+    var pool: WorkerPool
+    /// Devices whose client runs now, each since when.
+    var awakeSince: [Int: Instant] = [:]
+    /// Devices in a background window a push opened.
+    var pushWindow: Set<Int> = []
+    /// Devices a chat push is on its way to (one at a time).
+    var pushInFlight: Set<Int> = []
+    /// Each device's client run; bumped when it starts or stops.
+    var session: [Int: UInt32] = [:]
+    /// Until the set-up phases are over every signed-up client runs.
+    var provisioning = true
+    /// Each request in flight on a device: when its client made it, and its endpoint.
+    var started: [Int: [Int: (at: Instant, endpoint: Int)]] = [:]
+    /// `http.latency` and `http.failures` by route, registered as routes first appear.
+    var endpointIndex: [String: Int] = [:]
+    var endpointMetrics: [(latency: MetricHandle, failures: MetricHandle)] = []
+    /// Each device's client counters through its earlier runs (a restored client counts
+    /// from zero).
+    var statsBefore: [Int: ChatClient.Stats] = [:]
+    /// What waits for (or holds) a server worker, by pool ticket.
+    var atServer: [UInt32: Transit] = [:]
+    var nextServing: UInt32 = 0
+    /// When the server last pushed each device: pushes collapse within `pushCollapse`.
+    var lastPushAt: [Int: Instant] = [:]
     var clients: [Int: ChatClient] = [:]
     var userOfDevice: [Int: Int] = [:]
+    /// The chatting devices in order, and each one's place in that order: its name on the
+    /// chat server (`d<ordinal>`) and in message texts, so a population that does not chat
+    /// changes no byte another device sends.
+    var chatting: [Int] = []
+    var ordinal: [Int: Int] = [:]
     var devicesOfUser: [[Int]] = []
     var connectionOf: [Int: Int] = [:]
     var deviceOfConnection: [Int: Int] = [:]
@@ -82,7 +134,7 @@ public struct ChatStack {
     var sequence: [Int: Int] = [:]
     /// Server user id → user index.
     var userIndex: [String: Int] = [:]
-    /// Client counters already recorded, per device and stat.
+    /// Client counters already recorded, per device (of its current run).
     var recordedStats: [Int: ChatClient.Stats] = [:]
     var metrics: ChatMetrics
     var invariants: ChatInvariants
@@ -115,11 +167,14 @@ public struct ChatStack {
         var config = ChatServerConfig()
         config.passwordCost = .minimum  // thousands of sign-ups; the cost is not what this models
         server = ChatServer(config: config, seed: seed.child("core"), wallClock: fleet.engineClock)
+        pool = WorkerPool(settings.server, seed: seed.child("service"))
         var plan = seed.child("plan").generator()
         var chatting: [Int] = []
-        for (index, deviceClass) in fleet.classes.enumerated() where settings.populations.isEmpty || settings.populations.contains(deviceClass.name) {
+        for (index, deviceClass) in fleet.classes.enumerated() where deviceClass.stacks.contains(.chat) {
             chatting += fleet.devices.indices.filter { Int(fleet.classOfDevice[$0]) == index }
         }
+        self.chatting = chatting
+        for (index, device) in chatting.enumerated() { ordinal[device] = index }
         var cursor = 0
         while cursor < chatting.count {
             let draw = plan.nextUnit()
@@ -167,15 +222,22 @@ public struct ChatStack {
         }
     }
 
+    /// When the set-up phases are over and clients start following their apps.
+    static let provisioningEnds = Instant.zero + .minutes(5)
+
     func scheduleSetup(into queue: inout EventQueue<FleetWorld.Event>) {
         for phase in 0..<4 { queue.schedule(.chat(.setup(phase: UInt8(phase))), at: .zero + .seconds(1 + 60 * Int64(phase))) }
+        queue.schedule(.chat(.provisioned), at: Self.provisioningEnds)
     }
 
     mutating func handle(_ event: Event, fleet: inout Fleet, now: Instant, queue: inout EventQueue<FleetWorld.Event>) {
         switch event {
         case .transit(let slot): arrived(slot, now: now, queue: &queue, fleet: &fleet)
+        case .serviceDone(let slot, let epoch): served(slot, epoch: epoch, now: now, queue: &queue, fleet: &fleet)
+        case .provisioned: provisioned(fleet: &fleet, now: now, queue: &queue)
         case .timer(let device, let generation): timerFired(Int(device), generation: generation, now: now, queue: &queue, fleet: &fleet)
-        case .talk(let user): talk(Int(user), now: now, queue: &queue, fleet: &fleet)
+        case .talk:
+            break  // the world opens the app first (`FleetWorld.talk`)
         case .setup(let phase): setup(phase, now: now, queue: &queue, fleet: &fleet)
         case .action(let user, let kind): act(Int(user), ChatAction(rawValue: kind) ?? .presence, now: now, queue: &queue, fleet: &fleet)
         case .followUp(let slot): followUp(slot, now: now, queue: &queue, fleet: &fleet)
@@ -201,6 +263,9 @@ struct ChatMetrics {
     let refreshes: MetricHandle
     let connected: MetricHandle
     let typing: MetricHandle
+    let serverUtilisation: MetricHandle
+    let serverQueue: MetricHandle
+    let serverWait: MetricHandle
     /// `chat.actions{kind}`: what users did besides sending, by ChatAction and edit/delete.
     let actions: [String: MetricHandle]
 
@@ -217,6 +282,9 @@ struct ChatMetrics {
         refreshes = recorder.register("chat.refreshes")
         connected = recorder.register("chat.connected")
         typing = recorder.register("chat.typing")
+        serverUtilisation = recorder.register("chat.server_utilisation")
+        serverQueue = recorder.register("chat.server_queue")
+        serverWait = recorder.register("chat.server_wait")
         actions = withActions ? Dictionary(uniqueKeysWithValues: Self.actionKinds.map { ($0, recorder.register("chat.actions", labels: [("kind", $0)])) }) : [:]
     }
 

@@ -22,30 +22,39 @@ public struct Fleet {
     public internal(set) var sampler: EventSampler
     var tally = FleetTally()
     var log: [DeviceObservation] = []
+    /// What the stacks' radio and CPU use costs each battery.
+    var energy: EnergyLedger
+    /// The platform push service every stack's server wakes phones through.
+    var push: PushService
 
     init(scenario: Scenario) {
         self.scenario = scenario
         root = StreamSeed(scenario.seed)
         end = .zero + scenario.duration
         environment = DeviceEnvironment(clock: DayClock(startOffset: scenario.startAt), tickInterval: scenario.ticks.interval,
-                                        mode: scenario.ticks.mode)
+                                        mode: scenario.ticks.mode, reportsExecution: scenario.runs(.chat))
         engineClock = WallClockOrigin(unixMilliseconds: WallClockOrigin.simulationEpoch.unixMilliseconds + scenario.startAt.milliseconds)
         var first = 0
         var classes: [DeviceClass] = []
         for population in scenario.devices {
             classes.append(DeviceClass(name: population.name, count: population.count, firstDevice: first,
-                                       power: population.power, lifecycle: population.lifecycle, network: population.network))
+                                       power: population.power, lifecycle: population.lifecycle, network: population.network,
+                                       stacks: scenario.stacks(of: population), tickInterval: scenario.ticks.interval, cpu: scenario.energy.cpu))
             first += population.count
         }
         self.classes = classes
         sampler = EventSampler(capacity: scenario.eventSample, seed: root.child(.recorder))
+        energy = EnergyLedger(scenario.energy, devices: first)
+        push = PushService(scenario.push)
         devices.reserveCapacity(first)
         let deviceRoot = root.child(.device)
         for (index, deviceClass) in classes.enumerated() {
             let classSeed = deviceRoot.child(deviceClass.name)
             for member in 0..<deviceClass.count {
-                devices.append(VirtualDevice(deviceClass: deviceClass, classIndex: UInt16(index),
-                                             seed: classSeed.child(UInt64(member)), environment: environment))
+                var device = VirtualDevice(deviceClass: deviceClass, classIndex: UInt16(index),
+                                           seed: classSeed.child(UInt64(member)), environment: environment)
+                _ = device.planFirstWake(env: environment)
+                devices.append(device)
                 classOfDevice.append(UInt16(index))
                 memberOfDevice.append(member)
             }
@@ -53,6 +62,9 @@ public struct Fleet {
     }
 
     func deviceClass(of device: Int) -> DeviceClass { classes[Int(classOfDevice[device])] }
+
+    /// Whether the device's population runs `stack`.
+    func runs(_ stack: StackKind, _ device: Int) -> Bool { deviceClass(of: device).stacks.contains(stack) }
 
     /// The device's own seed (`device/population/member`): every stream about this phone
     /// (its model, its chat client, its links, the pushes it gets, whether a fault or a

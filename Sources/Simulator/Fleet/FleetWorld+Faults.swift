@@ -12,12 +12,16 @@ extension FleetWorld {
             if ending { faultsInForce.remove(index) } else { faultsInForce.insert(index) }
         }
         switch fault {
-        case .serverCrash:
-            sync?.setServerDown(!ending, now: now)
-            fleet.sampler.offer(at: now, device: nil, kind: "fault") { "server-crash \(phase)" }
+        case .serverCrash(_, _, let server):
+            switch server {
+            case .sync: sync?.setServerDown(!ending, now: now)
+            case .chat: chat?.setServerDown(!ending, fleet: &fleet, now: now, queue: &queue)
+            case .workflows: break
+            }
+            fleet.sampler.offer(at: now, device: nil, kind: "fault") { "server-crash (\(server.rawValue)) \(phase)" }
             return
         case .pushOutage:
-            sync?.pushOutage = !ending
+            fleet.push.outage = !ending
             fleet.sampler.offer(at: now, device: nil, kind: "fault") { "push-outage \(phase)" }
             return
         case .partition where ending:

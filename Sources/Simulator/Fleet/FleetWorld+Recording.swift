@@ -11,6 +11,7 @@ extension FleetWorld {
             switch observation {
             case .lifecycle(let from, let to, let cause):
                 workflows?.appLifecycle(device, from: from, to: to, fleet: &fleet, now: now, queue: &queue)
+                chat?.follow(device, fleet: &fleet, now: now, queue: &queue)
                 fleet.recorder.add(metrics.transitions[Int(cause.rawValue)])
                 fleet.invariants.check(invariantIDs.lifecycleTransitionValid, Self.isValid(from: from, to: to, cause: cause),
                                        "device \(device) at \(now): \(from) -> \(to) by \(cause)")
@@ -29,6 +30,8 @@ extension FleetWorld {
                 sync?.networkChanged(device, to: to)
                 chat?.networkChanged(device, to: to, now: now, queue: &queue, fleet: &fleet)
                 fleet.sampler.offer(at: now, device: device, kind: "network") { "\(from) -> \(to)" }
+            case .execution:
+                chat?.follow(device, fleet: &fleet, now: now, queue: &queue)
             case .session(let length, let ours):
                 fleet.recorder.add(metrics.sessions[ours ? 0 : 1])
                 fleet.recorder.observe(metrics.sessionLength[ours ? 0 : 1], UInt64(max(0, length.nanoseconds)))
@@ -47,16 +50,23 @@ extension FleetWorld {
         case .batteryDied: return from != .poweredOff && to == .poweredOff
         case .booted: return from == .poweredOff && to == .killed
         case .faultKill: return (from == .foreground || from == .background) && to == .killed
+        case .pushLaunch: return from == .killed && to == .background
         }
     }
 
     /// Brings every device's accounting up to `now`, samples the fleet and closes the bucket.
     mutating func closeBucket(startingAt start: Int64, at now: Instant) {
-        chat?.closeBucket(fleet: &fleet)
+        chat?.closeBucket(fleet: &fleet, start: start, now: now)
         var sample = FleetSample()
         for index in fleet.devices.indices {
             fleet.devices[index].closeBucket(at: now, env: fleet.environment, tally: &fleet.tally, sample: &sample, index: index)
+            if fleet.classes[Int(fleet.classOfDevice[index])].tickDrain > 0 { sample.engineTicks += fleet.devices[index].ticks.total }
         }
+        // The engine's ticks are in the devices' drain; their energy is the workflow stack's.
+        if let handles = fleet.energy.handles(.workflows) {
+            fleet.recorder.add(handles.joules[.cpu], Double(sample.engineTicks - engineTicksRecorded) * fleet.energy.settings.cpu.tick / 1_000)
+        }
+        engineTicksRecorded = sample.engineTicks
         for state in PowerState.allCases {
             let s = Int(state.rawValue)
             fleet.recorder.add(metrics.ticksExecuted[s], Double(fleet.tally.ticksExecuted[s]))
@@ -127,6 +137,8 @@ struct FleetSample {
     var powerMismatch = 0
     var firstLevelViolation: String?
     var firstPowerViolation: String?
+    /// Ticks so far of the devices that run an engine.
+    var engineTicks: UInt64 = 0
 }
 
 extension VirtualDevice {

@@ -23,6 +23,8 @@ public struct FleetWorld: SimulationWorld {
         case wake(device: UInt32, generation: UInt32)
         case bucketEnd(index: UInt32)
         case fault(index: UInt16, ending: Bool)
+        /// A push (from `stack`'s server) reaches a phone.
+        case push(device: UInt32, stack: StackKind)
         case workflows(WorkflowStack.Event)
         case sync(SyncStack.Event)
         case chat(ChatStack.Event)
@@ -35,6 +37,8 @@ public struct FleetWorld: SimulationWorld {
     var metrics: FleetMetrics
     var invariantIDs: FleetInvariants
     var eventsInBucket: UInt64 = 0
+    /// Engine ticks counted at the last bucket end (their energy is the workflow stack's).
+    var engineTicksRecorded: UInt64 = 0
     /// `faults.active` by fault kind; the faults in force, and the kinds seen this bucket.
     var faultGauges: [String: MetricHandle] = [:]
     var faultsInForce: Set<Int> = []
@@ -48,12 +52,14 @@ public struct FleetWorld: SimulationWorld {
         // Registration order fixes metric and invariant ids: keep it.
         metrics = FleetMetrics(recorder: &fleet.recorder)
         invariantIDs = FleetInvariants(ledger: &fleet.invariants)
-        if let settings = scenario.workflows { workflows = WorkflowStack(settings, fleet: &fleet, syncing: scenario.sync != nil) }
+        if let settings = scenario.workflows, scenario.runs(.workflows) { workflows = WorkflowStack(settings, fleet: &fleet) }
         for kind in Set(scenario.faults.map(\.kind)).sorted() {
             faultGauges[kind] = fleet.recorder.register("faults.active", labels: [("kind", kind)])
         }
-        if let settings = scenario.sync, workflows != nil { sync = SyncStack(settings, fleet: &fleet, workflows: &workflows!) }
-        if let settings = scenario.chat { chat = ChatStack(settings, fleet: &fleet) }
+        if let settings = scenario.sync, workflows != nil, scenario.runs(.sync) { sync = SyncStack(settings, fleet: &fleet, workflows: &workflows!) }
+        if let settings = scenario.chat, scenario.runs(.chat) { chat = ChatStack(settings, fleet: &fleet) }
+        fleet.energy.register(Set(StackKind.allCases.filter(scenario.runs)), recorder: &fleet.recorder)
+        fleet.push.register([StackKind.sync, .chat].filter(scenario.runs), recorder: &fleet.recorder)
         self.fleet = fleet
     }
 
@@ -102,14 +108,31 @@ public struct FleetWorld: SimulationWorld {
             closeBucket(startingAt: Int64(index) * scenario.bucket.nanoseconds, at: now)
         case .fault(let index, let ending):
             applyFault(Int(index), ending: ending, at: now, queue: &queue)
+        case .push(let device, let stack):
+            pushArrived(Int(device), from: stack, now: now, queue: &queue)
         case .workflows(let event):
             workflows?.handle(event, fleet: &fleet, now: now, queue: &queue)
         case .sync(let event):
             guard workflows != nil else { return }
             sync?.handle(event, fleet: &fleet, workflows: &workflows!, now: now, queue: &queue)
+        case .chat(.talk(let user)):
+            talk(Int(user), now: now, queue: &queue)
         case .chat(let event):
             chat?.handle(event, fleet: &fleet, now: now, queue: &queue)
         }
+    }
+
+    /// A user writes: the chat stack picks the phone, the user opens the app on it if it is
+    /// not on screen (every stack sees the launch), and the message goes out.
+    mutating func talk(_ user: Int, now: Instant, queue: inout EventQueue<Event>) {
+        guard chat != nil, let device = chat!.writer(user, fleet: &fleet, now: now, queue: &queue) else { return }
+        if fleet.devices[device].app != .foreground {
+            guard fleet.devices[device].openApp(at: now, deviceClass: fleet.deviceClass(of: device), env: fleet.environment,
+                                                tally: &fleet.tally, log: &fleet.log) else { return }
+            if !fleet.log.isEmpty { drainLog(device: device, at: now, queue: &queue) }
+            reschedule(device, at: now, queue: &queue)
+        }
+        chat!.talk(user, from: device, now: now, queue: &queue, fleet: &fleet)
     }
 
     /// A device's own wake-up: its model advances, what it observed goes to the stacks,
@@ -129,6 +152,20 @@ public struct FleetWorld: SimulationWorld {
         }
         let next = fleet.devices[device].scheduleAfter(workDeadline: work, env: fleet.environment)
         if next < fleet.end { queue.schedule(.wake(device: UInt32(device), generation: generation), at: next) }
+    }
+
+    /// A push reached a phone: the device model decides what it does (a background window
+    /// for a suspended app), every stack sees what changed, the stack whose server pushed
+    /// acts on it, and chat catches up in a window a push opened.
+    mutating func pushArrived(_ device: Int, from stack: StackKind, now: Instant, queue: inout EventQueue<Event>) {
+        let wake = fleet.devices[device].wakeForPush(at: now, deviceClass: fleet.deviceClass(of: device), env: fleet.environment,
+                                                     tally: &fleet.tally, log: &fleet.log)
+        if let handles = fleet.push.handles(stack) { fleet.recorder.add(handles[PushService.Outcome(wake)]) }
+        if !fleet.log.isEmpty { drainLog(device: device, at: now, queue: &queue) }
+        guard wake != .notRunning else { return }
+        if stack == .sync, workflows != nil { sync?.pushArrived(device, fleet: &fleet, workflows: workflows!) }
+        chat?.pushArrived(device, fleet: &fleet, now: now, queue: &queue)
+        reschedule(device, at: now, queue: &queue)
     }
 
     /// Forgets a device's pending wake-up and schedules a fresh one (after an outside change).

@@ -28,6 +28,16 @@ extension SyncStack {
         for ticket in tickets.dropFirst() { _ = network.deliver(slot: ticket.slot, at: now) }
         if tickets.isEmpty { fleet.recorder.add(metrics.requests[.unreachable]) }
         queue.schedule(.sync(.timeout(token: token)), at: now + settings.requestTimeout)
+        let bytes = Self.wireSize(of: request.json)
+        fleet.transfer(device, bytes: bytes, .up, stack: .sync, at: now, queue: &queue)
+        fleet.compute(device, millijoules: fleet.energy.settings.cpu.kilobyte * Double(bytes) / 1_024, stack: .sync, at: now, queue: &queue)
+    }
+
+    /// Bytes of a sync request or response on the wire: its JSON and the HTTP around it.
+    static func wireSize(of body: JSONValue) -> Int {
+        var bytes: [UInt8] = []
+        body.write(to: &bytes, sortedKeys: false)
+        return bytes.count + 320
     }
 
     /// The answer reached the device.
@@ -39,6 +49,13 @@ extension SyncStack {
         slot.inFlight = nil
         slot.clock = now
         fleet.recorder.observe(metrics.latency, UInt64(max(0, (now - exchange.startedAt).nanoseconds)))
+        let bytes: Int
+        switch outcome {
+        case .failure(let refusal): bytes = 200 + refusal.message.utf8.count
+        case .success(let response): bytes = Self.wireSize(of: response.json)
+        }
+        fleet.transfer(device, bytes: bytes, .down, stack: .sync, at: now, queue: &queue)
+        fleet.compute(device, millijoules: fleet.energy.settings.cpu.kilobyte * Double(bytes) / 1_024, stack: .sync, at: now, queue: &queue)
         switch outcome {
         case .failure(let refusal):
             fleet.recorder.add(metrics.requests[.refused])
@@ -104,14 +121,10 @@ extension SyncStack {
         workflows.reschedule(device, fleet: &fleet, now: now, queue: &queue)
     }
 
-    /// A silent push reached the phone: a running app syncs on its next tick.
-    mutating func pushArrived(_ device: Int, fleet: inout Fleet, workflows: WorkflowStack, now: Instant, queue: inout EventQueue<FleetWorld.Event>) {
-        guard var slot = workflows.engines[device], slot.isRunning, slot.syncClient != nil else {
-            fleet.recorder.add(metrics.pushes[.notRunning])
-            return
-        }
-        fleet.recorder.add(metrics.pushes[.delivered])
+    /// A silent push woke the phone (or found it running): the client syncs on its next
+    /// tick. The caller reschedules the device.
+    func pushArrived(_ device: Int, fleet: inout Fleet, workflows: WorkflowStack) {
+        guard var slot = workflows.engines[device], slot.isRunning, slot.syncClient != nil else { return }
         _ = try? slot.sync(.pushReceived)
-        workflows.reschedule(device, fleet: &fleet, now: now, queue: &queue)
     }
 }

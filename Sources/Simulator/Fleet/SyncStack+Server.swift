@@ -6,50 +6,29 @@ import MobileSyncServer
 /// The server side of sync in the fleet: the worker pool in front of the core, the
 /// operator on the dashboard, pushes, campaigns and crashes.
 extension SyncStack {
-    /// A request reached the server: served at once, queued, or refused.
+    /// A request reached the server: served at once, queued, or refused. A crashed server
+    /// answers nothing: the device times out.
     mutating func serverReceived(_ token: UInt32, fleet: inout Fleet, now: Instant, queue: inout EventQueue<FleetWorld.Event>) {
         guard exchanges[token] != nil, exchanges[token]!.arrivedAt == nil else { return }
-        // A crashed server answers nothing: the device times out.
-        guard !serverDown else { return }
-        exchanges[token]!.arrivedAt = now
-        if busyWorkers < settings.workers {
-            startService(token, fleet: &fleet, now: now, queue: &queue)
-        } else if queueLength < settings.queueLimit {
-            enqueue(token)
-        } else {
+        switch pool.admit(token, now: now) {
+        case .down:
+            return
+        case .serving(let service):
+            exchanges[token]!.arrivedAt = now
+            fleet.recorder.observe(metrics.serverWait, 0)
+            queue.schedule(.sync(.serviceDone(token: token, epoch: pool.epoch)), at: now + service)
+        case .queued:
+            exchanges[token]!.arrivedAt = now
+        case .refused:
+            exchanges[token]!.arrivedAt = now
             exchanges[token]!.outcome = .failure(SyncServerRefusal(status: 503, message: "unavailable: the server is overloaded"))
             respond(token, fleet: &fleet, now: now, queue: &queue)
         }
     }
 
-    mutating func enqueue(_ token: UInt32) {
-        if waitingHead > 1_024 && waitingHead * 2 > waiting.count {
-            waiting.removeFirst(waitingHead)
-            waitingHead = 0
-        }
-        waiting.append(token)
-    }
-
-    mutating func dequeue() -> UInt32? {
-        guard waitingHead < waiting.count else { return nil }
-        waitingHead += 1
-        return waiting[waitingHead - 1]
-    }
-
-    mutating func startService(_ token: UInt32, fleet: inout Fleet, now: Instant, queue: inout EventQueue<FleetWorld.Event>) {
-        guard let arrived = exchanges[token]?.arrivedAt else { return }
-        accountBusy(to: now)
-        busyWorkers += 1
-        fleet.recorder.observe(metrics.serverWait, UInt64(max(0, (now - arrived).nanoseconds)))
-        let service = settings.serviceTime.sampleSpan(using: &generator)
-        queue.schedule(.sync(.serviceDone(token: token, epoch: epoch)), at: now + service)
-    }
-
     /// A worker finished: the core handles the request now, and the next waiting one starts.
     mutating func serviceDone(_ token: UInt32, epoch: UInt32, fleet: inout Fleet, now: Instant, queue: inout EventQueue<FleetWorld.Event>) {
-        guard epoch == self.epoch else { return }
-        accountBusy(to: now)
-        busyWorkers -= 1
+        guard pool.complete(epoch: epoch, now: now) else { return }
         if let exchange = exchanges[token] {
             do {
                 let outcome = try server.sync(exchange.request, tenant: settings.tenant, now: now)
@@ -61,9 +40,10 @@ extension SyncStack {
             }
             respond(token, fleet: &fleet, now: now, queue: &queue)
         }
-        while busyWorkers < settings.workers, let next = dequeue() {
-            guard exchanges[next] != nil else { continue }
-            startService(next, fleet: &fleet, now: now, queue: &queue)
+        let exchanges = self.exchanges
+        while let next = pool.startNext(now: now, isWanted: { exchanges[$0] != nil }) {
+            fleet.recorder.observe(metrics.serverWait, UInt64(max(0, next.waited.nanoseconds)))
+            queue.schedule(.sync(.serviceDone(token: next.token, epoch: pool.epoch)), at: now + next.service)
         }
     }
 
@@ -106,7 +86,7 @@ extension SyncStack {
     mutating func operatorResolves(_ task: UInt32, fleet: inout Fleet, now: Instant, queue: inout EventQueue<FleetWorld.Event>) {
         guard let (approval, value) = operatorTasks.removeValue(forKey: task) else { return }
         // A crashed server's dashboard answers nothing; the operator tries again a minute later.
-        if serverDown {
+        if pool.isDown {
             operatorTasks[task] = (approval, value)
             queue.schedule(.sync(.operatorResolve(task: task)), at: now + .minutes(1))
             return
@@ -120,21 +100,8 @@ extension SyncStack {
     /// Records a new command and sends its push, if any.
     mutating func announce(_ command: CommandRecord, push: PushWake?, fleet: inout Fleet, now: Instant, queue: inout EventQueue<FleetWorld.Event>) {
         commandCreated[command.id] = (now, push != nil)
-        guard push != nil, let device = deviceOfID[command.deviceID], pushStreams[device] != nil else { return }
-        if pushOutage {
-            fleet.recorder.add(metrics.pushes[.outage])
-            return
-        }
-        if pushStreams[device]!.chance(settings.pushLoss) {
-            fleet.recorder.add(metrics.pushes[.lost])
-            return
-        }
-        let copies = pushStreams[device]!.chance(settings.pushDuplication) ? 2 : 1
-        if copies == 2 { fleet.recorder.add(metrics.pushes[.duplicate]) }
-        for _ in 0..<copies {
-            let delay = settings.pushDelay.sampleSpan(using: &pushStreams[device]!)
-            queue.schedule(.sync(.push(device: UInt32(device))), at: now + delay)
-        }
+        guard push != nil, let device = deviceOfID[command.deviceID] else { return }
+        fleet.sendPush(to: device, stack: .sync, at: now, queue: &queue)
     }
 
     // MARK: Campaigns and server faults
@@ -158,13 +125,6 @@ extension SyncStack {
 
     /// The server crashes (or comes back): queued and in-service requests are lost.
     mutating func setServerDown(_ down: Bool, now: Instant) {
-        accountBusy(to: now)
-        serverDown = down
-        if down {
-            epoch &+= 1
-            busyWorkers = 0
-            waiting.removeAll()
-            waitingHead = 0
-        }
+        pool.setDown(down, now: now)
     }
 }

@@ -25,8 +25,6 @@ public struct SyncStack {
         /// A server worker finished a request (void if the server crashed since `epoch`).
         case serviceDone(token: UInt32, epoch: UInt32)
         case timeout(token: UInt32)
-        /// A silent push reached a phone.
-        case push(device: UInt32)
         /// The operator resolves an approval on the dashboard.
         case operatorResolve(task: UInt32)
         case campaign(index: UInt16)
@@ -57,29 +55,19 @@ public struct SyncStack {
     let ids: SyncInvariants
     let root: StreamSeed
     var server: SyncServer
+    /// The server's capacity model in front of the core.
+    var pool: WorkerPool
     var network: VirtualNetwork<Message>
     let serverEndpoint: EndpointID
     /// Endpoint of each device, by device index.
     var endpoints: [EndpointID]
     var exchanges: [UInt32: Exchange] = [:]
     var nextToken: UInt32 = 0
-    var busyWorkers = 0
-    var waiting: [UInt32] = []
-    var waitingHead = 0
-    var serverDown = false
-    /// Bumped by a crash: service completions from before it are void.
-    var epoch: UInt32 = 0
-    var busyIntegral: Int64 = 0
-    var lastBusyChange: Instant = .zero
-    var pushOutage = false
-    /// The server's service times, and the operator's decisions: streams of their own.
-    var generator: SeededGenerator
+    /// The operator's decisions: a stream of their own.
     var operatorGenerator: SeededGenerator
     /// Each device's name on the server, and back.
     let deviceIDs: [String]
     let deviceOfID: [String: Int]
-    /// The push service's loss, duplication and delay, per receiving device.
-    var pushStreams: [Int: SeededGenerator] = [:]
     /// When each command was created and whether a push announced it.
     var commandCreated: [String: (at: Instant, pushed: Bool)] = [:]
     /// complete_step commands: the gate they resolve, for the approval round trip.
@@ -87,6 +75,9 @@ public struct SyncStack {
     var appliedCommands: Set<String> = []
     var operatorTasks: [UInt32: (approval: String, value: String)] = [:]
     var nextOperatorTask: UInt32 = 0
+
+    /// The sync endpoint, as `http.latency` names it.
+    static let endpoint = "POST /api/v1/mobile/sync"
 
     /// The server, its network and the devices' registrations, at the start of a run.
     init(_ settings: SyncSettings, fleet: inout Fleet, workflows: inout WorkflowStack) {
@@ -110,9 +101,8 @@ public struct SyncStack {
                                                stream: fleet.deviceSeed(index).child("sync-link"))
             if fleet.devices[index].network == .offline { network.setOffline(true, for: endpoint) }
             endpoints.append(endpoint)
-            guard let slot = workflows.engines[index] else { continue }
-            var token = fleet.deviceSeed(index).child("push-token").generator()
-            slot.pushToken = token.chance(settings.pushShare)
+            guard let slot = workflows.engines[index], slot.syncing else { continue }
+            slot.pushToken = fleet.push.hasToken(index, fleetSeed: fleet.deviceSeed(index))
             server.register(device: deviceIDs[index], platform: "ios", pushToken: slot.pushToken ? "push-\(deviceIDs[index])" : nil,
                             tenant: settings.tenant, now: .zero)
         }
@@ -120,11 +110,8 @@ public struct SyncStack {
         self.server = server
         self.network = network
         self.endpoints = endpoints
-        generator = seed.child("service").generator()
+        pool = WorkerPool(settings.server, seed: seed.child("service"))
         operatorGenerator = seed.child("operator").generator()
-        for index in fleet.devices.indices where workflows.engines[index] != nil {
-            pushStreams[index] = fleet.deviceSeed(index).child("push").generator()
-        }
     }
 
     func scheduleCampaigns(into queue: inout EventQueue<FleetWorld.Event>) {
@@ -144,7 +131,6 @@ public struct SyncStack {
             }
         case .serviceDone(let token, let epoch): serviceDone(token, epoch: epoch, fleet: &fleet, now: now, queue: &queue)
         case .timeout(let token): timedOut(token, fleet: &fleet, workflows: workflows, now: now, queue: &queue)
-        case .push(let device): pushArrived(Int(device), fleet: &fleet, workflows: workflows, now: now, queue: &queue)
         case .operatorResolve(let task): operatorResolves(task, fleet: &fleet, now: now, queue: &queue)
         case .campaign(let index): runCampaign(Int(index), fleet: &fleet, workflows: workflows, now: now, queue: &queue)
         }
@@ -155,13 +141,6 @@ public struct SyncStack {
         return nextToken
     }
 
-    var queueLength: Int { waiting.count - waitingHead }
-
-    /// Accounts worker time up to `now`, for the utilisation gauge.
-    mutating func accountBusy(to now: Instant) {
-        busyIntegral += Int64(busyWorkers) * (now - lastBusyChange).nanoseconds
-        lastBusyChange = now
-    }
 
     // MARK: The phone and the network
 
@@ -188,11 +167,8 @@ public struct SyncStack {
 
     mutating func closeBucket(fleet: inout Fleet, workflows: WorkflowStack, start: Int64, now: Instant) {
         fleet.recorder.set(metrics.outboxDepth, Double(workflows.engines.reduce(0) { $0 + ((try? $1?.store.outboxCount()) ?? 0) }))
-        accountBusy(to: now)
-        let capacity = Double(settings.workers) * Double(max(1, now.nanoseconds - start))
-        fleet.recorder.set(metrics.utilisation, 100 * Double(busyIntegral) / capacity)
-        busyIntegral = 0
-        fleet.recorder.set(metrics.queueLength, Double(queueLength))
+        fleet.recorder.set(metrics.utilisation, pool.utilisation(bucketStart: start, now: now))
+        fleet.recorder.set(metrics.queueLength, Double(pool.queueLength))
     }
 
     /// No approval lost: every gate waiting on a device whose outbox has drained is known
@@ -217,11 +193,6 @@ struct SyncMetrics {
         var label: String { ["ok", "refused", "timeout", "unreachable"][rawValue] }
     }
 
-    enum PushOutcome: Int, MetricLabel {
-        case delivered, lost, outage, duplicate, notRunning
-        var label: String { ["delivered", "lost", "outage", "duplicate", "not_running"][rawValue] }
-    }
-
     enum CommandOutcome: Int, MetricLabel {
         case applied, duplicate, refused, deferred
         var label: String { ["applied", "duplicate", "refused", "deferred"][rawValue] }
@@ -233,6 +204,7 @@ struct SyncMetrics {
     }
 
     let requests: LabelledHandles<RequestOutcome>
+    /// `http.latency` of the sync endpoint: send to answer.
     let latency: MetricHandle
     /// By power state.
     let interval: [MetricHandle]
@@ -242,14 +214,13 @@ struct SyncMetrics {
     let serverWait: MetricHandle
     let roundTrip: MetricHandle
     let commandLatency: LabelledHandles<Pushed>
-    let pushes: LabelledHandles<PushOutcome>
     let commands: LabelledHandles<CommandOutcome>
     let approvals: MetricHandle
     let resolved: MetricHandle
 
     init(recorder: inout Recorder) {
         requests = LabelledHandles("sync.requests", label: "outcome", recorder: &recorder)
-        latency = recorder.register("sync.latency")
+        latency = recorder.register("http.latency", labels: [("stack", "sync"), ("endpoint", SyncStack.endpoint)])
         interval = PowerState.allCases.map { recorder.register("sync.interval", labels: [("power_state", $0.description)]) }
         outboxDepth = recorder.register("sync.outbox_depth")
         utilisation = recorder.register("sync.server_utilisation")
@@ -257,7 +228,6 @@ struct SyncMetrics {
         serverWait = recorder.register("sync.server_wait")
         roundTrip = recorder.register("sync.approval_round_trip")
         commandLatency = LabelledHandles("sync.command_latency", label: "push", recorder: &recorder)
-        pushes = LabelledHandles("sync.pushes", label: "outcome", recorder: &recorder)
         commands = LabelledHandles("sync.commands", label: "outcome", recorder: &recorder)
         approvals = recorder.register("sync.approvals_created")
         resolved = recorder.register("sync.approvals_resolved")

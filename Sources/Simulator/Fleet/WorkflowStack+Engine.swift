@@ -49,7 +49,7 @@ extension WorkflowStack {
         }
         let waiting = engine.waitingSteps()
         slot.live = consume engine
-        if syncing {
+        if slot.syncing {
             slot.syncClient = SyncClient(config: SyncClient.Config(deviceID: fleet.deviceName(device)), baseTickMs: settings.engine.tickIntervalMs,
                                          seed: slot.seed.child("sync").child(launch))
             slot.inFlight = nil
@@ -82,7 +82,7 @@ extension WorkflowStack {
             switch effect {
             case .persist(let snapshot):
                 try? engines[device]!.store.apply(effect)
-                if syncing, snapshot.instance.parent == nil {
+                if engines[device]!.syncing, snapshot.instance.parent == nil {
                     var slot = engines[device]!
                     slot.clock = now
                     try? slot.queueStatus(snapshot.instance.instanceID)
@@ -90,7 +90,7 @@ extension WorkflowStack {
             case .delete, .storeSequence, .removeSequence, .telemetry:
                 try? engines[device]!.store.apply(effect)
             case .invoke(let invocation):
-                if syncing, SyncOutboxWriter.delegates(invocation) {
+                if engines[device]!.syncing, SyncOutboxWriter.delegates(invocation) {
                     var slot = engines[device]!
                     slot.clock = now
                     try? slot.queueDelegation(invocation)
@@ -125,6 +125,7 @@ extension WorkflowStack {
         let token = slot.token()
         slot.handlers[token] = DeviceEngine.PendingHandler(key: invocation.key, outcome: outcome)
         queue.schedule(.workflows(.handlerDone(device: UInt32(device), token: token)), at: now + duration)
+        fleet.compute(device, millijoules: fleet.energy.settings.cpu.step, stack: .workflows, at: now, queue: &queue)
         if let sequence = metrics.slot(invocation.sequenceName) {
             fleet.recorder.add(metrics.steps[sequence])
             if invocation.key.attempt > 1 { fleet.recorder.add(metrics.retries[sequence]) }
@@ -137,7 +138,7 @@ extension WorkflowStack {
                          queue: inout EventQueue<FleetWorld.Event>) {
         let slot = engines[device]!
         guard let sequence = slot.instanceFacts(instanceID)?.sequence else { return }
-        if syncing, !catalog.answeredOnDevice(sequence: sequence, step: step) {
+        if slot.syncing, !catalog.answeredOnDevice(sequence: sequence, step: step) {
             var driver = slot
             driver.clock = now
             try? driver.queueApproval(instanceID, step: step)

@@ -32,8 +32,6 @@ public struct WorkflowStack {
     let catalog: WorkflowCatalog
     let metrics: WorkflowMetrics
     let instancesAccounted: Int
-    /// Whether the engines report to a sync server (the sync stack is on).
-    let syncing: Bool
     /// Each device's engine slot; nil for devices of populations without workloads.
     var engines: [DeviceEngine?] = []
     /// Workload indices that apply to each device class.
@@ -41,9 +39,8 @@ public struct WorkflowStack {
     /// Top-level active instances per device, as last seen (dead engines keep theirs).
     var activeTopLevel: [Int32] = []
 
-    init(_ settings: WorkflowSettings, fleet: inout Fleet, syncing: Bool) {
+    init(_ settings: WorkflowSettings, fleet: inout Fleet) {
         self.settings = settings
-        self.syncing = syncing
         catalog = WorkflowCatalog(settings)
         metrics = WorkflowMetrics(sequences: catalog.stepsOfWorkloads, recorder: &fleet.recorder)
         instancesAccounted = fleet.invariants.register("workflow.instances_accounted")
@@ -53,9 +50,16 @@ public struct WorkflowStack {
         engines.reserveCapacity(fleet.devices.count)
         for device in fleet.devices.indices {
             let deviceClass = fleet.deviceClass(of: device)
-            engines.append(workloadsOfClass[Int(fleet.classOfDevice[device])].isEmpty ? nil
-                : DeviceEngine(seed: fleet.root.child(.workload).child(deviceClass.name).child(UInt64(fleet.memberOfDevice[device])),
-                               wallClock: fleet.engineClock))
+            guard deviceClass.stacks.contains(.workflows), !workloadsOfClass[Int(fleet.classOfDevice[device])].isEmpty else {
+                engines.append(nil)
+                activeTopLevel.append(0)
+                continue
+            }
+            let engine = DeviceEngine(seed: fleet.root.child(.workload).child(deviceClass.name).child(UInt64(fleet.memberOfDevice[device])),
+                                      wallClock: fleet.engineClock)
+            // The engine reports to a sync server when the population runs sync.
+            engine.syncing = deviceClass.stacks.contains(.sync) && fleet.scenario.sync != nil
+            engines.append(engine)
             activeTopLevel.append(0)
         }
     }

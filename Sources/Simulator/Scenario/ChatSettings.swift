@@ -1,11 +1,10 @@
 public import LabKernel
 
-/// The `chat:` section: devices of the named populations are grouped into users (one to
-/// three devices each), who talk in DMs and groups through the d3chat server core, with
-/// the real client core and real crypto on every device. docs/scenarios.md lists the keys.
+/// The `chat:` section: devices of the populations that run the chat stack are grouped
+/// into users (one to three devices each), who talk in DMs and groups through the d3chat
+/// server core, with the real client core and real crypto on every device.
+/// docs/scenarios.md lists the keys.
 public struct ChatSettings: Sendable, Decodable {
-    /// Populations whose devices chat (default: all).
-    public var populations: [String] = []
     /// Shares of users with 1, 2 and 3 devices.
     public var devicesPerUser: [Ratio] = [Ratio(numerator: 50, denominator: 100), Ratio(numerator: 35, denominator: 100),
                                           Ratio(numerator: 15, denominator: 100)]
@@ -25,9 +24,12 @@ public struct ChatSettings: Sendable, Decodable {
     public var churn = ChatChurn()
     /// What users do besides sending.
     public var actions = ChatActions()
+    /// The d3chat server's worker pool: every request, socket open and client frame takes
+    /// a worker for a service time.
+    public var server = ServerCapacity(workers: 8, serviceTime: .lognormal(median: 0.002, sigma: 0.5), queueLimit: 5_000)
 
     enum CodingKeys: String, CodingKey, CaseIterable {
-        case devices, devicesPerUser, groups, groupSize, dmsPerUser, messagesPerUserHour, groupShare, byHour, typingShare, churn, actions
+        case devices, devicesPerUser, groups, groupSize, dmsPerUser, messagesPerUserHour, groupShare, byHour, typingShare, churn, actions, server
     }
 
     public init() {}
@@ -37,8 +39,8 @@ public struct ChatSettings: Sendable, Decodable {
         func fail(_ key: CodingKeys, _ message: String) -> DecodingError {
             .dataCorrupted(.init(codingPath: c.codingPath + [key], debugDescription: message))
         }
-        if let one = try? c.decode(String.self, forKey: .devices) { populations = [one] } else {
-            populations = try c.decodeIfPresent([String].self, forKey: .devices) ?? []
+        if c.contains(.devices) {
+            throw fail(.devices, "which populations chat is their `stacks:` list now (e.g. stacks: [chat] under devices)")
         }
         if let shares = try c.decodeIfPresent([String: Ratio].self, forKey: .devicesPerUser) {
             guard Set(shares.keys).isSubset(of: ["1", "2", "3"]) else { throw fail(.devicesPerUser, "keys are 1, 2 and 3 (devices per user)") }
@@ -61,6 +63,7 @@ public struct ChatSettings: Sendable, Decodable {
         typingShare = try c.decodeIfPresent(Ratio.self, forKey: .typingShare) ?? typingShare
         churn = try c.decodeIfPresent(ChatChurn.self, forKey: .churn) ?? churn
         actions = try c.decodeIfPresent(ChatActions.self, forKey: .actions) ?? actions
+        server = try ServerCapacity.decode(c, key: .server, defaults: server)
         guard byHour.isEmpty || (byHour.count == 24 && byHour.allSatisfy { $0 >= 0 } && byHour.contains { $0 > 0 }) else {
             throw fail(.byHour, "24 weights, one per hour from 00:00, none negative and not all zero")
         }

@@ -34,7 +34,7 @@ private func microPercent<K: CodingKey>(_ c: KeyedDecodingContainer<K>, _ key: K
 
 extension PowerProfile: Decodable {
     enum CodingKeys: String, CodingKey, CaseIterable {
-        case preset, initialLevel, drainPerHour, chargePerHour, overnightCharge, overnightJitter, topUpsPerDay, topUpLength
+        case preset, initialLevel, drainPerHour, chargePerHour, overnightCharge, overnightJitter, topUpsPerDay, topUpLength, capacityWh
     }
 
     enum DrainKeys: String, CodingKey, CaseIterable { case foreground, screen, idle }
@@ -58,6 +58,8 @@ extension PowerProfile: Decodable {
         overnightJitter = try c.decodeIfPresent(TimeSpan.self, forKey: .overnightJitter) ?? overnightJitter
         topUpsPerDay = try c.decodeIfPresent(Double.self, forKey: .topUpsPerDay) ?? topUpsPerDay
         topUpLength = try c.decodeIfPresent(Distribution.self, forKey: .topUpLength) ?? topUpLength
+        capacityWh = try c.decodeIfPresent(Double.self, forKey: .capacityWh) ?? capacityWh
+        guard (1...200).contains(capacityWh) else { throw bad(c.codingPath + [CodingKeys.capacityWh], "expected 1...200 watt-hours") }
         guard topUpsPerDay >= 0 && topUpsPerDay <= 1_000 else { throw bad(c.codingPath + [CodingKeys.topUpsPerDay], "expected 0...1000 per day") }
         guard overnightJitter >= .zero && overnightJitter <= .hours(12) else {
             throw bad(c.codingPath + [CodingKeys.overnightJitter], "expected a jitter between 0 and 12h")
@@ -68,7 +70,7 @@ extension PowerProfile: Decodable {
 extension LifecycleProfile: Decodable {
     enum CodingKeys: String, CodingKey, CaseIterable {
         case preset, activeHours, activeJitter, sessionsPerDay, sessionLength, appShare, userKill,
-             backgroundKillAfter, backgroundRefresh, runningAtStart, foregroundAtStart
+             backgroundKillAfter, backgroundRefresh, pushWindow, runningAtStart, foregroundAtStart
     }
 
     enum RefreshKeys: String, CodingKey, CaseIterable { case every, window }
@@ -90,6 +92,10 @@ extension LifecycleProfile: Decodable {
         userKill = try c.decodeIfPresent(Ratio.self, forKey: .userKill) ?? userKill
         runningAtStart = try c.decodeIfPresent(Ratio.self, forKey: .runningAtStart) ?? runningAtStart
         foregroundAtStart = try c.decodeIfPresent(Ratio.self, forKey: .foregroundAtStart) ?? foregroundAtStart
+        pushWindow = try c.decodeIfPresent(TimeSpan.self, forKey: .pushWindow) ?? pushWindow
+        guard pushWindow >= .seconds(1) && pushWindow <= .minutes(10) else {
+            throw bad(c.codingPath + [CodingKeys.pushWindow], "expected a push window between 1s and 10m")
+        }
         if c.contains(.backgroundKillAfter) {
             if (try? c.decode(String.self, forKey: .backgroundKillAfter)) == "never" {
                 backgroundKillAfter = nil

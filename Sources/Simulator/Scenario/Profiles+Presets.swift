@@ -6,19 +6,19 @@ extension PowerProfile {
         "typical": PowerProfile(
             initialLevel: .uniform(low: 25, high: 100), drainForeground: 14_000_000, drainScreen: 10_000_000,
             drainIdle: 700_000, chargeRate: 45_000_000, overnightCharge: Ratio(numerator: 85, denominator: 100),
-            overnightJitter: .minutes(45), topUpsPerDay: 0.6, topUpLength: .lognormal(median: 1_500, sigma: 0.6)),
+            overnightJitter: .minutes(45), topUpsPerDay: 0.6, topUpLength: .lognormal(median: 1_500, sigma: 0.6), capacityWh: 13),
         "heavy": PowerProfile(
             initialLevel: .uniform(low: 15, high: 90), drainForeground: 18_000_000, drainScreen: 14_000_000,
             drainIdle: 1_000_000, chargeRate: 40_000_000, overnightCharge: Ratio(numerator: 90, denominator: 100),
-            overnightJitter: .minutes(45), topUpsPerDay: 1.2, topUpLength: .lognormal(median: 1_500, sigma: 0.6)),
+            overnightJitter: .minutes(45), topUpsPerDay: 1.2, topUpLength: .lognormal(median: 1_500, sigma: 0.6), capacityWh: 17),
         "light": PowerProfile(
             initialLevel: .uniform(low: 50, high: 100), drainForeground: 10_000_000, drainScreen: 8_000_000,
             drainIdle: 400_000, chargeRate: 50_000_000, overnightCharge: Ratio(numerator: 70, denominator: 100),
-            overnightJitter: .minutes(60), topUpsPerDay: 0.2, topUpLength: .lognormal(median: 1_800, sigma: 0.6)),
+            overnightJitter: .minutes(60), topUpsPerDay: 0.2, topUpLength: .lognormal(median: 1_800, sigma: 0.6), capacityWh: 11),
         "low-battery": PowerProfile(
             initialLevel: .uniform(low: 3, high: 25), drainForeground: 16_000_000, drainScreen: 12_000_000,
             drainIdle: 1_000_000, chargeRate: 35_000_000, overnightCharge: Ratio(numerator: 50, denominator: 100),
-            overnightJitter: .minutes(90), topUpsPerDay: 0.3, topUpLength: .lognormal(median: 1_200, sigma: 0.6)),
+            overnightJitter: .minutes(90), topUpsPerDay: 0.3, topUpLength: .lognormal(median: 1_200, sigma: 0.6), capacityWh: 11),
     ]
 }
 

@@ -2,7 +2,7 @@ import LabKernel
 
 extension Scenario: Decodable {
     enum CodingKeys: String, CodingKey, CaseIterable {
-        case name, description, seed, duration, startAt, bucket, ticks, links, devices, faults, thresholds, eventSample, workflows, sync, chat
+        case name, description, seed, duration, startAt, bucket, ticks, links, devices, faults, thresholds, eventSample, workflows, sync, chat, push, energy
     }
 
     public init(from decoder: any Decoder) throws {
@@ -37,7 +37,11 @@ extension Scenario: Decodable {
                 codingPath: c.codingPath + [CodingKeys.devices, IndexKey(index), Population.CodingKeys.name],
                 debugDescription: "population name '\(population.name)' is used twice"))
         }
-        faults = try c.decodeIfPresent([Fault].self, forKey: .faults) ?? []
+        // A server-crash names its server; without the key, the one server the scenario has.
+        let servers: [StackKind] = [.sync, .chat].filter { c.contains($0 == .sync ? .sync : .chat) }
+        faults = try Fault.$defaultServer.withValue(servers.count > 1 ? nil : servers.first ?? .sync) {
+            try c.decodeIfPresent([Fault].self, forKey: .faults) ?? []
+        }
         for (index, fault) in faults.enumerated() {
             let path = c.codingPath + [CodingKeys.faults, IndexKey(index)]
             if fault.at >= duration {
@@ -67,10 +71,10 @@ extension Scenario: Decodable {
             }
         }
         chat = try c.decodeIfPresent(ChatSettings.self, forKey: .chat)
-        if let unknown = chat?.populations.first(where: { !seen.contains($0) }) {
-            throw fail(.chat, "no device population named '\(unknown)'")
-        }
+        push = try c.decodeIfPresent(PushSettings.self, forKey: .push) ?? PushSettings()
+        energy = try c.decodeIfPresent(EnergySettings.self, forKey: .energy) ?? EnergySettings()
         sync = try c.decodeIfPresent(SyncSettings.self, forKey: .sync)
+        try checkStacks(c)
         if let sync {
             guard let workflows else { throw fail(.sync, "sync needs a workflows section: the devices' engines are what syncs") }
             let sequences = Set(workflows.workloads.map(\.sequenceName))
@@ -88,11 +92,38 @@ extension Scenario: Decodable {
                 }
             }
         }
-        for (index, fault) in faults.enumerated() where fault.needsSync && sync == nil {
+        for (index, fault) in faults.enumerated() {
+            let needs = fault.needs
+            guard !needs.isEmpty, !needs.contains(where: runs) else { continue }
+            let names = needs.sorted().map(\.rawValue).joined(separator: " or ")
             throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [CodingKeys.faults, IndexKey(index)],
-                                                    debugDescription: "a \(fault.kind) fault needs a sync section"))
+                                                    debugDescription: "a \(fault.kind) fault needs a population that runs \(names)"))
         }
         guard (0...1_000_000).contains(eventSample) else { throw fail(.eventSample, "expected 0...1000000 events") }
+    }
+
+    /// Every stack a population lists has its section, sync rides on the same devices'
+    /// engines, and a population that runs workflows has a workload that applies to it.
+    func checkStacks(_ c: KeyedDecodingContainer<CodingKeys>) throws {
+        for (index, population) in devices.enumerated() {
+            guard let listed = population.stacks else { continue }
+            let path = c.codingPath + [CodingKeys.devices, IndexKey(index), Population.CodingKeys.stacks]
+            func fail(_ message: String) -> DecodingError { .dataCorrupted(.init(codingPath: path, debugDescription: message)) }
+            let sections: [StackKind: Bool] = [.workflows: workflows != nil, .sync: sync != nil, .chat: chat != nil]
+            for stack in listed.sorted() where sections[stack] != true {
+                throw fail("'\(population.name)' runs \(stack.rawValue) but the scenario has no \(stack.rawValue): section")
+            }
+            if listed.contains(.sync) && !listed.contains(.workflows) {
+                throw fail("sync needs workflows on the same devices: the engine is what syncs")
+            }
+            if listed.contains(.workflows), let workflows,
+               !workflows.workloads.contains(where: { $0.populations.isEmpty || $0.populations.contains(population.name) }) {
+                throw fail("'\(population.name)' runs workflows but no workload under workflows.run applies to it")
+            }
+        }
+        if sync != nil, workflows != nil, !runs(.sync) {
+            throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [CodingKeys.sync], debugDescription: "no population runs sync"))
+        }
     }
 
     /// The narrowest of a few round widths that gives at most 200 buckets.

@@ -24,10 +24,30 @@ public struct Scenario: Sendable {
     /// The devices' engines sync with a simulated orch8 server; nil: no sync.
     public var sync: SyncSettings?
     public var chat: ChatSettings?
+    /// The push service every stack's server wakes phones through.
+    public var push = PushSettings()
+    /// What the stacks' radio and CPU use costs the battery.
+    public var energy = EnergySettings()
     /// The scenario file's text, stored in the results so a run documents itself.
     public var text: String = ""
 
     public var deviceCount: Int { devices.reduce(0) { $0 + $1.count } }
+
+    /// The stacks a population's devices run: the ones it lists, or, when it lists none,
+    /// every stack the scenario configures (workflows only where a workload applies).
+    public func stacks(of population: Population) -> Set<StackKind> {
+        if let listed = population.stacks { return listed }
+        var stacks: Set<StackKind> = []
+        if let workflows, workflows.workloads.contains(where: { $0.populations.isEmpty || $0.populations.contains(population.name) }) {
+            stacks.insert(.workflows)
+            if sync != nil { stacks.insert(.sync) }
+        }
+        if chat != nil { stacks.insert(.chat) }
+        return stacks
+    }
+
+    /// Whether any population runs `stack`.
+    public func runs(_ stack: StackKind) -> Bool { devices.contains { stacks(of: $0).contains(stack) } }
 }
 
 public struct TickSettings: Sendable, Hashable, Decodable {
@@ -101,15 +121,19 @@ public struct Population: Sendable, Hashable, Decodable {
     public var power: PowerProfile
     public var lifecycle: LifecycleProfile
     public var network: NetworkProfile
+    /// The stacks its devices run, as listed; nil: every stack the scenario configures.
+    public var stacks: Set<StackKind>?
 
-    enum CodingKeys: String, CodingKey, CaseIterable { case name, count, power, lifecycle, network }
+    enum CodingKeys: String, CodingKey, CaseIterable { case name, count, power, lifecycle, network, stacks }
 
-    public init(name: String, count: Int, power: PowerProfile, lifecycle: LifecycleProfile, network: NetworkProfile) {
+    public init(name: String, count: Int, power: PowerProfile, lifecycle: LifecycleProfile, network: NetworkProfile,
+                stacks: Set<StackKind>? = nil) {
         self.name = name
         self.count = count
         self.power = power
         self.lifecycle = lifecycle
         self.network = network
+        self.stacks = stacks
     }
 
     public init(from decoder: any Decoder) throws {
@@ -123,6 +147,12 @@ public struct Population: Sendable, Hashable, Decodable {
         power = try c.decodeIfPresent(PowerProfile.self, forKey: .power) ?? PowerProfile.presets["typical"]!
         lifecycle = try c.decodeIfPresent(LifecycleProfile.self, forKey: .lifecycle) ?? LifecycleProfile.presets["typical"]!
         network = try c.decodeIfPresent(NetworkProfile.self, forKey: .network) ?? NetworkProfile.presets["typical"]!
+        if let listed = try c.decodeIfPresent([StackKind].self, forKey: .stacks) {
+            guard Set(listed).count == listed.count else {
+                throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [CodingKeys.stacks], debugDescription: "a stack is listed twice"))
+            }
+            stacks = Set(listed)
+        }
     }
 }
 
@@ -136,15 +166,16 @@ public enum Fault: Sendable, Hashable {
     /// A fraction of devices cannot reach the sync server (a routing or CDN failure); they
     /// stay online otherwise.
     case partition(at: TimeSpan, duration: TimeSpan, fraction: Ratio, population: String?)
-    /// The sync server goes down: requests queued or in service are lost, new ones get no
-    /// answer; its state survives the restart.
-    case serverCrash(at: TimeSpan, duration: TimeSpan)
+    /// A server goes down (`sync` or `chat`, whichever the scenario runs when it runs one):
+    /// requests queued or in service are lost, new ones get no answer, sockets drop; its
+    /// state survives the restart.
+    case serverCrash(at: TimeSpan, duration: TimeSpan, server: StackKind)
     /// Silent pushes are not delivered (APNs or FCM down).
     case pushOutage(at: TimeSpan, duration: TimeSpan)
 
     public var at: TimeSpan {
         switch self {
-        case .massAppKill(let at, _, _), .radioOff(let at, _, _, _), .partition(let at, _, _, _), .serverCrash(let at, _),
+        case .massAppKill(let at, _, _), .radioOff(let at, _, _, _), .partition(let at, _, _, _), .serverCrash(let at, _, _),
              .pushOutage(let at, _):
             return at
         }
@@ -154,7 +185,7 @@ public enum Fault: Sendable, Hashable {
     public var duration: TimeSpan? {
         switch self {
         case .massAppKill: return nil
-        case .radioOff(_, let d, _, _), .partition(_, let d, _, _), .serverCrash(_, let d), .pushOutage(_, let d): return d
+        case .radioOff(_, let d, _, _), .partition(_, let d, _, _), .serverCrash(_, let d, _), .pushOutage(_, let d): return d
         }
     }
 
@@ -177,17 +208,24 @@ public enum Fault: Sendable, Hashable {
         }
     }
 
-    /// Faults of the sync server and its pushes need a `sync:` section.
-    public var needsSync: Bool {
+    /// The stack a fault needs: a partition cuts devices off the sync server, a crash takes
+    /// down the server it names; pushes need a server that pushes.
+    public var needs: Set<StackKind> {
         switch self {
-        case .partition, .serverCrash, .pushOutage: return true
-        case .massAppKill, .radioOff: return false
+        case .partition: return [.sync]
+        case .serverCrash(_, _, let server): return [server]
+        case .pushOutage: return [.sync, .chat]
+        case .massAppKill, .radioOff: return []
         }
     }
 }
 
 extension Fault: Decodable {
-    enum CodingKeys: String, CodingKey, CaseIterable { case kind, at, duration, fraction, devices }
+    enum CodingKeys: String, CodingKey, CaseIterable { case kind, at, duration, fraction, devices, server }
+
+    /// Which server a `server-crash` without a `server:` key takes down, set by the scenario
+    /// while it decodes (the one it has); nil when it has both and the key is required.
+    @TaskLocal static var defaultServer: StackKind? = .sync
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -204,16 +242,31 @@ extension Fault: Decodable {
         switch kind {
         case "mass-app-kill":
             try reject(.duration)
+            try reject(.server)
             self = .massAppKill(at: at, fraction: fraction, population: population)
         case "radio-off":
+            try reject(.server)
             self = .radioOff(at: at, duration: try c.decode(TimeSpan.self, forKey: .duration), fraction: fraction, population: population)
         case "partition":
+            try reject(.server)
             self = .partition(at: at, duration: try c.decode(TimeSpan.self, forKey: .duration), fraction: fraction, population: population)
         case "server-crash", "push-outage":
             try reject(.fraction)
             try reject(.devices)
             let duration = try c.decode(TimeSpan.self, forKey: .duration)
-            self = kind == "server-crash" ? .serverCrash(at: at, duration: duration) : .pushOutage(at: at, duration: duration)
+            if kind == "server-crash" {
+                guard let server = try c.decodeIfPresent(StackKind.self, forKey: .server) ?? Self.defaultServer else {
+                    throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath, debugDescription:
+                        "the scenario has a sync and a chat server: name the one that crashes (server: sync or server: chat)"))
+                }
+                guard server == .sync || server == .chat else {
+                    throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [CodingKeys.server], debugDescription: "expected sync or chat"))
+                }
+                self = .serverCrash(at: at, duration: duration, server: server)
+            } else {
+                try reject(.server)
+                self = .pushOutage(at: at, duration: duration)
+            }
         default:
             throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [CodingKeys.kind], debugDescription:
                 "unknown fault kind '\(kind)'; expected one of: mass-app-kill, radio-off, partition, server-crash, push-outage"))

@@ -6,19 +6,11 @@ public import LabKernel
 /// every key.
 public struct SyncSettings: Sendable {
     public var tenant = "fleet"
-    /// The server's worker pool: requests wait in a queue when every worker is busy.
-    public var workers = 8
-    /// Time a worker spends on one sync (seconds).
-    public var serviceTime: Distribution = .lognormal(median: 0.004, sigma: 0.5)
-    /// Requests waiting beyond this are refused with 503 and `Retry-After`.
-    public var queueLimit = 5_000
+    /// The server's worker pool: requests wait in a queue when every worker is busy, and
+    /// beyond `queueLimit` are refused with 503 and `Retry-After`.
+    public var server = ServerCapacity(workers: 8, serviceTime: .lognormal(median: 0.004, sigma: 0.5), queueLimit: 5_000)
     /// A device gives up on a request after this long and backs off.
     public var requestTimeout: TimeSpan = .seconds(30)
-    /// Share of devices that registered a push token.
-    public var pushShare = Ratio(numerator: 80, denominator: 100)
-    public var pushDelay: Distribution = .lognormal(median: 1, sigma: 1)
-    public var pushLoss = Ratio(numerator: 1, denominator: 100)
-    public var pushDuplication = Ratio(numerator: 5, denominator: 1_000)
     /// How long an operator takes to resolve an approval on the dashboard (seconds).
     public var operatorThinkTime: Distribution = .lognormal(median: 120, sigma: 1)
     /// How the operator decides, by step id; steps not listed get their first choice.
@@ -43,29 +35,16 @@ public struct Campaign: Sendable {
 
 extension SyncSettings: Decodable {
     enum CodingKeys: String, CodingKey, CaseIterable { case tenant, server, requestTimeout, push, `operator`, campaigns }
-    enum ServerKeys: String, CodingKey, CaseIterable { case workers, serviceTime, queueLimit }
-    enum PushKeys: String, CodingKey, CaseIterable { case share, delay, loss, duplication }
     enum OperatorKeys: String, CodingKey, CaseIterable { case thinkTime, answers }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         tenant = try c.decodeIfPresent(String.self, forKey: .tenant) ?? tenant
-        if c.contains(.server) {
-            let s = try c.nestedContainer(keyedBy: ServerKeys.self, forKey: .server)
-            workers = try s.decodeIfPresent(Int.self, forKey: .workers) ?? workers
-            serviceTime = try s.decodeIfPresent(Distribution.self, forKey: .serviceTime) ?? serviceTime
-            queueLimit = try s.decodeIfPresent(Int.self, forKey: .queueLimit) ?? queueLimit
-            guard (1...10_000).contains(workers) else { throw Self.problem(s.codingPath + [ServerKeys.workers], "expected 1...10000 workers") }
-            guard (0...10_000_000).contains(queueLimit) else { throw Self.problem(s.codingPath + [ServerKeys.queueLimit], "expected 0...10000000") }
-        }
+        server = try ServerCapacity.decode(c, key: .server, defaults: server)
         requestTimeout = try c.decodeIfPresent(TimeSpan.self, forKey: .requestTimeout) ?? requestTimeout
         guard requestTimeout >= .seconds(1) else { throw Self.problem(c.codingPath + [CodingKeys.requestTimeout], "at least 1s") }
         if c.contains(.push) {
-            let p = try c.nestedContainer(keyedBy: PushKeys.self, forKey: .push)
-            pushShare = try p.decodeIfPresent(Ratio.self, forKey: .share) ?? pushShare
-            pushDelay = try p.decodeIfPresent(Distribution.self, forKey: .delay) ?? pushDelay
-            pushLoss = try p.decodeIfPresent(Ratio.self, forKey: .loss) ?? pushLoss
-            pushDuplication = try p.decodeIfPresent(Ratio.self, forKey: .duplication) ?? pushDuplication
+            throw Self.problem(c.codingPath + [CodingKeys.push], "push settings are the top-level push: section now (every stack's server uses it)")
         }
         if c.contains(.operator) {
             let o = try c.nestedContainer(keyedBy: OperatorKeys.self, forKey: .operator)

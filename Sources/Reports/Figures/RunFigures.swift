@@ -1,0 +1,111 @@
+public import LabStore
+import LabKernel
+
+/// One endpoint's latency over a run: what the dashboard, the run summary and a sweep
+/// report per endpoint.
+public struct EndpointFigure: Sendable, Equatable {
+    public var stack: String
+    public var endpoint: String
+    public var requests: UInt64
+    public var failures: Double
+    /// Nanoseconds.
+    public var p50: Double
+    public var p90: Double
+    public var p99: Double
+}
+
+/// What one stack's work cost the phones that run it.
+public struct StackEnergy: Sendable, Equatable {
+    public var stack: String
+    public var devices: Int
+    public var deviceHours: Double
+    public var radioJoules: Double
+    public var cpuJoules: Double
+    public var bytesUp: Double
+    public var bytesDown: Double
+    public var radioSeconds: Double
+    /// The mean battery capacity of its devices, in joules.
+    public var capacityJoules: Double
+
+    public var joules: Double { radioJoules + cpuJoules }
+    public var joulesPerDeviceHour: Double { deviceHours > 0 ? joules / deviceHours : 0 }
+    /// Percent of a battery per device-day at this rate.
+    public var batteryPercentPerDay: Double { capacityJoules > 0 ? joulesPerDeviceHour * 24 / capacityJoules * 100 : 0 }
+}
+
+/// The sync cadence each power state kept, and what a sync costs.
+public struct SyncCost: Sendable, Equatable {
+    public struct Cadence: Sendable, Equatable {
+        public var powerState: String
+        public var intervals: UInt64
+        /// Nanoseconds.
+        public var p50: Double
+        public var syncsPerHour: Double { p50 > 0 ? 3_600e9 / p50 : 0 }
+    }
+
+    public var syncs: Double
+    public var joulesPerSync: Double
+    public var cadence: [Cadence]
+    /// Percent of a battery per day a device syncing at `cadence` spends on sync.
+    public var capacityJoules: Double
+
+    public func batteryPercentPerDay(_ cadence: Cadence) -> Double {
+        capacityJoules > 0 ? cadence.syncsPerHour * 24 * joulesPerSync / capacityJoules * 100 : 0
+    }
+}
+
+/// Figures read off a results database, shared by the dashboard, `fleetlab simulate`'s
+/// summary and `fleetlab sweep`.
+public enum RunFigures {
+    /// Every endpoint with requests, by stack then endpoint.
+    public static func endpoints(_ results: RunResults) -> [EndpointFigure] {
+        results.metrics(named: "http.latency").compactMap { metric in
+            let h = results.histogram(metric)
+            guard !h.isEmpty, let stack = metric.label("stack"), let endpoint = metric.label("endpoint") else { return nil }
+            let failures = results.total("http.failures", labels: metric.labels) ?? 0
+            return EndpointFigure(stack: stack, endpoint: endpoint, requests: h.totalCount, failures: failures,
+                                  p50: Double(h.value(atPercentile: 50)), p90: Double(h.value(atPercentile: 90)), p99: Double(h.value(atPercentile: 99)))
+        }.sorted { ($0.stack, $0.endpoint) < ($1.stack, $1.endpoint) }
+    }
+
+    /// The populations running each stack (from their stored parameters), and their
+    /// battery capacities.
+    static func populations(_ results: RunResults) -> [(count: Int, stacks: Set<String>, capacityJoules: Double)] {
+        results.deviceClasses.map { row in
+            let parameters = try? JSONValue.parse(row.parameters)
+            let stacks = Set(parameters?["stacks"]?.arrayValue?.compactMap(\.stringValue) ?? [])
+            let capacity = (parameters?["power"]?["capacityWh"]?.numberValue ?? 13) * 3_600
+            return (row.count, stacks, capacity)
+        }
+    }
+
+    /// Energy per stack that ran, in stack order.
+    public static func energy(_ results: RunResults) -> [StackEnergy] {
+        let hours = Double(results.scenario.durationNanoseconds) / 3_600e9
+        let populations = populations(results)
+        return ["workflows", "sync", "chat"].compactMap { stack in
+            guard results.metric(named: "energy.joules", labels: "part=radio,stack=\(stack)") != nil else { return nil }
+            let running = populations.filter { $0.stacks.contains(stack) }
+            let devices = running.reduce(0) { $0 + $1.count }
+            let capacity = devices > 0 ? running.reduce(0.0) { $0 + Double($1.count) * $1.capacityJoules } / Double(devices) : 0
+            let total = { (name: String, labels: String) in results.total(name, labels: labels) ?? 0 }
+            return StackEnergy(stack: stack, devices: devices, deviceHours: Double(devices) * hours,
+                               radioJoules: total("energy.joules", "part=radio,stack=\(stack)"), cpuJoules: total("energy.joules", "part=cpu,stack=\(stack)"),
+                               bytesUp: total("network.bytes", "direction=up,stack=\(stack)"), bytesDown: total("network.bytes", "direction=down,stack=\(stack)"),
+                               radioSeconds: total("radio.seconds", "stack=\(stack)"), capacityJoules: capacity)
+        }
+    }
+
+    /// The sync cadence by power state and the energy of one sync; nil without sync.
+    public static func syncCost(_ results: RunResults) -> SyncCost? {
+        guard let energy = energy(results).first(where: { $0.stack == "sync" }) else { return nil }
+        let syncs = results.total(allLabelsOf: "sync.requests")
+        let cadence: [SyncCost.Cadence] = PowerState.allCases.compactMap { state in
+            guard let metric = results.metric(named: "sync.interval", labels: "power_state=\(state.description)") else { return nil }
+            let h = results.histogram(metric)
+            guard !h.isEmpty else { return nil }
+            return SyncCost.Cadence(powerState: state.description, intervals: h.totalCount, p50: Double(h.value(atPercentile: 50)))
+        }
+        return SyncCost(syncs: syncs, joulesPerSync: syncs > 0 ? energy.joules / syncs : 0, cadence: cadence, capacityJoules: energy.capacityJoules)
+    }
+}
