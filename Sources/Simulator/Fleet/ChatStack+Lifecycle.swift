@@ -66,6 +66,12 @@ extension ChatStack {
         started[device] = nil
     }
 
+    /// What a device's client has stored: its messages and the sends still to go out.
+    func storedFacts(_ device: Int) -> (messages: Int, pending: Int) {
+        guard let snapshot = clients[device]?.snapshot else { return (0, 0) }
+        return (snapshot.messages.count, snapshot.pending.count)
+    }
+
     /// The set-up phases are over: each client now follows its app.
     mutating func provisioned(fleet: inout Fleet, now: Instant, queue: inout EventQueue<FleetWorld.Event>) {
         provisioning = false

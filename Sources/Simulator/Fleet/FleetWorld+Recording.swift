@@ -10,8 +10,15 @@ extension FleetWorld {
         for observation in observations {
             switch observation {
             case .lifecycle(let from, let to, let cause):
+                let (wasRunning, running) = (WorkflowStack.isRunning(from), WorkflowStack.isRunning(to))
                 workflows?.appLifecycle(device, from: from, to: to, fleet: &fleet, now: now, queue: &queue)
                 chat?.follow(device, fleet: &fleet, now: now, queue: &queue)
+                // What the dead app left in storage, and what the next launch restored from it.
+                if wasRunning && !running && survivesRelaunch != nil { storedAtKill[device] = storedFacts(device) }
+                if !wasRunning && running, let id = survivesRelaunch, let before = storedAtKill.removeValue(forKey: device) {
+                    let after = storedFacts(device)
+                    fleet.invariants.check(id, after.covers(before), "device \(device) at \(now): stored \(before) when its app died, restored \(after)")
+                }
                 fleet.recorder.add(metrics.transitions[Int(cause.rawValue)])
                 fleet.invariants.check(invariantIDs.lifecycleTransitionValid, Self.isValid(from: from, to: to, cause: cause),
                                        "device \(device) at \(now): \(from) -> \(to) by \(cause)")
@@ -37,6 +44,14 @@ extension FleetWorld {
                 fleet.recorder.observe(metrics.sessionLength[ours ? 0 : 1], UInt64(max(0, length.nanoseconds)))
             }
         }
+    }
+
+    /// What a device's stacks hold that must survive its app: the engine's instances (in
+    /// the running engine, else in its store) and the chat client's messages and sends
+    /// still to go out.
+    func storedFacts(_ device: Int) -> StoredFacts {
+        let chatFacts = chat?.storedFacts(device) ?? (messages: 0, pending: 0)
+        return StoredFacts(instances: workflows?.storedInstances(device) ?? 0, messages: chatFacts.messages, pending: chatFacts.pending)
     }
 
     /// Which lifecycle changes the model may make, by cause.
@@ -123,6 +138,20 @@ extension FleetWorld {
         sink?(batch)
         return thresholds
     }
+}
+
+/// What a device's stacks hold across an app's death (`device.state_survives_relaunch`).
+struct StoredFacts: Equatable, CustomStringConvertible {
+    var instances: Int
+    var messages: Int
+    var pending: Int
+
+    /// Nothing stored before is missing (a relaunch may add: starts that queued, sends).
+    func covers(_ before: StoredFacts) -> Bool {
+        instances >= before.instances && messages >= before.messages && pending >= before.pending
+    }
+
+    var description: String { "\(instances) instances, \(messages) chat messages, \(pending) sends" }
 }
 
 /// What the bucket-end pass over the fleet collects.

@@ -39,6 +39,10 @@ public struct FleetWorld: SimulationWorld {
     var eventsInBucket: UInt64 = 0
     /// Engine ticks counted at the last bucket end (their energy is the workflow stack's).
     var engineTicksRecorded: UInt64 = 0
+    /// What each killed app's stacks had stored when it died, until it runs again.
+    var storedAtKill: [Int: StoredFacts] = [:]
+    /// `device.state_survives_relaunch`, when a stack stores anything.
+    var survivesRelaunch: Int?
     /// `faults.active` by fault kind; the faults in force, and the kinds seen this bucket.
     var faultGauges: [String: MetricHandle] = [:]
     var faultsInForce: Set<Int> = []
@@ -58,6 +62,7 @@ public struct FleetWorld: SimulationWorld {
         }
         if let settings = scenario.sync, workflows != nil, scenario.runs(.sync) { sync = SyncStack(settings, fleet: &fleet, workflows: &workflows!) }
         if let settings = scenario.chat, scenario.runs(.chat) { chat = ChatStack(settings, fleet: &fleet) }
+        if workflows != nil || chat != nil { survivesRelaunch = fleet.invariants.register("device.state_survives_relaunch") }
         fleet.energy.register(Set(StackKind.allCases.filter(scenario.runs)), recorder: &fleet.recorder)
         fleet.push.register([StackKind.sync, .chat].filter(scenario.runs), recorder: &fleet.recorder)
         self.fleet = fleet

@@ -86,7 +86,10 @@ public struct SyncStack {
         ids = SyncInvariants(ledger: &fleet.invariants)
         root = fleet.root
         let seed = fleet.root.child(.server)
-        var server = SyncServer(config: SyncServerConfig(), seed: seed.child("core"), wallClock: fleet.engineClock)
+        var config = SyncServerConfig()
+        config.idleIntervalSecs = Int(settings.idleInterval.nanoseconds / 1_000_000_000)
+        config.activeIntervalSecs = Int(settings.activeInterval.nanoseconds / 1_000_000_000)
+        var server = SyncServer(config: config, seed: seed.child("core"), wallClock: fleet.engineClock)
         server.bootstrap(now: .zero)
         var profiles: [AccessKind: LinkProfile] = [:]
         profiles[.wifi] = fleet.scenario.links.wifi

@@ -164,6 +164,12 @@ public struct WorkflowStack {
         }
     }
 
+    /// The instances a device's engine holds, running or (app dead) in its store.
+    func storedInstances(_ device: Int) -> Int {
+        guard let slot = engines[device] else { return 0 }
+        return slot.isRunning ? (slot.peek { $0.allInstances.count } ?? 0) : slot.store.storedInstanceCount
+    }
+
     func powerChanged(_ device: Int, to state: PowerState) { engines[device]?.live?.reportPowerState(state) }
 
     /// When the device next has work: its engine's deadline or its next sync, never before now.

@@ -11,6 +11,10 @@ public struct SyncSettings: Sendable {
     public var server = ServerCapacity(workers: 8, serviceTime: .lognormal(median: 0.004, sigma: 0.5), queueLimit: 5_000)
     /// A device gives up on a request after this long and backs off.
     public var requestTimeout: TimeSpan = .seconds(30)
+    /// The cadence the server asks devices for (`sync_interval_secs`): when nothing is
+    /// pending for them, and when commands are.
+    public var idleInterval: TimeSpan = .seconds(30)
+    public var activeInterval: TimeSpan = .seconds(5)
     /// How long an operator takes to resolve an approval on the dashboard (seconds).
     public var operatorThinkTime: Distribution = .lognormal(median: 120, sigma: 1)
     /// How the operator decides, by step id; steps not listed get their first choice.
@@ -34,7 +38,8 @@ public struct Campaign: Sendable {
 }
 
 extension SyncSettings: Decodable {
-    enum CodingKeys: String, CodingKey, CaseIterable { case tenant, server, requestTimeout, push, `operator`, campaigns }
+    enum CodingKeys: String, CodingKey, CaseIterable { case tenant, server, requestTimeout, interval, push, `operator`, campaigns }
+    enum IntervalKeys: String, CodingKey, CaseIterable { case idle, active }
     enum OperatorKeys: String, CodingKey, CaseIterable { case thinkTime, answers }
 
     public init(from decoder: any Decoder) throws {
@@ -43,6 +48,14 @@ extension SyncSettings: Decodable {
         server = try ServerCapacity.decode(c, key: .server, defaults: server)
         requestTimeout = try c.decodeIfPresent(TimeSpan.self, forKey: .requestTimeout) ?? requestTimeout
         guard requestTimeout >= .seconds(1) else { throw Self.problem(c.codingPath + [CodingKeys.requestTimeout], "at least 1s") }
+        if c.contains(.interval) {
+            let i = try c.nestedContainer(keyedBy: IntervalKeys.self, forKey: .interval)
+            idleInterval = try i.decodeIfPresent(TimeSpan.self, forKey: .idle) ?? idleInterval
+            activeInterval = try i.decodeIfPresent(TimeSpan.self, forKey: .active) ?? activeInterval
+            for (value, key) in [(idleInterval, IntervalKeys.idle), (activeInterval, .active)] where !(TimeSpan.seconds(1)...TimeSpan.hours(24)).contains(value) {
+                throw Self.problem(i.codingPath + [key], "expected a whole number of seconds from 1s to 24h")
+            }
+        }
         if c.contains(.push) {
             throw Self.problem(c.codingPath + [CodingKeys.push], "push settings are the top-level push: section now (every stack's server uses it)")
         }

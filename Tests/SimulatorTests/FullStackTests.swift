@@ -1,0 +1,110 @@
+import Foundation
+import Testing
+import LabKernel
+import LabStore
+import LabTestSupport
+import SecureChatClient
+@testable import Simulator
+
+/// Phones that run every stack at once: they share the app's lifecycle, its radio and its
+/// battery.
+@Suite("Full stack on one phone")
+struct FullStackTests {
+    static let workflows = TestPaths.packageRoot.appendingPathComponent("simulations/workflows").path
+
+    static func fullStack(devices: Int = 40, hours: Int = 2, kill: String = "") throws -> Scenario {
+        try ScenarioLoader.parse(text: """
+            name: full
+            seed: 9
+            duration: \(hours)h
+            startAt: "10:00"
+            devices:
+              - {name: phones, count: \(devices), lifecycle: {preset: heavy, sessionsPerDay: 120, appShare: 50%}, stacks: [workflows, sync, chat]}
+            workflows:
+              run:
+                - {sequence: \(workflows)/payment-verification.json, start: {poisson: 15m}}
+            sync:
+              operator: {thinkTime: 20}
+            chat:
+              groups: 4
+              groupSize: [3, 6]
+              messagesPerUserHour: 12
+            push: {share: 100%, loss: 0%}
+            faults:
+            \(kill)
+            """, file: "full.yaml")
+    }
+
+    @Test("an app killed with every stack running comes back with each one restored: the engine's instances, the chat client's messages and sends, and both carry on")
+    func killedDeviceRestoresEveryStack() throws {
+        let killAt = Instant.zero + .minutes(50)
+        let scenario = try Self.fullStack(kill: "  - {kind: mass-app-kill, at: 50m, fraction: 100%}")
+        var kernel = Kernel(world: FleetWorld(scenario: scenario, sink: nil), queue: EventQueue())
+        kernel.queue = kernel.world.initialEvents()
+        _ = kernel.run(until: .time(killAt + .milliseconds(1)))
+        let world = kernel.world
+        let killed = world.fleet.devices.indices.filter { world.fleet.devices[$0].app == .killed }
+        #expect(killed.count > 10, "the kill found running apps")
+        let stored = Dictionary(uniqueKeysWithValues: killed.map { device in
+            (device, (instances: world.workflows!.storedInstances(device), chat: world.chat!.storedFacts(device).messages,
+                      launches: world.workflows!.engines[device]!.launches))
+        })
+        #expect(stored.values.contains { $0.instances > 0 } && stored.values.contains { $0.chat > 0 }, "the stacks had stored something")
+
+        _ = kernel.run(until: .time(.zero + scenario.duration))
+        _ = kernel.world.finish(at: .zero + scenario.duration)
+        let after = kernel.world
+        let relaunched = killed.filter { after.workflows!.engines[$0]!.launches > stored[$0]!.launches }
+        #expect(relaunched.count > 5, "killed apps were launched again")
+        // (An engine forgets finished instances after their lifetime, so its count is
+        // compared at the relaunch itself: `device.state_survives_relaunch` below.)
+        for device in relaunched {
+            #expect(after.chat!.storedFacts(device).messages >= stored[device]!.chat, "device \(device): the chat client lost messages")
+        }
+        // Both stacks went on after the relaunch: chat read what was sent after the kill,
+        // and engines finished instances they had before it.
+        let readAfter = relaunched.filter { device in
+            let client = after.chat!.clients[device]!
+            return client.snapshot.channels.keys.contains { channel in
+                client.timeline(channel).contains { (after.chat!.sent[ChatStack.original($0.text)]?.at ?? .zero) > killAt }
+            }
+        }
+        #expect(!readAfter.isEmpty, "relaunched chat clients caught up with what was sent after the kill")
+        #expect(WorkflowSimulationTests.total(after, "workflow.recoveries") > 0, "engines came back from their stores with instances in flight")
+        let row = try #require(after.invariants.rows.first { $0.name == "device.state_survives_relaunch" })
+        #expect(row.checks >= UInt64(relaunched.count) && row.violations == 0, "\(row.firstViolation ?? "")")
+        for row in after.invariants.rows { #expect(row.violations == 0, "\(row.name): \(row.firstViolation ?? "")") }
+    }
+
+    /// Kiosks on cellular that sync all day; only the cadence the server asks for differs.
+    static func syncing(every interval: String) throws -> Scenario {
+        try ScenarioLoader.parse(text: """
+            name: cadence
+            seed: 3
+            duration: 3h
+            startAt: "10:00"
+            devices:
+              - {name: kiosks, count: 30, lifecycle: kiosk, network: cellular, power: {preset: typical, initialLevel: 90, topUpsPerDay: 0}, stacks: [workflows, sync]}
+            workflows:
+              run:
+                - {sequence: \(workflows)/payment-verification.json, start: {poisson: 30m}}
+            sync:
+              interval: {idle: \(interval), active: 5s}
+            """, file: "cadence.yaml")
+    }
+
+    @Test("syncing more often costs more battery: same seed, the server asks for a sync every 10 s or every 2 min")
+    func batteryFollowsSyncCadence() throws {
+        let often = WorkflowSimulationTests.run(try Self.syncing(every: "10s"))
+        let seldom = WorkflowSimulationTests.run(try Self.syncing(every: "2m"))
+        let syncs = (WorkflowSimulationTests.total(often, "sync.requests"), WorkflowSimulationTests.total(seldom, "sync.requests"))
+        #expect(syncs.0 > syncs.1 * 5, "\(syncs)")
+        let energy = (WorkflowSimulationTests.total(often, "energy.joules", "part=radio,stack=sync"),
+                      WorkflowSimulationTests.total(seldom, "energy.joules", "part=radio,stack=sync"))
+        #expect(energy.0 > energy.1 * 3, "sync radio energy \(energy)")
+        let end = Instant.zero + .hours(3)
+        let level = { (world: FleetWorld) in world.fleet.devices.reduce(0.0) { $0 + Double($1.batteryLevel(at: end)) } / 30 / 1_000_000 }
+        #expect(level(often) < level(seldom) - 1, "mean battery at the end: \(level(often))% against \(level(seldom))%")
+        #expect(often.invariants.rows.allSatisfy { $0.violations == 0 } && seldom.invariants.rows.allSatisfy { $0.violations == 0 })
+    }
+}
