@@ -222,7 +222,7 @@ extension ChatClient {
     }
 
     /// The newest page a channel with history fetches when the client catches up.
-    static let catchUpPage = 10
+    static let catchUpPage = 5
 
     /// A channel left this device's list: its timeline, its keys and what is queued for it go.
     mutating func removeChannel(_ id: String, _ out: inout [ClientEffect]) {

@@ -9,7 +9,7 @@ import LabTestSupport
 struct DashboardTests {
     /// A small real run (40 devices, 3 hours, running workflows) with a description that
     /// tries to inject HTML.
-    static func sampleRun() throws -> (results: RunResults, directory: URL) {
+    static func sampleRun() async throws -> (results: RunResults, directory: URL) {
         let dir = TestPaths.scratchDirectory("dashboard")
         let workflows = TestPaths.packageRoot.appendingPathComponent("simulations/workflows").path
         let scenario = try ScenarioLoader.parse(text: """
@@ -36,13 +36,16 @@ struct DashboardTests {
               - {kind: server-crash, at: 1h, duration: 15m, server: sync}
             """, file: "dash.yaml")
         let path = dir.appendingPathComponent("results.sqlite").path
-        _ = try FleetRun(scenario: scenario, resultsPath: path).run()
-        return (try ResultsDatabase.open(at: path).load(), dir)
+        let results = try await offPool {
+            _ = try FleetRun(scenario: scenario, resultsPath: path).run()
+            return try ResultsDatabase.open(at: path).load()
+        }
+        return (results, dir)
     }
 
     @Test("the page has every panel, no script and nothing fetched from elsewhere")
-    func selfContained() throws {
-        let html = Dashboard.render(try Self.sampleRun().results)
+    func selfContained() async throws {
+        let html = Dashboard.render(try await Self.sampleRun().results)
         for id in DashboardLayout.simulation.panels {
             #expect(html.contains("id=\"\(id)\""), "panel \(id) missing")
         }
@@ -110,8 +113,8 @@ struct DashboardTests {
     }
 
     @Test("headless Chromium renders the dashboard without a single network request")
-    func chromium() throws {
-        let (results, dir) = try Self.sampleRun()
+    func chromium() async throws {
+        let (results, dir) = try await Self.sampleRun()
         let page = dir.appendingPathComponent("dashboard.html")
         try Dashboard.render(results).write(to: page, atomically: true, encoding: .utf8)
         let load = try HeadlessChromium.load(file: page)

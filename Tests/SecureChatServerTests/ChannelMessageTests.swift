@@ -12,6 +12,28 @@ struct ChannelMessageTests {
         ChatEnvelope.encode(from: from, to: Dictionary(uniqueKeysWithValues: devices.map { ($0, ChatEnvelope.Item(wire: [0x02] + [UInt8](repeating: 1, count: 80), prekey: nil)) }))
     }
 
+    @Test("a page of messages written member by member is byte for byte the canonical JSON of each message: plain, edited, a reply, with and without optional fields")
+    func renderedMessagesAreCanonical() {
+        var h = ChatHarness()
+        let base = ChatMessage(id: "0b8e4c52-6f1e-4a34-9f44-3d2c1b0a9e8f", channelID: "c1", senderID: "u1", senderDeviceID: "d\"1\\",
+                               content: "x\ny", contentType: "text", protocolVersion: 2, replyToID: nil, clientMessageID: nil,
+                               editedAt: nil, createdAt: .zero + .seconds(90))
+        var edited = base
+        edited.id = "m2"
+        edited.editedAt = .zero + .seconds(100)
+        edited.clientMessageID = "client-7"
+        var reply = base
+        reply.id = "m3"
+        reply.senderDeviceID = nil
+        reply.replyToID = base.id
+        h.server.state.messages[base.id] = base
+        for message in [base, edited, reply] {
+            var canonical: [UInt8] = []
+            h.server.messageJSON(message).write(to: &canonical)
+            #expect(h.server.renderMessage(message) == canonical, "\(message.id)")
+        }
+    }
+
     @Test("two devices of one user both receive channel.new for a DM; the DM is found again, not duplicated")
     func channelNewOnEveryDevice() {
         var h = ChatHarness()

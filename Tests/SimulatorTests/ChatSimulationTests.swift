@@ -28,8 +28,8 @@ struct ChatSimulationTests {
     }
 
     @Test("users on several devices talk in groups and DMs with real crypto: every invariant holds and nothing fails to decrypt")
-    func talk() throws {
-        let world = WorkflowSimulationTests.run(try Self.scenario(network: "flaky"))
+    func talk() async throws {
+        let world = await WorkflowSimulationTests.run(try Self.scenario(network: "flaky"))
         #expect(Self.total(world, "chat.messages", "kind=group") > 50 && Self.total(world, "chat.messages", "kind=dm") > 50)
         #expect(Self.total(world, "chat.decrypted") > 500)
         #expect(Self.total(world, "chat.decryption_failures") == 0)
@@ -44,24 +44,27 @@ struct ChatSimulationTests {
     }
 
     @Test("byHour shapes the rate: users are silent in hours weighted zero and talk in the others")
-    func byHour() throws {
-        func messages(busyHour: Int) throws -> Double {
+    func byHour() async throws {
+        func messages(busyHour: Int) async throws -> Double {
             var scenario = try Self.scenario(devices: 40, hours: 2)
             scenario.startAt = .hours(8)
             scenario.chat!.byHour = (0..<24).map { $0 == busyHour ? 1 : 0 }
             scenario.chat!.messagesPerUserHour = 0.5  // a day's average: 12 an hour in the busy hour
-            let world = WorkflowSimulationTests.run(scenario)
+            let world = await WorkflowSimulationTests.run(scenario)
             return Self.total(world, "chat.messages")
         }
-        #expect(try messages(busyHour: 20) == 0, "08:00-10:00 is silent when only 20:00 is busy")
-        #expect(try messages(busyHour: 9) > 20)
+        let silent = try await messages(busyHour: 20), busy = try await messages(busyHour: 9)
+        #expect(silent == 0, "08:00-10:00 is silent when only 20:00 is busy")
+        #expect(busy > 20)
     }
 
     @Test("chat runs repeat for a seed")
-    func deterministic() throws {
+    func deterministic() async throws {
         let dir = TestPaths.scratchDirectory()
         let scenario = try Self.scenario(devices: 30)
-        #expect(try DeterminismTests.digest(of: scenario, in: dir, name: "a.sqlite") == DeterminismTests.digest(of: scenario, in: dir, name: "b.sqlite"))
+        let first = try await DeterminismTests.digest(of: scenario, in: dir, name: "a.sqlite")
+        let second = try await DeterminismTests.digest(of: scenario, in: dir, name: "b.sqlite")
+        #expect(first == second)
     }
 
     @Test("chat settings are checked", arguments: [
@@ -106,8 +109,8 @@ struct ChatChurnSimulationTests {
     }
 
     @Test("phones are added and removed, users edit, delete, leave, log out: every member device decrypts, no removed one reads anything later")
-    func churn() throws {
-        let world = WorkflowSimulationTests.run(try Self.scenario())
+    func churn() async throws {
+        let world = await WorkflowSimulationTests.run(try Self.scenario())
         for kind in ["add_device", "remove_device", "edit", "delete", "leave", "rejoin", "history", "presence", "logout", "sign_in"] {
             #expect(ChatSimulationTests.total(world, "chat.actions", "kind=\(kind)") > 0, "\(kind)")
         }
@@ -118,8 +121,8 @@ struct ChatChurnSimulationTests {
     }
 
     @Test("the churn invariants hold over many seeds (a small fleet each; `fleetlab seeds` runs 200)", arguments: [11, 12, 13])
-    func seeds(seed: UInt64) throws {
-        let world = WorkflowSimulationTests.run(try Self.scenario(seed: seed, devices: 30))
+    func seeds(seed: UInt64) async throws {
+        let world = await WorkflowSimulationTests.run(try Self.scenario(seed: seed, devices: 30))
         for row in world.invariants.rows where row.name.hasPrefix("chat.") {
             #expect(row.violations == 0, "seed \(seed), \(row.name): \(row.firstViolation ?? ""); replay: fleetlab simulate … --seed \(seed)")
         }

@@ -36,24 +36,28 @@ struct FullStackTests {
     }
 
     @Test("an app killed with every stack running comes back with each one restored: the engine's instances, the chat client's messages and sends, and both carry on")
-    func killedDeviceRestoresEveryStack() throws {
+    func killedDeviceRestoresEveryStack() async throws {
         let killAt = Instant.zero + .minutes(50)
         let scenario = try Self.fullStack(kill: "  - {kind: mass-app-kill, at: 50m, fraction: 100%}")
-        var kernel = Kernel(world: FleetWorld(scenario: scenario, sink: nil), queue: EventQueue())
-        kernel.queue = kernel.world.initialEvents()
-        _ = kernel.run(until: .time(killAt + .milliseconds(1)))
-        let world = kernel.world
-        let killed = world.fleet.devices.indices.filter { world.fleet.devices[$0].app == .killed }
+        typealias Stored = (instances: Int, chat: Int, launches: UInt64)
+        let (killed, stored, after) = try await offPool { () -> ([Int], [Int: Stored], FleetWorld) in
+            var kernel = Kernel(world: FleetWorld(scenario: scenario, sink: nil), queue: EventQueue())
+            kernel.queue = kernel.world.initialEvents()
+            _ = kernel.run(until: .time(killAt + .milliseconds(1)))
+            let world = kernel.world
+            let killed = world.fleet.devices.indices.filter { world.fleet.devices[$0].app == .killed }
+            // Read now: engine slots are shared objects the rest of the run changes.
+            let stored = Dictionary(uniqueKeysWithValues: killed.map { device in
+                (device, (instances: world.workflows!.storedInstances(device), chat: world.chat!.storedFacts(device).messages,
+                          launches: world.workflows!.engines[device]!.launches))
+            })
+            _ = kernel.run(until: .time(.zero + scenario.duration))
+            _ = kernel.world.finish(at: .zero + scenario.duration)
+            return (killed, stored, kernel.world)
+        }
         #expect(killed.count > 10, "the kill found running apps")
-        let stored = Dictionary(uniqueKeysWithValues: killed.map { device in
-            (device, (instances: world.workflows!.storedInstances(device), chat: world.chat!.storedFacts(device).messages,
-                      launches: world.workflows!.engines[device]!.launches))
-        })
         #expect(stored.values.contains { $0.instances > 0 } && stored.values.contains { $0.chat > 0 }, "the stacks had stored something")
 
-        _ = kernel.run(until: .time(.zero + scenario.duration))
-        _ = kernel.world.finish(at: .zero + scenario.duration)
-        let after = kernel.world
         let relaunched = killed.filter { after.workflows!.engines[$0]!.launches > stored[$0]!.launches }
         #expect(relaunched.count > 5, "killed apps were launched again")
         // (An engine forgets finished instances after their lifetime, so its count is
@@ -94,9 +98,9 @@ struct FullStackTests {
     }
 
     @Test("syncing more often costs more battery: same seed, the server asks for a sync every 10 s or every 2 min")
-    func batteryFollowsSyncCadence() throws {
-        let often = WorkflowSimulationTests.run(try Self.syncing(every: "10s"))
-        let seldom = WorkflowSimulationTests.run(try Self.syncing(every: "2m"))
+    func batteryFollowsSyncCadence() async throws {
+        let often = await WorkflowSimulationTests.run(try Self.syncing(every: "10s"))
+        let seldom = await WorkflowSimulationTests.run(try Self.syncing(every: "2m"))
         let syncs = (WorkflowSimulationTests.total(often, "sync.requests"), WorkflowSimulationTests.total(seldom, "sync.requests"))
         #expect(syncs.0 > syncs.1 * 5, "\(syncs)")
         let energy = (WorkflowSimulationTests.total(often, "energy.joules", "part=radio,stack=sync"),

@@ -39,6 +39,9 @@ struct ScenarioTests {
         }
         let smoke = try ScenarioLoader.load(path: dir.appendingPathComponent("smoke.yaml").path)
         #expect(smoke.deviceCount == 1_000 && smoke.duration == .hours(6))
+        // The demo runs the whole stack, a fault, and bounds on latency and sync cadence.
+        #expect(StackKind.allCases.allSatisfy(smoke.runs) && !smoke.faults.isEmpty)
+        #expect(smoke.thresholds.contains { $0.metric == "http.latency" } && smoke.thresholds.contains { $0.metric == "sync.interval" })
     }
 
     @Test("every scenario shown in README.md and docs/scenarios.md parses")

@@ -68,23 +68,17 @@ struct StreamIndependenceTests {
         }
     }
 
-    static func run(_ scenario: Scenario) -> FleetWorld {
-        var kernel = Kernel(world: FleetWorld(scenario: scenario, sink: nil), queue: EventQueue())
-        kernel.queue = kernel.world.initialEvents()
-        _ = kernel.run(until: .time(.zero + scenario.duration))
-        _ = kernel.world.finish(at: .zero + scenario.duration)
-        return kernel.world
-    }
+    static func run(_ scenario: Scenario) async -> FleetWorld { await WorkflowSimulationTests.run(scenario) }
 
     @Test("a population of tablets added before the phones leaves every phone's device, workflows, sync, pushes and chat the same")
-    func addedPopulation() throws {
+    func addedPopulation() async throws {
         let scenario = try ScenarioLoader.parse(text: Self.base, file: "independence.yaml",
                                                 directory: TestPaths.packageRoot.appendingPathComponent("simulations").path)
         var widened = scenario
         widened.devices.insert(Population(name: "tablets", count: 25, power: PowerProfile.presets["heavy"]!,
                                           lifecycle: LifecycleProfile.presets["heavy"]!, network: NetworkProfile.presets["flaky"]!, stacks: []), at: 0)
-        let alone = Self.facts(Self.run(scenario), population: "phones")
-        let beside = Self.facts(Self.run(widened), population: "phones")
+        let alone = Self.facts(await Self.run(scenario), population: "phones")
+        let beside = Self.facts(await Self.run(widened), population: "phones")
         #expect(alone.count == 40 && beside.count == 40)
         #expect(alone.contains { !$0.instances.isEmpty } && alone.contains { $0.pushToken } && alone.contains { $0.chat != "- []" },
                 "the stacks really ran")

@@ -37,15 +37,15 @@ struct SyncSimulationTests {
             """, file: "sync.yaml")
     }
 
-    static func run(_ scenario: Scenario, mode: TickMode? = nil) -> FleetWorld { WorkflowSimulationTests.run(scenario, mode: mode) }
+    static func run(_ scenario: Scenario, mode: TickMode? = nil) async -> FleetWorld { await WorkflowSimulationTests.run(scenario, mode: mode) }
 
     static func total(_ world: FleetWorld, _ name: String, _ labels: String? = nil) -> Double {
         WorkflowSimulationTests.total(world, name, labels)
     }
 
     @Test("operators resolve what devices report: approvals reach the server and decisions come back, with every invariant held")
-    func roundTrips() throws {
-        let world = Self.run(try Self.fleet())
+    func roundTrips() async throws {
+        let world = await Self.run(try Self.fleet())
         #expect(world.invariants.allHold, "\(world.invariants.rows.filter { !$0.passed })")
         let created = Self.total(world, "sync.approvals_created"), resolved = Self.total(world, "sync.approvals_resolved")
         #expect(created > 100 && resolved > created * 0.9, "\(created) created, \(resolved) resolved")
@@ -61,10 +61,10 @@ struct SyncSimulationTests {
     }
 
     @Test("fast-forwarding idle ticks changes no sync result: every counter and histogram equals executing every tick")
-    func fastForwardIsExact() throws {
+    func fastForwardIsExact() async throws {
         let scenario = try Self.fleet(devices: 30, hours: 2)
-        let fast = Self.run(scenario, mode: .fastForward)
-        let every = Self.run(scenario, mode: .everyTick)
+        let fast = await Self.run(scenario, mode: .fastForward)
+        let every = await Self.run(scenario, mode: .everyTick)
         var compared = 0
         for descriptor in fast.recorder.descriptors where descriptor.name.hasPrefix("sync.") || descriptor.name.hasPrefix("workflow.") {
             let a = fast.recorder.totals[descriptor.id], b = every.recorder.totals[descriptor.id]
@@ -78,14 +78,14 @@ struct SyncSimulationTests {
     }
 
     @Test("a partition, a server crash and a push outage show as failures, and everything is delivered once they end")
-    func outages() throws {
+    func outages() async throws {
         let scenario = try Self.fleet(devices: 60, hours: 3, faults: """
             {kind: partition, at: 1h, duration: 15m, fraction: 50%},
             {kind: server-crash, at: 1h30m, duration: 10m},
             {kind: push-outage, at: 2h, duration: 20m},
             {kind: mass-app-kill, at: 2h10m, fraction: 30%}
             """)
-        let world = Self.run(scenario)
+        let world = await Self.run(scenario)
         #expect(world.invariants.allHold, "\(world.invariants.rows.filter { !$0.passed })")
         #expect(Self.total(world, "sync.requests", "outcome=timeout") > 20, "the crash and the partition leave requests unanswered")
         #expect(Self.total(world, "push.notifications", "outcome=outage,stack=sync") > 0)
@@ -96,9 +96,9 @@ struct SyncSimulationTests {
     }
 
     @Test("a slow server queues requests: utilisation and waits rise with load")
-    func queueing() throws {
-        let light = Self.run(try Self.fleet(devices: 40, hours: 1, server: "{workers: 4, serviceTime: 2ms}"))
-        let heavy = Self.run(try Self.fleet(devices: 40, hours: 1, server: "{workers: 1, serviceTime: 900ms}"))
+    func queueing() async throws {
+        let light = await Self.run(try Self.fleet(devices: 40, hours: 1, server: "{workers: 4, serviceTime: 2ms}"))
+        let heavy = await Self.run(try Self.fleet(devices: 40, hours: 1, server: "{workers: 1, serviceTime: 900ms}"))
         func utilisation(_ world: FleetWorld) -> Double {
             let metric = world.recorder.descriptors.first { $0.name == "sync.server_utilisation" }!
             let values = world.recorder.gaugeSeries[metric.id]
@@ -113,13 +113,14 @@ struct SyncSimulationTests {
     }
 
     @Test("sync runs repeat for a seed")
-    func deterministic() throws {
+    func deterministic() async throws {
         let dir = TestPaths.scratchDirectory()
-        func digest(_ scenario: Scenario, _ name: String) throws -> String {
-            try DeterminismTests.digest(of: scenario, in: dir, name: name)
+        func digest(_ scenario: Scenario, _ name: String) async throws -> String {
+            try await DeterminismTests.digest(of: scenario, in: dir, name: name)
         }
         let scenario = try Self.fleet(devices: 30, hours: 1, faults: "{kind: server-crash, at: 20m, duration: 5m}")
-        #expect(try digest(scenario, "a.sqlite") == digest(scenario, "b.sqlite"))
+        let first = try await digest(scenario, "a.sqlite"), second = try await digest(scenario, "b.sqlite")
+        #expect(first == second)
     }
 
     @Test("sync settings are checked: faults that need sync, campaigns of unknown sequences")

@@ -42,14 +42,17 @@ struct WorkflowSimulationTests {
             """, file: "wf.yaml")
     }
 
-    static func run(_ scenario: Scenario, mode: TickMode? = nil) -> FleetWorld {
+    /// Runs a scenario to its end (off the cooperative pool: `offPool`).
+    static func run(_ scenario: Scenario, mode: TickMode? = nil) async -> FleetWorld {
         var s = scenario
         if let mode { s.ticks.mode = mode }
-        var kernel = Kernel(world: FleetWorld(scenario: s, sink: nil), queue: EventQueue())
-        kernel.queue = kernel.world.initialEvents()
-        _ = kernel.run(until: .time(.zero + s.duration))
-        _ = kernel.world.finish(at: .zero + s.duration)
-        return kernel.world
+        return try! await offPool { [s] in
+            var kernel = Kernel(world: FleetWorld(scenario: s, sink: nil), queue: EventQueue())
+            kernel.queue = kernel.world.initialEvents()
+            _ = kernel.run(until: .time(.zero + s.duration))
+            _ = kernel.world.finish(at: .zero + s.duration)
+            return kernel.world
+        }
     }
 
     static func total(_ world: FleetWorld, _ name: String, _ labels: String? = nil) -> Double {
@@ -63,10 +66,10 @@ struct WorkflowSimulationTests {
     }
 
     @Test("fast-forwarding idle ticks changes no workflow result: every counter and histogram equals executing every tick")
-    func fastForwardIsExactWithWorkflows() throws {
+    func fastForwardIsExactWithWorkflows() async throws {
         let scenario = try Self.killingFleet(devices: 60, hours: 4)
-        let fast = Self.run(scenario, mode: .fastForward)
-        let every = Self.run(scenario, mode: .everyTick)
+        let fast = await Self.run(scenario, mode: .fastForward)
+        let every = await Self.run(scenario, mode: .everyTick)
         var compared = 0
         for descriptor in fast.recorder.descriptors where descriptor.name.hasPrefix("workflow.") {
             #expect(fast.recorder.totals[descriptor.id] == every.recorder.totals[descriptor.id], "\(descriptor.name){\(descriptor.labels)}")
@@ -84,8 +87,8 @@ struct WorkflowSimulationTests {
     }
 
     @Test("every started instance finishes or is still active at the end, through kills, dead batteries and relaunches")
-    func instancesAreAccounted() throws {
-        let world = Self.run(try Self.killingFleet())
+    func instancesAreAccounted() async throws {
+        let world = await Self.run(try Self.killingFleet())
         #expect(world.invariants.allHold, "\(world.invariants.rows.filter { !$0.passed })")
         let started = Self.total(world, "workflow.started")
         let finished = Self.total(world, "workflow.finished")
@@ -100,7 +103,7 @@ struct WorkflowSimulationTests {
     }
 
     @Test("answers follow the scenario's choice probabilities")
-    func answerProportions() throws {
+    func answerProportions() async throws {
         let scenario = try ScenarioLoader.parse(text: """
             name: answers
             seed: 5
@@ -117,7 +120,7 @@ struct WorkflowSimulationTests {
               handlers:
                 default: {duration: {constant: 0.01}}
             """, file: "answers.yaml")
-        let world = Self.run(scenario)
+        let world = await Self.run(scenario)
         let denied = Self.histogramCount(world, "workflow.step_latency", "sequence=feature-access,step=show_limited_access_banner")
         let granted = Self.histogramCount(world, "workflow.step_latency", "sequence=feature-access,step=verify_identity")
         let n = Double(denied + granted)
@@ -128,15 +131,17 @@ struct WorkflowSimulationTests {
     }
 
     @Test("workflow results repeat for a seed and change with it")
-    func workflowRunsAreDeterministic() throws {
+    func workflowRunsAreDeterministic() async throws {
         let dir = TestPaths.scratchDirectory()
-        func digest(_ scenario: Scenario, _ name: String) throws -> String {
-            try DeterminismTests.digest(of: scenario, in: dir, name: name)
+        func digest(_ scenario: Scenario, _ name: String) async throws -> String {
+            try await DeterminismTests.digest(of: scenario, in: dir, name: name)
         }
         let scenario = try Self.killingFleet(devices: 40, hours: 3)
-        let first = try digest(scenario, "a.sqlite")
-        #expect(try digest(scenario, "b.sqlite") == first)
-        #expect(try digest(scenario.overriding(seed: 12), "c.sqlite") != first)
+        let first = try await digest(scenario, "a.sqlite")
+        let again = try await digest(scenario, "b.sqlite")
+        let other = try await digest(scenario.overriding(seed: 12), "c.sqlite")
+        #expect(again == first)
+        #expect(other != first)
     }
 
     @Test("mistakes in the workflows section name the key and what is wrong", arguments: [

@@ -54,6 +54,23 @@ public struct JSONObjectWriter {
         JSONValue.writeString(string, to: &bytes)
     }
 
+    /// A string, or `null`.
+    public mutating func member(_ name: StaticString, optionalString string: String?) {
+        key(name)
+        if let string { JSONValue.writeString(string, to: &bytes) } else { bytes.append(contentsOf: [0x6E, 0x75, 0x6C, 0x6C]) }
+    }
+
+    /// A value written elsewhere (an object or array already in JSON).
+    public mutating func member(_ name: StaticString, json: [UInt8]) {
+        key(name)
+        bytes.append(contentsOf: json)
+    }
+
+    public mutating func member(_ name: StaticString, bool: Bool) {
+        key(name)
+        bytes.append(contentsOf: bool ? [0x74, 0x72, 0x75, 0x65] : [0x66, 0x61, 0x6C, 0x73, 0x65])
+    }
+
     /// An integer written as a JSON number (exact up to 2^53).
     public mutating func member(_ name: StaticString, integer: Int) {
         key(name)

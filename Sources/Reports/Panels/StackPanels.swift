@@ -32,7 +32,7 @@ struct EnergyPanel: DashboardPanel {
         let rows = stacks.map { s in
             [s.stack, MetricUnit.decimal(Double(s.devices), digits: 0), MetricUnit.decimal(s.joulesPerDeviceHour, digits: 1) + " J",
              MetricUnit.decimal(s.deviceHours > 0 ? s.radioJoules / s.deviceHours : 0, digits: 1) + " J",
-             MetricUnit.decimal(s.deviceHours > 0 ? s.cpuJoules / s.deviceHours : 0, digits: 2) + " J",
+             MetricUnit.decimal(s.deviceHours > 0 ? s.cpuJoules / s.deviceHours : 0, digits: 3) + " J",
              MetricUnit.formatDuration(s.deviceHours > 0 ? s.radioSeconds / s.deviceHours * 1e9 : 0),
              MetricUnit.formatBytes(s.deviceHours > 0 ? (s.bytesUp + s.bytesDown) / s.deviceHours : 0),
              MetricUnit.decimal(s.batteryPercentPerDay, digits: 2) + "%"]

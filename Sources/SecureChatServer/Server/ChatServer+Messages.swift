@@ -16,6 +16,36 @@ extension ChatServer {
                 "edited_at": m.editedAt.map { .string(timestamp($0)) } ?? .null, "created_at": .string(timestamp(m.createdAt))]
     }
 
+    /// `messageJSON(m)` as canonical (key-sorted) JSON, written member by member: a page
+    /// of messages is the hottest answer the server gives (every catch-up asks for one).
+    func renderMessage(_ m: ChatMessage) -> [UInt8] {
+        var w = JSONObjectWriter()
+        w.member("attachments", json: [0x5B, 0x5D])
+        w.member("channel_id", string: m.channelID)
+        w.member("client_message_id", optionalString: m.clientMessageID)
+        w.member("content", string: m.content)
+        w.member("content_type", string: m.contentType)
+        w.member("created_at", string: timestamp(m.createdAt))
+        w.member("edited_at", optionalString: m.editedAt.map(timestamp))
+        w.member("id", string: m.id)
+        w.member("protocol_version", integer: m.protocolVersion)
+        if let r = m.replyToID.flatMap({ state.messages[$0] }) {
+            var reply = JSONObjectWriter()
+            reply.member("content", string: r.content)
+            reply.member("content_type", string: r.contentType)
+            reply.member("id", string: r.id)
+            reply.member("protocol_version", integer: r.protocolVersion)
+            reply.member("sender_id", string: r.senderID)
+            w.member("reply_to", json: reply.finish())
+        } else {
+            w.member("reply_to", optionalString: nil)
+        }
+        w.member("reply_to_id", optionalString: m.replyToID)
+        w.member("sender_device_id", optionalString: m.senderDeviceID)
+        w.member("sender_id", string: m.senderID)
+        return w.finish()
+    }
+
     mutating func messages(_ method: String, channelID: String, _ request: HTTPRequestMessage, caller: Caller, now: Instant,
                            outputs: inout [ChatOutput]) throws -> HTTPResponseMessage {
         let channel = try memberChannel(channelID, caller)
@@ -59,8 +89,16 @@ extension ChatServer {
             index -= 1
             if let m = state.messages[channel.messageIDs[index]], !m.deleted { picked.append(m) }
         }
-        let hasMore = picked.count > limit
-        return .json(200, ["messages": .array(picked.prefix(limit).reversed().map(messageJSON)), "has_more": .bool(hasMore)])
+        var list: [UInt8] = [0x5B]
+        for (index, message) in picked.prefix(limit).reversed().enumerated() {
+            if index > 0 { list.append(0x2C) }
+            list += renderMessage(message)
+        }
+        list.append(0x5D)
+        var page = JSONObjectWriter()
+        page.member("has_more", bool: picked.count > limit)
+        page.member("messages", json: list)
+        return HTTPResponseMessage(status: 200, headers: [HTTPHeader("Content-Type", "application/json")], body: page.finish())
     }
 
     mutating func send(_ channel: ChatChannel, _ request: HTTPRequestMessage, caller: Caller, now: Instant,
