@@ -35,8 +35,8 @@ struct DeviceCommandTests {
         (["--sync", "http://127.0.0.1:9", "--key", "k", "--answer", "noequals"], "--answer takes STEP=VALUE"),
         (["--sync", "http://127.0.0.1:9", "--key", "k", "--duration", "1s"], "refused the registration"),
     ])
-    func badInput(arguments: [String], message: String) throws {
-        let run = try CommandRunner.fleetlab(["device", "--data", TestPaths.scratchDirectory("device-bad").path] + arguments)
+    func badInput(arguments: [String], message: String) async throws {
+        let run = try await CommandRunner.fleetlabAsync(["device", "--data", TestPaths.scratchDirectory("device-bad").path] + arguments)
         #expect(run.status == 2 && run.stderr.contains(message), "\(run.status): \(run.stderr)")
     }
 

@@ -38,13 +38,13 @@ struct ServeCommandTests {
     }
 
     @Test("a taken port is exit status 2 with a message, not a crash")
-    func portTaken() throws {
+    func portTaken() async throws {
         let blocker = try TCPListener()
         let data = TestPaths.scratchDirectory("serve-taken").path
-        let result = try CommandRunner.fleetlab(["serve", "--port", "host=\(blocker.port)", "--port", "mobile-sync=0", "--port", "chat=0", "--data", data])
+        let result = try await CommandRunner.fleetlabAsync(["serve", "--port", "host=\(blocker.port)", "--port", "mobile-sync=0", "--port", "chat=0", "--data", data])
         #expect(result.status == 2)
         #expect(result.stderr.contains("port \(blocker.port) on 127.0.0.1 is already in use"))
-        let bad = try CommandRunner.fleetlab(["serve", "--port", "agents=9", "--data", data])
+        let bad = try await CommandRunner.fleetlabAsync(["serve", "--port", "agents=9", "--data", data])
         #expect(bad.status == 2 && bad.stderr.contains("no server named 'agents'"))
     }
 }

@@ -24,21 +24,22 @@ func writeScenario(_ text: String, in dir: URL, name: String = "quick.yaml") thr
 @Suite("fleetlab simulate")
 struct SimulateCommandTests {
     @Test("a run writes results and a dashboard, prints a summary, and replays to the same digest")
-    func runAndReplay() throws {
+    func runAndReplay() async throws {
         let dir = TestPaths.scratchDirectory("cli")
         let scenario = try writeScenario(quickScenario, in: dir)
-        let first = try CommandRunner.fleetlab(["simulate", scenario, "--out", "a", "--quiet"], in: dir)
+        let first = try await CommandRunner.fleetlabAsync(["simulate", scenario, "--out", "a", "--quiet"], in: dir)
         #expect(first.status == 0, "\(first.stderr)")
         #expect(first.stdout.contains("fleetlab simulate quick — seed 11 — PASSED"))
         #expect(first.stdout.contains("reproduce with: fleetlab simulate"))
         #expect(FileManager.default.fileExists(atPath: dir.appendingPathComponent("a/dashboard.html").path))
         #expect(!FileManager.default.fileExists(atPath: dir.appendingPathComponent("a/results.sqlite-wal").path))
-        let second = try CommandRunner.fleetlab(["simulate", scenario, "--out", "b", "--quiet"], in: dir)
+        let second = try await CommandRunner.fleetlabAsync(["simulate", scenario, "--out", "b", "--quiet"], in: dir)
         #expect(second.status == 0)
-        let other = try CommandRunner.fleetlab(["simulate", scenario, "--out", "c", "--quiet", "--seed", "12"], in: dir)
+        let other = try await CommandRunner.fleetlabAsync(["simulate", scenario, "--out", "c", "--quiet", "--seed", "12"], in: dir)
         #expect(other.status == 0)
-        let digests = try ["a", "b", "c"].map { run in
-            try CommandRunner.fleetlab(["digest", "\(run)/results.sqlite"], in: dir).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        var digests: [String] = []
+        for run in ["a", "b", "c"] {
+            digests.append(try await CommandRunner.fleetlabAsync(["digest", "\(run)/results.sqlite"], in: dir).stdout.trimmingCharacters(in: .whitespacesAndNewlines))
         }
         #expect(digests[0].count == 64)
         #expect(digests[0] == digests[1])
@@ -46,10 +47,10 @@ struct SimulateCommandTests {
     }
 
     @Test("--devices and --duration override the file, and the default output is runs/<name>")
-    func overrides() throws {
+    func overrides() async throws {
         let dir = TestPaths.scratchDirectory("cli")
         let scenario = try writeScenario(quickScenario, in: dir)
-        let result = try CommandRunner.fleetlab(["simulate", scenario, "--devices", "7", "--duration", "30m", "--quiet"], in: dir)
+        let result = try await CommandRunner.fleetlabAsync(["simulate", scenario, "--devices", "7", "--duration", "30m", "--quiet"], in: dir)
         #expect(result.status == 0, "\(result.stderr)")
         let results = try ResultsDatabase.open(at: dir.appendingPathComponent("runs/quick/results.sqlite").path).load()
         #expect(results.scenario.devices == 7)
@@ -58,10 +59,10 @@ struct SimulateCommandTests {
     }
 
     @Test("a failed threshold exits with status 3 and says which")
-    func thresholdFails() throws {
+    func thresholdFails() async throws {
         let dir = TestPaths.scratchDirectory("cli")
         let scenario = try writeScenario(quickScenario + "\n  - {metric: lifecycle.transitions, max: 0}\n", in: dir)
-        let result = try CommandRunner.fleetlab(["simulate", scenario, "--out", "r", "--quiet"], in: dir)
+        let result = try await CommandRunner.fleetlabAsync(["simulate", scenario, "--out", "r", "--quiet"], in: dir)
         #expect(result.status == 3)
         #expect(result.stdout.contains("FAILED"))
         #expect(result.stdout.contains("✗ total(lifecycle.transitions)"))
@@ -93,33 +94,33 @@ struct SimulateCommandTests {
 
 @Suite("Bad input exits with status 2 and a clear message")
 struct BadInputTests {
-    func run(_ arguments: [String], in dir: URL) throws -> CommandRunner.Result {
-        try CommandRunner.fleetlab(arguments, in: dir)
+    func run(_ arguments: [String], in dir: URL) async throws -> CommandRunner.Result {
+        try await CommandRunner.fleetlabAsync(arguments, in: dir)
     }
 
     @Test("unknown flags, bad values and missing arguments")
-    func arguments() throws {
+    func arguments() async throws {
         let dir = TestPaths.scratchDirectory("cli")
         let scenario = try writeScenario(quickScenario, in: dir)
-        let unknown = try run(["simulate", scenario, "--turbo"], in: dir)
+        let unknown = try await run(["simulate", scenario, "--turbo"], in: dir)
         #expect(unknown.status == 2 && unknown.stderr.contains("Unknown option '--turbo'"))
-        let duration = try run(["simulate", scenario, "--duration", "soon"], in: dir)
+        let duration = try await run(["simulate", scenario, "--duration", "soon"], in: dir)
         #expect(duration.status == 2 && duration.stderr.contains("--duration"))
-        let devices = try run(["simulate", scenario, "--devices", "0"], in: dir)
+        let devices = try await run(["simulate", scenario, "--devices", "0"], in: dir)
         #expect(devices.status == 2 && devices.stderr.contains("--devices must be between"))
-        let missing = try run(["simulate"], in: dir)
+        let missing = try await run(["simulate"], in: dir)
         #expect(missing.status == 2 && missing.stderr.contains("Missing expected argument"))
-        let command = try run(["simulat"], in: dir)
+        let command = try await run(["simulat"], in: dir)
         #expect(command.status == 2)
     }
 
     @Test("scenario files that are missing or wrong name the file, line and key")
-    func scenarios() throws {
+    func scenarios() async throws {
         let dir = TestPaths.scratchDirectory("cli")
-        let missing = try run(["simulate", "nope.yaml"], in: dir)
+        let missing = try await run(["simulate", "nope.yaml"], in: dir)
         #expect(missing.status == 2 && missing.stderr.contains("nope.yaml: no such file"))
         let bad = try writeScenario(quickScenario.replacingOccurrences(of: "seed: 11", with: "seed: 11\nticks: {intervall: 5ms}"), in: dir, name: "bad.yaml")
-        let result = try run(["simulate", bad], in: dir)
+        let result = try await run(["simulate", bad], in: dir)
         #expect(result.status == 2)
         #expect(result.stderr.contains("bad.yaml:3:9: ticks: unknown key"))
         #expect(result.stderr.contains("ticks: unknown key 'intervall'; expected one of: interval, mode"))
@@ -127,25 +128,25 @@ struct BadInputTests {
     }
 
     @Test("unwritable output paths are refused before the run")
-    func outputs() throws {
+    func outputs() async throws {
         let dir = TestPaths.scratchDirectory("cli")
         let scenario = try writeScenario(quickScenario, in: dir)
         try "x".write(to: dir.appendingPathComponent("afile"), atomically: true, encoding: .utf8)
-        let file = try run(["simulate", scenario, "--out", "afile"], in: dir)
+        let file = try await run(["simulate", scenario, "--out", "afile"], in: dir)
         #expect(file.status == 2 && file.stderr.contains("it is a file, not a directory"))
-        let proc = try run(["simulate", scenario, "--out", "/proc/fleetlab-results"], in: dir)
+        let proc = try await run(["simulate", scenario, "--out", "/proc/fleetlab-results"], in: dir)
         #expect(proc.status == 2 && proc.stderr.contains("cannot create the output directory /proc/fleetlab-results"))
     }
 
     @Test("report and digest refuse files that are not results")
-    func reports() throws {
+    func reports() async throws {
         let dir = TestPaths.scratchDirectory("cli")
         try "not sqlite".write(to: dir.appendingPathComponent("x.sqlite"), atomically: true, encoding: .utf8)
-        let report = try run(["report", "x.sqlite"], in: dir)
+        let report = try await run(["report", "x.sqlite"], in: dir)
         #expect(report.status == 2 && !report.stderr.isEmpty)
-        let missing = try run(["report", "none.sqlite"], in: dir)
+        let missing = try await run(["report", "none.sqlite"], in: dir)
         #expect(missing.status == 2 && missing.stderr.contains("cannot read none.sqlite"))
-        let digest = try run(["digest", "none.sqlite"], in: dir)
+        let digest = try await run(["digest", "none.sqlite"], in: dir)
         #expect(digest.status == 2)
     }
 }
@@ -153,32 +154,32 @@ struct BadInputTests {
 @Suite("Help, report and bench")
 struct OtherCommandTests {
     @Test("--help lists the commands and exit codes")
-    func help() throws {
-        let top = try CommandRunner.fleetlab(["--help"])
+    func help() async throws {
+        let top = try await CommandRunner.fleetlabAsync(["--help"])
         #expect(top.status == 0)
         for command in ["simulate", "report", "digest", "bench", "serve"] { #expect(top.stdout.contains(command)) }
-        let simulate = try CommandRunner.fleetlab(["simulate", "--help"])
+        let simulate = try await CommandRunner.fleetlabAsync(["simulate", "--help"])
         #expect(simulate.status == 0 && simulate.stdout.contains("--devices") && simulate.stdout.contains("Exit status"))
-        #expect(try CommandRunner.fleetlab(["--version"]).stdout.contains("0.1.0"))
+        #expect(try await CommandRunner.fleetlabAsync(["--version"]).stdout.contains("0.1.0"))
     }
 
     @Test("report re-renders a dashboard, with a layout when asked")
-    func report() throws {
+    func report() async throws {
         let dir = TestPaths.scratchDirectory("cli")
         let scenario = try writeScenario(quickScenario, in: dir)
-        #expect(try CommandRunner.fleetlab(["simulate", scenario, "--out", "r", "--quiet"], in: dir).status == 0)
+        #expect(try await CommandRunner.fleetlabAsync(["simulate", scenario, "--out", "r", "--quiet"], in: dir).status == 0)
         try #"{"title": "CI", "panels": ["summary", "thresholds"]}"#.write(to: dir.appendingPathComponent("ci.json"), atomically: true, encoding: .utf8)
-        let result = try CommandRunner.fleetlab(["report", "r/results.sqlite", "--out", "ci.html", "--layout", "ci.json"], in: dir)
+        let result = try await CommandRunner.fleetlabAsync(["report", "r/results.sqlite", "--out", "ci.html", "--layout", "ci.json"], in: dir)
         #expect(result.status == 0, "\(result.stderr)")
         let html = try String(contentsOf: dir.appendingPathComponent("ci.html"), encoding: .utf8)
         #expect(html.contains("id=\"thresholds\"") && !html.contains("id=\"battery\""))
-        let badOut = try CommandRunner.fleetlab(["report", "r/results.sqlite", "--out", "missing-dir/x.html"], in: dir)
+        let badOut = try await CommandRunner.fleetlabAsync(["report", "r/results.sqlite", "--out", "missing-dir/x.html"], in: dir)
         #expect(badOut.status == 2 && badOut.stderr.contains("does not exist"))
     }
 
     @Test("bench kernel measures both loops in one run")
-    func benchKernel() throws {
-        let result = try CommandRunner.fleetlab(["bench", "kernel", "--events", "200000", "--pending", "1000", "--repetitions", "1"])
+    func benchKernel() async throws {
+        let result = try await CommandRunner.fleetlabAsync(["bench", "kernel", "--events", "200000", "--pending", "1000", "--repetitions", "1"])
         #expect(result.status == 0)
         #expect(result.stdout.contains("kernel") && result.stdout.contains("bare heap") && result.stdout.contains("ratio"))
         #expect(result.stdout.contains("same work   yes"))

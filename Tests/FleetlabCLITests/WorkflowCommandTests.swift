@@ -9,8 +9,8 @@ struct WorkflowCommandTests {
     }
 
     @Test("run prints the final instance with its context and step timeline")
-    func runCompleted() throws {
-        let result = try CommandRunner.fleetlab(["workflow", "run", "simulations/workflows/payment-verification.json",
+    func runCompleted() async throws {
+        let result = try await CommandRunner.fleetlabAsync(["workflow", "run", "simulations/workflows/payment-verification.json",
                                                  "--answers", #"{"payment_approval": "approved"}"#])
         #expect(result.status == 0, "\(result.stderr)")
         let output = try json(result.stdout)
@@ -41,8 +41,8 @@ struct WorkflowCommandTests {
         ("feature-access", #"{"consent_request": "granted", "access_approval": "denied"}"#, ["show_denied_banner"],
          ["show_access_granted_banner", "activate_feature"]),
     ])
-    func seedOutcomes(sequence: String, answers: String, ran: [String], skipped: [String]) throws {
-        let result = try CommandRunner.fleetlab(["workflow", "run", "simulations/workflows/\(sequence).json", "--answers", answers])
+    func seedOutcomes(sequence: String, answers: String, ran: [String], skipped: [String]) async throws {
+        let result = try await CommandRunner.fleetlabAsync(["workflow", "run", "simulations/workflows/\(sequence).json", "--answers", answers])
         #expect(result.status == 0, "\(result.stderr)")
         let output = try json(result.stdout)
         #expect(output["state"] as? String == "Completed")
@@ -53,8 +53,8 @@ struct WorkflowCommandTests {
     }
 
     @Test("an unanswered wait ends Waiting with the prompt and choices, exit 0")
-    func runWaiting() throws {
-        let result = try CommandRunner.fleetlab(["workflow", "run", "simulations/workflows/onboarding-flow.json"])
+    func runWaiting() async throws {
+        let result = try await CommandRunner.fleetlabAsync(["workflow", "run", "simulations/workflows/onboarding-flow.json"])
         #expect(result.status == 0)
         let output = try json(result.stdout)
         #expect(output["state"] as? String == "Waiting")
@@ -65,62 +65,62 @@ struct WorkflowCommandTests {
     }
 
     @Test("lists of answers serve a step that waits more than once; --load brings sub-sequences")
-    func answersAndLoad() throws {
+    func answersAndLoad() async throws {
         let dir = TestPaths.scratchDirectory("wf")
         let loop = dir.appendingPathComponent("ask-twice.json").path
         try #"{"name":"ask-twice","blocks":[{"type":"loop","id":"l","condition":"true","max_iterations":2,"body":[{"type":"step","id":"q","handler":"noop","wait_for_input":{"prompt":"?"}}]}]}"#
             .write(toFile: loop, atomically: true, encoding: .utf8)
-        let twice = try CommandRunner.fleetlab(["workflow", "run", loop, "--answers", #"{"q": ["yes", "no"]}"#])
+        let twice = try await CommandRunner.fleetlabAsync(["workflow", "run", loop, "--answers", #"{"q": ["yes", "no"]}"#])
         #expect(twice.status == 0)
         #expect(try json(twice.stdout)["state"] as? String == "Completed")
-        let sub = try CommandRunner.fleetlab(["workflow", "run", "simulations/workflows/examples/sub-sequence-kyc.json",
+        let sub = try await CommandRunner.fleetlabAsync(["workflow", "run", "simulations/workflows/examples/sub-sequence-kyc.json",
                                               "--load", "simulations/workflows/examples/kyc-checks.json"])
         #expect(sub.status == 0)
         #expect(try json(sub.stdout)["state"] as? String == "Completed")
     }
 
     @Test("a failed instance exits 3; the SQLite database keeps it")
-    func failedAndDatabase() throws {
+    func failedAndDatabase() async throws {
         let dir = TestPaths.scratchDirectory("wf")
         let file = dir.appendingPathComponent("fails.json").path
         try #"{"name":"fails","blocks":[{"type":"step","id":"f","handler":"fail","params":{"message":"nope"}}]}"#
             .write(toFile: file, atomically: true, encoding: .utf8)
         let db = dir.appendingPathComponent("device.sqlite").path
-        let result = try CommandRunner.fleetlab(["workflow", "run", file, "--db", db])
+        let result = try await CommandRunner.fleetlabAsync(["workflow", "run", file, "--db", db])
         #expect(result.status == 3)
         #expect((try json(result.stdout))["error"] as? String == "step 'f' failed: nope")
         #expect(FileManager.default.fileExists(atPath: db))
     }
 
     @Test("invalid sequences and bad JSON exit 2 with every problem listed")
-    func invalid() throws {
+    func invalid() async throws {
         let dir = TestPaths.scratchDirectory("wf")
         let file = dir.appendingPathComponent("bad.json").path
         try #"{"name":"bad","blocks":[{"type":"step","id":"a","handler":"nope"},{"type":"step","id":"a","handler":"noop"}]}"#
             .write(toFile: file, atomically: true, encoding: .utf8)
-        let run = try CommandRunner.fleetlab(["workflow", "run", file])
+        let run = try await CommandRunner.fleetlabAsync(["workflow", "run", file])
         #expect(run.status == 2)
         #expect(run.stderr.contains("handler 'nope' is not registered") && run.stderr.contains("duplicate block id"))
-        let validate = try CommandRunner.fleetlab(["workflow", "validate", file])
+        let validate = try await CommandRunner.fleetlabAsync(["workflow", "validate", file])
         #expect(validate.status == 2 && validate.stderr.contains("is not a valid sequence"))
-        let answers = try CommandRunner.fleetlab(["workflow", "run", "simulations/workflows/onboarding-flow.json", "--answers", "{oops"])
+        let answers = try await CommandRunner.fleetlabAsync(["workflow", "run", "simulations/workflows/onboarding-flow.json", "--answers", "{oops"])
         #expect(answers.status == 2 && answers.stderr.contains("--answers is not valid JSON"))
-        let choice = try CommandRunner.fleetlab(["workflow", "run", "simulations/workflows/onboarding-flow.json",
+        let choice = try await CommandRunner.fleetlabAsync(["workflow", "run", "simulations/workflows/onboarding-flow.json",
                                                  "--answers", #"{"show_terms": "maybe"}"#])
         #expect(choice.status == 2)
         #expect(choice.stderr.contains("the answer for show_terms was refused: invalid input: 'maybe' is not a choice"))
-        #expect(try CommandRunner.fleetlab(["workflow", "run", "nope.json"]).status == 2)
+        #expect(try await CommandRunner.fleetlabAsync(["workflow", "run", "nope.json"]).status == 2)
     }
 
     @Test("validate accepts every shipped workflow")
-    func validateShipped() throws {
+    func validateShipped() async throws {
         let root = TestPaths.packageRoot.appendingPathComponent("simulations/workflows")
         var files = try FileManager.default.contentsOfDirectory(atPath: root.path).filter { $0.hasSuffix(".json") }.map { "simulations/workflows/\($0)" }
         files += try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("examples").path)
             .filter { $0.hasSuffix(".json") }.map { "simulations/workflows/examples/\($0)" }
         #expect(files.count >= 12)
         for file in files {
-            let result = try CommandRunner.fleetlab(["workflow", "validate", file])
+            let result = try await CommandRunner.fleetlabAsync(["workflow", "validate", file])
             #expect(result.status == 0, "\(file): \(result.stderr)")
             #expect(result.stdout.hasPrefix("valid: "))
         }

@@ -33,8 +33,16 @@ extension HTTPProbe {
     /// One HTTP/1.1 exchange on a plain socket whose source address is `source` (any
     /// 127.x.y.z works on Linux loopback): how a test is two different clients to a
     /// server's per-address limits. `Connection: close`; every wait has a 10 s deadline.
+    ///
+    /// The exchange blocks a thread, so it runs on one of its own (`offPool`): blocking a
+    /// thread of the cooperative pool would starve the in-process server it is talking to.
     public static func request(from source: String, _ method: String, _ url: String, body: Data? = nil,
-                               headers: [String: String] = [:]) throws -> Reply {
+                               headers: [String: String] = [:]) async throws -> Reply {
+        try await offPool { try exchange(from: source, method, url, body: body, headers: headers) }
+    }
+
+    private static func exchange(from source: String, _ method: String, _ url: String, body: Data?,
+                                 headers: [String: String]) throws -> Reply {
         guard let parsed = URL(string: url), let host = parsed.host, let port = parsed.port else { throw POSIXError(.EINVAL) }
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw POSIXError(.EMFILE) }

@@ -22,16 +22,17 @@ struct ChatAuthLimitTests {
         defer { Task { await host.shutdown() } }
         let base = "http://127.0.0.1:\(port)/api/v1/auth/login"
         let json = ["content-type": "application/json"]
-        func attempt(from source: String, forged: String? = nil) throws -> Int {
+        func attempt(from source: String, forged: String? = nil) async throws -> Int {
             var headers = json
             if let forged { headers["x-forwarded-for"] = forged; headers["x-fleetlab-peer"] = forged }
-            return try HTTPProbe.request(from: source, "POST", base, body: Data(#"{"username":"nobody","password":"wrong wrong"}"#.utf8),
+            return try await HTTPProbe.request(from: source, "POST", base, body: Data(#"{"username":"nobody","password":"wrong wrong"}"#.utf8),
                                          headers: headers).status
         }
         var attacker: [Int] = []
-        for n in 0..<8 { attacker.append(try attempt(from: "127.0.0.2", forged: "10.9.9.\(n)")) }
+        for n in 0..<8 { attacker.append(try await attempt(from: "127.0.0.2", forged: "10.9.9.\(n)")) }
         #expect(attacker.prefix(5).allSatisfy { $0 == 401 } && attacker.suffix(3).allSatisfy { $0 == 429 }, "\(attacker)")
-        #expect(try attempt(from: "127.0.0.1") == 401, "the other client's bucket is its own")
+        let other = try await attempt(from: "127.0.0.1")
+        #expect(other == 401, "the other client's bucket is its own")
         await host.shutdown()
         try await running.value
     }
