@@ -94,7 +94,7 @@ struct ChatChurnSimulationTests {
         try ScenarioLoader.parse(text: """
             name: chat-churn
             seed: \(seed)
-            duration: 3h
+            duration: 4h
             devices:
               - {name: phones, count: \(devices), network: flaky}
             chat:
@@ -115,6 +115,8 @@ struct ChatChurnSimulationTests {
             #expect(ChatSimulationTests.total(world, "chat.actions", "kind=\(kind)") > 0, "\(kind)")
         }
         #expect(ChatSimulationTests.total(world, "chat.decryption_failures") == 0)
+        // Logging out everywhere ends the user's other sessions at their request: none is lost.
+        #expect(ChatSimulationTests.total(world, "chat.sessions_lost") == 0)
         let chat = world.invariants.rows.filter { $0.name.hasPrefix("chat.") }
         #expect(chat.count == 7)
         for row in chat { #expect(row.checks > 0 && row.violations == 0, "\(row.name): \(row.firstViolation ?? "")") }

@@ -73,6 +73,7 @@ extension ChatStack {
             // This device forgets its tokens at once; the user's others (logout-all) stop
             // when the server has ended their sessions.
             retire(device, now: now, fleet: &fleet)
+            loggingOut.formUnion(leaving.filter { $0 != device })
             for member in leaving {
                 let back = TimeSpan.minutes(60 + Int64(userStreams[user].next(below: 121)))
                 follow(.signIn(device: member), at: now + back, queue: &queue, fleet: &fleet)
@@ -117,6 +118,7 @@ extension ChatStack {
         let seed = fleet.deviceSeed(device).child("chat-client").child(incarnation)
         clients[device] = ChatClient(snapshot: ChatClient.Snapshot(seed: seed))
         active.insert(device)
+        loggingOut.remove(device)
         retiredAt[device] = nil
         keysAt[device] = nil
         follow(device, fleet: &fleet, now: now, queue: &queue)

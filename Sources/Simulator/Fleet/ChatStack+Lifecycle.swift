@@ -39,9 +39,19 @@ extension ChatStack {
         guard let client = clients[device], let user = userOfDevice[device] else { return }
         if client.isSignedIn {
             feed(device, .start, now: now, queue: &queue, fleet: &fleet)
-        } else if !provisioning {
+        } else if !provisioning && fleet.devices[device].app == .foreground {
+            // Signing in needs the person: it waits for the app on screen.
             feed(device, .login(username: "user\(user)", password: "correct horse \(user)", deviceName: "d\(ordinal[device]!)"), now: now, queue: &queue, fleet: &fleet)
         }
+    }
+
+    /// The server ended a device's session (against the user's will unless `asked`):
+    /// nothing sent to its old identity is expected of it any more, and it is not
+    /// addressable until its next login uploads new keys.
+    mutating func sessionEnded(_ device: Int, asked: Bool, fleet: inout Fleet) {
+        if !asked { fleet.recorder.add(metrics.sessionsLost) }
+        keysAt[device] = nil
+        for text in sent.keys where sent[text]!.pending.contains(device) { sent[text]!.pending.remove(device) }
     }
 
     /// The app stops running (suspended, killed, out of battery): the client's volatile

@@ -82,7 +82,12 @@ extension ChatStack {
                 if case .decryptionFailed(let id, let reason) = error, firstFailure[device] == nil {
                     firstFailure[device] = "message \(id): \(reason)"
                 }
-            case .channelAdded, .channelRemoved, .invited, .typing, .presence, .historyLoaded, .loggedOut:
+            case .loggedOut:
+                // Unless a logout-all on another device asked for it, the user did not: the
+                // server ended the session, e.g. a refresh whose answer the app never got,
+                // presented again after the grace. Either way the next login is a new device.
+                if active.contains(device) { sessionEnded(device, asked: loggingOut.remove(device) != nil, fleet: &fleet) }
+            case .channelAdded, .channelRemoved, .invited, .typing, .presence, .historyLoaded:
                 break
             }
         }

@@ -145,6 +145,9 @@ public struct ChatStack {
     var keysAt: [Int: Instant] = [:]
     /// Devices removed or logged out, and when: they must decrypt nothing sent after.
     var retiredAt: [Int: Instant] = [:]
+    /// The user's other devices whose sessions a logout-all is ending: their `loggedOut`
+    /// is what the user asked for, not a lost session.
+    var loggingOut: Set<Int> = []
     /// How many times each device signed in afresh (its client's seed).
     var incarnation: [Int: UInt64] = [:]
     var followUps: [UInt32: FollowUp] = [:]
@@ -263,6 +266,8 @@ struct ChatMetrics {
     let refreshes: MetricHandle
     let connected: MetricHandle
     let typing: MetricHandle
+    /// Sessions the server ended against the user's will (a forced logout).
+    let sessionsLost: MetricHandle
     let serverUtilisation: MetricHandle
     let serverQueue: MetricHandle
     let serverWait: MetricHandle
@@ -282,6 +287,7 @@ struct ChatMetrics {
         refreshes = recorder.register("chat.refreshes")
         connected = recorder.register("chat.connected")
         typing = recorder.register("chat.typing")
+        sessionsLost = recorder.register("chat.sessions_lost")
         serverUtilisation = recorder.register("chat.server_utilisation")
         serverQueue = recorder.register("chat.server_queue")
         serverWait = recorder.register("chat.server_wait")

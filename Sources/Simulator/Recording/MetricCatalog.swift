@@ -120,6 +120,8 @@ public enum MetricCatalog {
         Entry(name: "chat.refreshes", kind: .counter, unit: .count, labelKeys: [], description: "Access-token refreshes (rotations)"),
         Entry(name: "chat.connected", kind: .gauge, unit: .count, labelKeys: [], description: "Chat devices with an open socket at the bucket end"),
         Entry(name: "chat.typing", kind: .counter, unit: .count, labelKeys: [], description: "typing.start frames the server fanned out to other devices"),
+        Entry(name: "chat.sessions_lost", kind: .counter, unit: .count, labelKeys: [],
+              description: "Sessions the server ended that the user did not (a refresh presented again after its grace: the app never got the answer)"),
         Entry(name: "chat.server_utilisation", kind: .gauge, unit: .percent, labelKeys: [], description: "Busy chat-server workers over the bucket"),
         Entry(name: "chat.server_queue", kind: .gauge, unit: .count, labelKeys: [],
               description: "Requests, socket opens and frames waiting for a chat-server worker at the bucket end"),
