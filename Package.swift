@@ -145,7 +145,7 @@ let package = Package(
             "Live", "LabTestSupport", "LabKernel", "MobileSyncServer", "Orch8Wire", "DeviceWorkflows", "WorkflowHost", "SecureChatServer",
             "SecureChatClient", "LabCrypto",
         ], swiftSettings: strictSettings),
-        .testTarget(name: "FleetlabCLITests", dependencies: ["LabStore", "LabTestSupport"], swiftSettings: strictSettings),
+        .testTarget(name: "FleetlabCLITests", dependencies: ["LabKernel", "LabStore", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "TidyTests", dependencies: ["LabTestSupport"], swiftSettings: strictSettings),
     ]
 )

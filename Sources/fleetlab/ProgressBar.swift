@@ -9,11 +9,16 @@ import Simulator
 /// plain line every ten seconds instead, so logs stay readable.
 final class ProgressBar {
     let enabled: Bool
+    /// What the run is, before the bar (a sweep's point).
+    let label: String
     let terminal = Console.stderrIsTerminal
     var lastDraw = 0.0
     var drewSomething = false
 
-    init(enabled: Bool) { self.enabled = enabled }
+    init(enabled: Bool, label: String = "") {
+        self.enabled = enabled
+        self.label = label
+    }
 
     func update(_ p: SimulationProgress) {
         guard enabled else { return }
@@ -24,7 +29,7 @@ final class ProgressBar {
         let filled = Int((p.fraction * Double(width)).rounded(.down))
         let bar = String(repeating: "█", count: filled) + String(repeating: "░", count: width - filled)
         let eta = p.etaSeconds.map { "ETA " + Self.clock($0) } ?? "ETA --"
-        let line = "\(bar) \(Self.pad(Self.percent(p.fraction), 4)) sim \(Self.clock(p.simulated.seconds))/\(Self.clock(p.duration.seconds))"
+        let line = (label.isEmpty ? "" : label + "  ") + "\(bar) \(Self.pad(Self.percent(p.fraction), 4)) sim \(Self.clock(p.simulated.seconds))/\(Self.clock(p.duration.seconds))"
             + "  \(Self.rate(p.eventsPerSecond)) ev/s  \(eta)"
         if terminal {
             Console.errorRaw("\r\u{1B}[2K" + line)

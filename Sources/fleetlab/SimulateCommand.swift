@@ -56,18 +56,7 @@ struct SimulateCommand: ParsableCommand {
 
         Interrupt.install()
         let bar = ProgressBar(enabled: !quiet)
-        let outcome: SimulationOutcome
-        do {
-            let run = try FleetRun(scenario: loaded, resultsPath: resultsPath)
-            outcome = try run.run { progress in
-                bar.update(progress)
-                return !Interrupt.isRequested
-            }
-        } catch let error as SQLiteError {
-            bar.finish()
-            throw CLIFailure.badInput("cannot write \(resultsPath): \(error)")
-        }
-        bar.finish()
+        let outcome = try FleetRun.runFromCommand(loaded, resultsPath: resultsPath, bar: bar)
 
         let results = try ResultsDatabase.open(at: resultsPath).load()
         try OutputPaths.write(Dashboard.render(results), to: dashboardPath)

@@ -114,8 +114,8 @@ public enum ScenarioLoader {
 
 extension Scenario {
     /// Applies `--devices`, `--duration` and `--seed`. A new device total is shared out
-    /// over the populations in proportion to their sizes (largest remainder), so a smoke
-    /// scenario scales without editing the file.
+    /// over the populations in proportion to their sizes (largest remainder), and the chat
+    /// groups in proportion too, so a scenario scales without editing the file.
     public func overriding(devices total: Int? = nil, duration: TimeSpan? = nil, seed: UInt64? = nil) -> Scenario {
         var copy = self
         var notes: [String] = []
@@ -142,6 +142,10 @@ extension Scenario {
                 missing -= 1
             }
             for index in copy.devices.indices { copy.devices[index].count = counts[index] }
+            // Groups are people who know each other: their number grows with the fleet.
+            if let groups = chat?.groups, current > 0 {
+                copy.chat!.groups = min(100_000, Int((Double(groups) * Double(total) / Double(current)).rounded()))
+            }
         }
         return copy
     }

@@ -1,0 +1,29 @@
+import Reports
+import Simulator
+import Testing
+
+@Suite("Capacity sweep findings")
+struct SweepAnalysisTests {
+    static func point(_ devices: Int, chatBusy: Double, violated: [String] = []) -> SweepPoint {
+        SweepPoint(devices: devices, resultsPath: "\(devices)/results.sqlite", endpoints: [],
+                   servers: [.init(stack: "chat", peakUtilisation: chatBusy, meanUtilisation: chatBusy / 2, peakQueue: 0, waitP99: 0)],
+                   violated: violated, wallSeconds: 1)
+    }
+
+    @Test("a progress check failing past the chat server's saturation is a finding; below it, or any other invariant, is a verdict")
+    func progressPastSaturation() {
+        let progress = InvariantLedger.progressChecks
+        let overloaded = [Self.point(1_000, chatBusy: 40), Self.point(2_000, chatBusy: 100, violated: ["chat.sends_settle"]),
+                          Self.point(4_000, chatBusy: 100, violated: ["chat.sends_settle"])]
+        #expect(SweepAnalysis.verdicts(overloaded, progressChecks: progress).isEmpty)
+        let findings = SweepAnalysis.findings(overloaded, bound: 1e9, progressChecks: progress)
+        #expect(findings.contains("chat.sends_settle fails from 2,000 devices, past a server's saturation: it no longer keeps up"), "\(findings)")
+        #expect(findings.contains { $0.hasPrefix("chat server saturates at about 2,000 devices") }, "\(findings)")
+
+        let early = [Self.point(1_000, chatBusy: 40, violated: ["chat.sends_settle"]), Self.point(2_000, chatBusy: 100)]
+        #expect(SweepAnalysis.verdicts(early, progressChecks: progress).map(\.devices) == [1_000])
+        let safety = [Self.point(1_000, chatBusy: 40), Self.point(2_000, chatBusy: 100, violated: ["chat.no_duplicates"])]
+        #expect(SweepAnalysis.verdicts(safety, progressChecks: progress).map(\.invariant) == ["chat.no_duplicates"])
+        #expect(SweepAnalysis.findings(safety, bound: 1e9, progressChecks: progress).contains("invariant chat.no_duplicates FAILED at 2,000 devices (see its results)"))
+    }
+}
