@@ -26,4 +26,14 @@ struct SweepAnalysisTests {
         #expect(SweepAnalysis.verdicts(safety, progressChecks: progress).map(\.invariant) == ["chat.no_duplicates"])
         #expect(SweepAnalysis.findings(safety, bound: 1e9, progressChecks: progress).contains("invariant chat.no_duplicates FAILED at 2,000 devices (see its results)"))
     }
+
+    @Test("the sweep page marks progress lost past saturation apart from a failed invariant")
+    func pageMarks() {
+        let points = [Self.point(1_000, chatBusy: 40), Self.point(2_000, chatBusy: 100, violated: ["chat.sends_settle"]),
+                      Self.point(4_000, chatBusy: 100, violated: ["chat.per_sender_order"])]
+        let page = SweepDashboard.render(scenario: "s", seed: 1, points: points, bound: 1e9, progressChecks: InvariantLedger.progressChecks)
+        #expect(page.contains("<span class=\"overload\">chat.sends_settle</span>"))
+        #expect(page.contains("<span class=\"fail\">chat.per_sender_order</span>"))
+        #expect(!page.contains("<script"))
+    }
 }

@@ -61,6 +61,7 @@ public enum Dashboard {
     th,td{text-align:left;padding:5px 8px;border-bottom:1px solid var(--line);vertical-align:top}
     th{color:var(--muted);font-weight:600}.num{text-align:right;font-variant-numeric:tabular-nums}
     tr.bad td{background:#fdf0f0}.pass{color:var(--ok);font-weight:700}.fail{color:var(--bad);font-weight:700}
+    .overload{color:#a35f00;font-weight:700}
     details summary{cursor:pointer;color:var(--muted)}pre{background:#fafafc;border:1px solid var(--line);border-radius:6px;
     padding:10px;overflow:auto;font-size:12px}
     code{font-size:12px}

@@ -16,7 +16,9 @@ public enum SweepDashboard {
         let rows = points.map { point -> [String] in
             [MetricUnit.decimal(Double(point.devices), digits: 0), MetricUnit.formatDuration(point.wallSeconds * 1e9),
              point.invariantsHeld ? "<span class=\"pass\">held</span>"
-                : "<span class=\"fail\">\(HTML.escape(point.violated.joined(separator: ", ")))</span>"]
+                // Progress that stopped past saturation is a finding (amber), anything else a failure.
+                : "<span class=\"\(SweepAnalysis.verdicts([point], progressChecks: progressChecks).isEmpty ? "overload" : "fail")\">"
+                    + "\(HTML.escape(point.violated.joined(separator: ", ")))</span>"]
                 + ["sync", "chat"].map { stack in
                     point.servers.first { $0.stack == stack }.map { SweepAnalysis.percent($0.peakUtilisation) } ?? "–"
                 }
