@@ -27,11 +27,7 @@ public enum CommandRunner {
     /// `fleetlab(_:in:)` for async tests: the waiting happens off Swift's cooperative
     /// threads (two on this machine), which in-process servers of other tests need.
     public static func fleetlabAsync(_ arguments: [String], in directory: URL? = nil) async throws -> Result {
-        try await withCheckedThrowingContinuation { continuation in
-            Thread.detachNewThread {
-                continuation.resume(with: Swift.Result { try fleetlab(arguments, in: directory) })
-            }
-        }
+        try await offPool { try fleetlab(arguments, in: directory) }
     }
 
     /// Starts `fleetlab arguments` without waiting; stdout and stderr are pipes.

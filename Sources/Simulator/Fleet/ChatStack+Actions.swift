@@ -147,11 +147,17 @@ extension ChatStack {
     mutating func retire(_ device: Int, now: Instant, fleet: inout Fleet) {
         active.remove(device)
         retiredAt[device] = now
-        keysAt[device] = nil
-        for text in sent.keys where sent[text]!.pending.contains(device) { sent[text]!.pending.remove(device) }
+        unaddress(device)
         // What it had not got out yet goes with it (logging out drops the outbox).
         let prefix = ".d\(ordinal[device]!)."
         for (text, record) in sent where !record.acked && text.contains(prefix) { sent[text] = nil }
+    }
+
+    /// The device's identity is gone from the server: nothing sent to it is expected of it
+    /// any more, and it is not addressable until a login uploads new keys.
+    mutating func unaddress(_ device: Int) {
+        keysAt[device] = nil
+        for text in sent.keys where sent[text]!.pending.contains(device) { sent[text]!.pending.remove(device) }
     }
 
     /// The device no longer has to read what was sent in `channel` (its user left).

@@ -45,13 +45,10 @@ extension ChatStack {
         }
     }
 
-    /// The server ended a device's session (against the user's will unless `asked`):
-    /// nothing sent to its old identity is expected of it any more, and it is not
-    /// addressable until its next login uploads new keys.
+    /// The server ended a device's session (against the user's will unless `asked`).
     mutating func sessionEnded(_ device: Int, asked: Bool, fleet: inout Fleet) {
         if !asked { fleet.recorder.add(metrics.sessionsLost) }
-        keysAt[device] = nil
-        for text in sent.keys where sent[text]!.pending.contains(device) { sent[text]!.pending.remove(device) }
+        unaddress(device)
     }
 
     /// The app stops running (suspended, killed, out of battery): the client's volatile
