@@ -35,6 +35,12 @@ struct SimulateCommand: ParsableCommand {
     @Flag(help: "No progress bar.")
     var quiet = false
 
+    @Option(help: "Write thresholds and invariants as JUnit XML to this file.")
+    var junit: String?
+
+    @Option(help: "Write the summary as JSON to this file.")
+    var json: String?
+
     func validate() throws {
         if let devices, devices < 1 || devices > 50_000_000 {
             throw ValidationError("--devices must be between 1 and 50,000,000")
@@ -53,6 +59,7 @@ struct SimulateCommand: ParsableCommand {
         try OutputPaths.prepareDirectory(directory)
         let resultsPath = (directory as NSString).appendingPathComponent("results.sqlite")
         let dashboardPath = (directory as NSString).appendingPathComponent("dashboard.html")
+        for file in [junit, json].compactMap({ $0 }) { try OutputPaths.checkWritableFile(file) }
 
         Interrupt.install()
         let bar = ProgressBar(enabled: !quiet)
@@ -61,8 +68,17 @@ struct SimulateCommand: ParsableCommand {
         let results = try ResultsDatabase.open(at: resultsPath).load()
         try OutputPaths.write(Dashboard.render(results), to: dashboardPath)
         let digest = try ResultsDigest.compute(ResultsDatabase.open(at: resultsPath))
-        print(RunSummary(scenarioPath: scenario, scenario: loaded, outcome: outcome, results: results,
-                         resultsPath: resultsPath, dashboardPath: dashboardPath, digest: digest).text)
+        let summary = RunSummary(scenarioPath: scenario, scenario: loaded, outcome: outcome, results: results,
+                                 resultsPath: resultsPath, dashboardPath: dashboardPath, digest: digest).text
+        print(summary)
+        if let junit {
+            let report = JUnitReport.run(results, wallSeconds: outcome.wallSeconds, timestamp: String(WallClock.timestamp().prefix(19)), summary: summary)
+            try OutputPaths.write(report.xml, to: junit)
+        }
+        if let json {
+            let passed = outcome.passed && !outcome.interrupted
+            try OutputPaths.write(SummaryJSON.run(results, digest: digest, passed: passed, interrupted: outcome.interrupted).prettyText + "\n", to: json)
+        }
         if outcome.interrupted { throw ExitCode(ExitStatus.interrupted) }
         if !outcome.passed { throw ExitCode(ExitStatus.checksFailed) }
     }

@@ -10,7 +10,16 @@ public enum CommandRunner {
 
     /// Runs `fleetlab arguments` in `directory` and waits for it to exit.
     public static func fleetlab(_ arguments: [String], in directory: URL? = nil) throws -> Result {
-        let process = try start(arguments, in: directory)
+        try wait(for: start(arguments, in: directory))
+    }
+
+    /// Runs another program (`xmllint`, …) the same way.
+    public static func run(_ executable: String, _ arguments: [String], in directory: URL? = nil) throws -> Result {
+        try wait(for: start(arguments, in: directory, executable: URL(fileURLWithPath: executable)))
+    }
+
+    /// Waits for a started process, reading both pipes so neither fills up and blocks it.
+    static func wait(for process: Process) throws -> Result {
         let out = process.standardOutput as! Pipe, err = process.standardError as! Pipe
         let group = DispatchGroup()
         nonisolated(unsafe) var outData = Data(), errData = Data()
@@ -31,10 +40,11 @@ public enum CommandRunner {
     }
 
     /// Starts `fleetlab arguments` without waiting; stdout and stderr are pipes.
-    public static func start(_ arguments: [String], in directory: URL? = nil, environment: [String: String] = [:]) throws -> Process {
+    public static func start(_ arguments: [String], in directory: URL? = nil, environment: [String: String] = [:],
+                             executable: URL = TestPaths.fleetlabExecutable) throws -> Process {
         let process = Process()
         if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
-        process.executableURL = TestPaths.fleetlabExecutable
+        process.executableURL = executable
         process.arguments = arguments
         process.currentDirectoryURL = directory ?? TestPaths.packageRoot
         process.standardOutput = Pipe()

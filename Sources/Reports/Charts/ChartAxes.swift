@@ -30,6 +30,18 @@ enum Ticks {
         return ticks
     }
 
+    /// Horizontal grid lines with their labels at the nice ticks of [0, yMax], the value
+    /// axis every chart with a zero baseline draws.
+    static func valueGrid(y: LinearScale, yMax: Double, left: Double, right: Double, format: (Double) -> String) -> String {
+        var svg = ""
+        for tick in nice(0, yMax) {
+            let yy = fmt(y(tick))
+            svg += "<line x1=\"\(fmt(left))\" x2=\"\(fmt(right))\" y1=\"\(yy)\" y2=\"\(yy)\" class=\"grid\"/>"
+            svg += "<text x=\"\(fmt(left - 6))\" y=\"\(yy)\" class=\"ylabel\">\(HTML.escape(format(tick)))</text>"
+        }
+        return svg
+    }
+
     /// An upper bound for a value axis: the first nice tick at or above `max`.
     static func niceMax(_ max: Double) -> Double {
         guard max > 0, max.isFinite else { return 1 }

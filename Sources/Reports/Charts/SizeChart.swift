@@ -26,12 +26,7 @@ struct SizeChart {
         let low = Double(max(1, sizes.min() ?? 1)), high = Double(max(sizes.max() ?? 1, Int(low) + 1))
         let x = LinearScale(domain: (log(low), log(high)), range: (left, width - right))
         let y = LinearScale(domain: (0, yMax), range: (height - bottom, top))
-        var body = ""
-        for tick in Ticks.nice(0, yMax) {
-            let yy = fmt(y(tick))
-            body += "<line x1=\"\(fmt(left))\" x2=\"\(fmt(width - right))\" y1=\"\(yy)\" y2=\"\(yy)\" class=\"grid\"/>"
-            body += "<text x=\"\(fmt(left - 6))\" y=\"\(yy)\" class=\"ylabel\">\(HTML.escape(format(tick)))</text>"
-        }
+        var body = Ticks.valueGrid(y: y, yMax: yMax, left: left, right: width - right, format: format)
         for size in sizes {
             let xx = fmt(x(log(Double(max(1, size)))))
             body += "<line x1=\"\(xx)\" x2=\"\(xx)\" y1=\"\(fmt(height - bottom))\" y2=\"\(fmt(height - bottom + 4))\" class=\"axis\"/>"
