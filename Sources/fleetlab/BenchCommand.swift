@@ -4,6 +4,7 @@ import DeviceWorkflows
 import WorkflowHost
 import Orch8Wire
 import Foundation
+import LabKernel
 import LabStore
 import Simulator
 
@@ -33,11 +34,14 @@ struct KernelBench: ParsableCommand {
     @Option(help: "Repetitions; the best time of each loop is kept.")
     var repetitions: Int = 3
 
+    @OptionGroup var output: BenchJSON
+
     func validate() throws {
         guard events > 0, pending > 0, repetitions > 0 else { throw ValidationError("events, pending and repetitions must be positive") }
     }
 
     func run() throws {
+        try output.check()
         let f = KernelBenchmark.run(events: events, pending: pending, repetitions: repetitions, clock: WallClock.seconds)
         let n = { (v: Double) in MetricUnit.decimal(v, digits: 0) }
         print("fleetlab bench kernel — \(n(Double(events))) events, \(n(Double(pending))) pending timers, best of \(repetitions) (\(BuildInfo.description))")
@@ -45,6 +49,9 @@ struct KernelBench: ParsableCommand {
         print("  bare heap   \(MetricUnit.decimal(f.bareEventsPerSecond / 1e6, digits: 2)) M events/s  (\(MetricUnit.decimal(f.bareSeconds, digits: 3)) s)")
         print("  ratio       \(MetricUnit.decimal(f.ratio, digits: 2))× the bare loop's time (target ≤ 1.50×)")
         print("  same work   \(f.kernelChecksum == f.bareChecksum ? "yes" : "NO") (event checksums \(f.kernelChecksum == f.bareChecksum ? "match" : "differ"))")
+        try output.write(bench: "kernel", parameters: ["events": .figure(Double(events)), "pending": .figure(Double(pending)), "repetitions": .figure(Double(repetitions))],
+                         figures: ["kernel_events_per_second": .figure(f.kernelEventsPerSecond), "bare_events_per_second": .figure(f.bareEventsPerSecond),
+                                   "ratio": .figure(f.ratio), "target_ratio": .figure(1.5), "same_work": .bool(f.kernelChecksum == f.bareChecksum)])
         #if DEBUG
         print("  note        this is a debug build; use `swift build -c release` for real figures")
         #endif
@@ -76,6 +83,8 @@ struct EngineBench: ParsableCommand {
     @Option(help: "Rounds per store; the best is reported.")
     var rounds = 3
 
+    @OptionGroup var output: BenchJSON
+
     func validate() throws {
         guard instances > 0 && instances <= 1_000_000 else { throw ValidationError("--instances must be 1...1000000") }
         guard (1...20).contains(rounds) else { throw ValidationError("--rounds must be 1...20") }
@@ -86,6 +95,7 @@ struct EngineBench: ParsableCommand {
             throw CLIFailure.badInput("\(sequence): cannot read the onboarding-flow sequence (run from the repository root or pass --sequence)")
         }
         guard ["both", "memory", "sqlite"].contains(store) else { throw CLIFailure.badInput("--store is both, memory or sqlite") }
+        try output.check()
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("fleetlab-bench-\(getpid()).sqlite").path
         let removeFile = { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
         defer { removeFile() }
@@ -112,6 +122,11 @@ struct EngineBench: ParsableCommand {
         if results.count == 2 {
             print("  SQLite / in-memory  \(MetricUnit.decimal(results[1].fastest / results[0].fastest, digits: 3))")
         }
+        try output.write(bench: "engine", parameters: ["instances": .figure(Double(instances)), "rounds": .figure(Double(rounds))],
+                         figures: .array(zip(results, contenders.map(\.target)).map { result, target in
+                             ["store": .string(result.best.store), "steps_per_second": .figure(result.best.stepsPerSecond),
+                              "slowest_round": .figure(result.slowest), "fastest_round": .figure(result.fastest), "target": .figure(target)]
+                         }))
         #if DEBUG
         print("  note          this is a debug build; use `swift build -c release` for real figures")
         #endif

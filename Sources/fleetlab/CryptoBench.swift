@@ -2,6 +2,7 @@ import ArgumentParser
 import Benchmarks
 import ChatCrypto
 import Foundation
+import LabKernel
 import LabStore
 import Simulator
 
@@ -27,6 +28,8 @@ struct CryptoBench: ParsableCommand {
     @Option(help: "Rounds; the best of each side is kept.")
     var rounds = 5
 
+    @OptionGroup var output: BenchJSON
+
     func validate() throws {
         guard (10...10_000_000).contains(operations) else { throw ValidationError("--operations must be 10...10000000") }
         guard (0...1_200).contains(bytes) else { throw ValidationError("--bytes must be 0...1200") }
@@ -34,6 +37,7 @@ struct CryptoBench: ParsableCommand {
     }
 
     func run() throws {
+        try output.check()
         let figures: [CryptoBenchmark.Figure]
         do {
             figures = try CryptoBenchmark.run(operations: operations, messageBytes: bytes, rounds: rounds, clock: WallClock.seconds)
@@ -46,6 +50,11 @@ struct CryptoBench: ParsableCommand {
             print("  \(f.name.padding(toLength: 28, withPad: " ", startingAt: 0)) \(n(f.oursPerSecond).leftPad(9))  \(n(f.barePerSecond).leftPad(9))"
                 + "  \(over.leftPad(9))\(f.overhead <= 0.30 ? "" : "  (over the 30 % target)")")
         }
+        try output.write(bench: "crypto", parameters: ["operations": .figure(Double(operations)), "bytes": .figure(Double(bytes)), "rounds": .figure(Double(rounds))],
+                         figures: .array(figures.map { f in
+                             ["operation": .string(f.name), "ours_per_second": .figure(f.oursPerSecond), "bare_per_second": .figure(f.barePerSecond),
+                              "overhead": .figure(f.overhead), "target_overhead": .figure(0.30)]
+                         }))
         #if DEBUG
         print("  note: this is a debug build; use `swift build -c release` for real figures")
         #endif

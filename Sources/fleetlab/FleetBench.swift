@@ -43,6 +43,8 @@ struct FleetBench: ParsableCommand {
     @Option(help: .hidden)
     var child: Int?
 
+    @OptionGroup var output: BenchJSON
+
     func validate() throws {
         guard (1...10_000_000).contains(devices) else { throw ValidationError("--devices must be 1...10000000") }
     }
@@ -65,6 +67,8 @@ struct FleetBench: ParsableCommand {
             throw CLIFailure.badInput("no stack set '\(unknown)'; the sets: \(Self.sets.map(\.name).joined(separator: ", "))")
         }
         _ = try load([])  // a bad scenario is reported once, before any run
+        try output.check()
+        var rows: [JSONValue] = []
         let n = { (v: Double) in MetricUnit.decimal(v, digits: 0) }
         print("fleetlab bench fleet — \(scenario), \(n(Double(devices))) devices × \(duration.span), one process per stack set (\(BuildInfo.description))")
         print("  " + ["stack set".padding(toLength: 18, withPad: " ", startingAt: 0), "wall".leftPad(9), "device-s/wall-s".leftPad(16),
@@ -82,11 +86,18 @@ struct FleetBench: ParsableCommand {
                           n(rate).leftPad(16), n(figures.events / figures.wallSeconds).leftPad(11),
                           (MetricUnit.decimal(figures.peakRSS / 1_048_576, digits: 1) + " MiB").leftPad(11),
                           MetricUnit.formatBytes(perDevice).leftPad(11), over.leftPad(11)].joined(separator: " "))
+            rows.append(["stack_set": .string(set.name), "wall_seconds": .figure(figures.wallSeconds), "device_seconds_per_wall_second": .figure(rate),
+                         "events_per_second": .figure(figures.events / figures.wallSeconds), "peak_rss_bytes": .figure(figures.peakRSS),
+                         "bytes_per_device": .figure(perDevice),
+                         "bytes_per_device_over_model": reference.map { .figure(max(0, figures.peakRSS - $0) / Double(devices)) } ?? .null])
         }
         if let fullRate {
             let minutes = 10_000 * 86_400 / fullRate / 60
             print("  full stack at this pace: 10,000 devices × 24 h in \(MetricUnit.decimal(minutes, digits: 1)) min (target ≤ 10 min; measure it with --devices 10000 --duration 24h)")
         }
+        try output.write(bench: "fleet", parameters: ["scenario": .string(scenario), "devices": .figure(Double(devices)),
+                                                   "duration_seconds": .figure(duration.span.seconds)],
+                         figures: .array(rows))
         #if DEBUG
         print("  note        this is a debug build; use `swift build -c release` for real figures")
         #endif

@@ -41,6 +41,8 @@ struct SyncBench: AsyncParsableCommand {
     @Option(help: "Approvals on the server for the dashboard-poll measurement (against one with DEVICES approvals).")
     var approvals = 77_000
 
+    @OptionGroup var output: BenchJSON
+
     func validate() throws {
         guard (1...100_000).contains(devices), (1...10_000_000).contains(requests), (0...100).contains(statuses),
               (1...256).contains(concurrency), (1...1_000_000).contains(approvals) else {
@@ -75,6 +77,7 @@ struct SyncBench: AsyncParsableCommand {
     }
 
     func run() async throws {
+        try output.check()
         let requests = bodies()
         var server = SyncServer(config: SyncServerConfig(), seed: StreamSeed(1), wallClock: .simulationEpoch)
         let root = server.bootstrap(now: .zero)
@@ -159,6 +162,11 @@ struct SyncBench: AsyncParsableCommand {
             + "p50 \(MetricUnit.decimal(p50 * 1000, digits: 2)) ms, p99 \(MetricUnit.decimal(p99 * 1000, digits: 2)) ms)")
         print("  dashboard poll       \(n(large)) polls/s with \(n(Double(approvals))) approvals, \(n(small)) with \(n(Double(devices))) "
             + "(\(MetricUnit.decimal(large / small, digits: 2))×; GET /mobile/approvals?state=pending&limit=1)")
+        try output.write(bench: "sync", parameters: ["devices": .figure(Double(devices)), "requests": .figure(count), "statuses": .figure(Double(statuses)),
+                                                  "concurrency": .figure(Double(concurrency)), "approvals": .figure(Double(approvals))],
+                         figures: ["core_syncs_per_second": .figure(core), "sqlite_syncs_per_second": .figure(sqlite), "http_syncs_per_second": .figure(http),
+                                   "http_p50_seconds": .figure(p50), "http_p99_seconds": .figure(p99),
+                                   "polls_per_second_many_approvals": .figure(large), "polls_per_second_few_approvals": .figure(small)])
         #if DEBUG
         print("  note                 this is a debug build; use `swift build -c release` for real figures")
         #endif
