@@ -44,9 +44,13 @@ struct DigestCommand: ParsableCommand {
     @Argument(help: "A results.sqlite.")
     var results: String
 
+    @Flag(help: "The fleet digest instead: scenario, populations, histograms and whole counters by metric name, which a merge of shards shares with the single run.")
+    var fleet = false
+
     func run() throws {
         do {
-            print(try ResultsDigest.compute(ResultsDatabase.open(at: results)))
+            let database = try ResultsDatabase.open(at: results)
+            print(try fleet ? ResultsDigest.fleet(database) : ResultsDigest.compute(database))
         } catch {
             throw CLIFailure.badInput("\(error)")
         }

@@ -21,7 +21,8 @@ struct RunSummary {
         lines.append("fleetlab simulate \(scenario.name) — seed \(scenario.seed) — \(status)")
         lines.append("")
         lines.append(row("devices", "\(n(Double(outcome.devices))) in \(scenario.devices.count) populations ("
-            + scenario.devices.map { "\($0.name) \(n(Double($0.count)))" }.joined(separator: ", ") + ")"))
+            + scenario.devices.map { "\($0.name) \(n(Double($0.count)))" }.joined(separator: ", ") + ")"
+            + (scenario.shard.map { ": shard \($0) of the fleet, its own servers" } ?? "")))
         lines.append(row("simulated", "\(outcome.simulated) from \(timeOfDay(scenario.startAt)), ticks every \(scenario.ticks.interval) (\(scenario.ticks.mode.rawValue))"))
         let rate = outcome.wallSeconds > 0 ? Double(outcome.events) / outcome.wallSeconds : 0
         var pace = "\(n(Double(outcome.events))) in \(MetricUnit.formatDuration(outcome.wallSeconds * 1e9)) wall (\(n(rate)) events/s)"
@@ -80,7 +81,8 @@ struct RunSummary {
         lines.append(row("dashboard", dashboardPath))
         lines.append("")
         lines.append("reproduce with: fleetlab simulate \(scenarioPath) --seed \(scenario.seed)"
-            + (scenario.deviceCount != 0 ? " --devices \(scenario.deviceCount)" : "") + " --duration \(scenario.duration)")
+            + (scenario.deviceCount != 0 ? " --devices \(scenario.deviceCount)" : "") + " --duration \(scenario.duration)"
+            + (scenario.shard.map { " --shard \($0)" } ?? ""))
         return lines.joined(separator: "\n")
     }
 

@@ -35,6 +35,9 @@ struct SimulateCommand: ParsableCommand {
     @Flag(help: "No progress bar.")
     var quiet = false
 
+    @Option(help: "Run one slice of the fleet, I/N (0-based): members whose number is I modulo N. Merge the shards with `fleetlab merge`.")
+    var shard: String?
+
     @Option(help: "Write thresholds and invariants as JUnit XML to this file.")
     var junit: String?
 
@@ -55,7 +58,14 @@ struct SimulateCommand: ParsableCommand {
             throw CLIFailure.badInput("\(error)")
         }
         loaded = loaded.overriding(devices: devices, duration: duration?.span, seed: seed)
-        let directory = out ?? "runs/\(loaded.name)"
+        if let shard {
+            guard let slice = FleetShard(parsing: shard) else { throw CLIFailure.badInput("--shard \(shard): expected I/N with 0 <= I < N, like 0/4") }
+            guard !loaded.runs(.chat) else {
+                throw CLIFailure.badInput("--shard: this scenario runs chat, whose groups span phones of every shard; sharded runs take workflows and sync")
+            }
+            loaded.shard = slice
+        }
+        let directory = out ?? "runs/\(loaded.name)" + (loaded.shard.map { "-shard-\($0.index)-of-\($0.count)" } ?? "")
         try OutputPaths.prepareDirectory(directory)
         let resultsPath = (directory as NSString).appendingPathComponent("results.sqlite")
         let dashboardPath = (directory as NSString).appendingPathComponent("dashboard.html")

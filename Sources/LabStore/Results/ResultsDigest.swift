@@ -6,14 +6,40 @@ import LabKernel
 /// time, host, paths) is left out on purpose.
 public enum ResultsDigest {
     public static func compute(_ results: ResultsDatabase) throws -> String {
+        try digest(of: results, queries: ResultsSchema.deterministicTables.map { ($0.name, "SELECT * FROM \($0.name) ORDER BY \($0.orderBy)") })
+    }
+
+    /// The digest a sharded run's merge shares with the single-process run of the same
+    /// scenario, seed and build (when its devices share no server): the scenario, the
+    /// populations, every histogram and every counter of whole events, keyed by metric name
+    /// and labels rather than by id (ids follow registration order, which differs between
+    /// shards). Left out: series and real-valued counters (seconds, joules, bytes), whose
+    /// sums differ in the last bits when added in another order; `sim.events`, which counts
+    /// each shard's own bucket ends; event samples, drawn per process.
+    public static func fleet(_ results: ResultsDatabase) throws -> String {
+        try digest(of: results, queries: [
+            ("scenario", "SELECT name, text, sha256, seed, start_time_of_day_ns, duration_ns, bucket_ns, devices, tick_mode FROM scenario"),
+            ("device_class", "SELECT id, name, count, first_device, parameters FROM device_class ORDER BY id"),
+            ("histogram_bucket", """
+                SELECT m.name, m.labels, h.window_start_ns, h.bucket_index, h.lower_bound, h.upper_bound, h.count
+                FROM histogram_bucket h JOIN metric m ON m.id = h.metric_id ORDER BY m.name, m.labels, h.window_start_ns, h.bucket_index
+                """),
+            ("counter_total", """
+                SELECT m.name, m.labels, c.value FROM counter_total c JOIN metric m ON m.id = c.metric_id
+                WHERE m.unit = 'count' AND m.name <> 'sim.events' ORDER BY m.name, m.labels
+                """),
+        ])
+    }
+
+    static func digest(of results: ResultsDatabase, queries: [(name: String, sql: String)]) throws -> String {
         var state = crypto_hash_sha256_state()
         crypto_hash_sha256_init(&state)
         func absorb(_ bytes: [UInt8]) {
             _ = bytes.withUnsafeBufferPointer { crypto_hash_sha256_update(&state, $0.baseAddress, UInt64($0.count)) }
         }
-        for table in ResultsSchema.deterministicTables {
-            absorb(Array("table:\(table.name)\n".utf8))
-            for row in try results.database.query("SELECT * FROM \(table.name) ORDER BY \(table.orderBy)") {
+        for query in queries {
+            absorb(Array("table:\(query.name)\n".utf8))
+            for row in try results.database.query(query.sql) {
                 for value in row { absorb(encode(value)) }
                 absorb([0x0A])
             }

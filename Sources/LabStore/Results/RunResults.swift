@@ -135,3 +135,21 @@ extension ResultsDatabase {
         return results
     }
 }
+
+extension RunResults {
+    /// Every row as one batch, to write the results into a new database (a merge of shards).
+    public var batch: ResultsBatch {
+        var batch = ResultsBatch()
+        batch.scenario = scenario
+        batch.deviceClasses = deviceClasses
+        batch.metrics = metrics
+        batch.seriesPoints = series.keys.sorted().flatMap { series[$0]! }
+        batch.histogramBuckets = histogramRows.keys.sorted().flatMap { histogramRows[$0]! }
+        batch.counterTotals = counterTotals.keys.sorted().map { ($0, counterTotals[$0]!) }
+        batch.events = events
+        batch.thresholds = thresholds
+        batch.invariants = invariants
+        batch.runMetadata = runMetadata.keys.sorted().map { ($0, runMetadata[$0]!) }
+        return batch
+    }
+}

@@ -87,6 +87,7 @@ public final class FleetRun {
                 ("interrupted", interrupted ? "true" : "false"),
                 ("simulated_ns", String(stoppedAt.nanoseconds)),
             ]
+            if let shard = scenario.shard { metadata.runMetadata.append(("shard", shard.description)) }
             pipeline.submit(metadata)
             try pipeline.finish()
             outcome.resultRows = pipeline.rowsWritten
@@ -99,7 +100,7 @@ public final class FleetRun {
         batch.scenario = ScenarioRow(
             name: scenario.name, text: scenario.text, sha256: SHA256Hex.of(scenario.text), seed: scenario.seed,
             startTimeOfDay: scenario.startAt.nanoseconds, durationNanoseconds: scenario.duration.nanoseconds, bucketNanoseconds: scenario.bucket.nanoseconds,
-            devices: scenario.deviceCount, tickMode: scenario.ticks.mode.rawValue)
+            devices: classes.reduce(0) { $0 + $1.count }, tickMode: scenario.ticks.mode.rawValue)
         batch.deviceClasses = classes.enumerated().map { index, c in
             DeviceClassRow(id: index, name: c.name, count: c.count, firstDevice: c.firstDevice, parameters: c.parametersJSON)
         }

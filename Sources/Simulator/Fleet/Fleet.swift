@@ -10,6 +10,9 @@ public struct Fleet {
     var classOfDevice: [UInt16] = []
     /// Each device's place in its population (its stream is `population/member`).
     var memberOfDevice: [Int] = []
+    /// Where each population starts in the whole fleet's numbering (with a shard, the
+    /// single-process run's index of its first member).
+    var fleetFirstOfClass: [Int] = []
     public let classes: [DeviceClass]
     public let environment: DeviceEnvironment
     public let scenario: Scenario
@@ -34,13 +37,20 @@ public struct Fleet {
         environment = DeviceEnvironment(clock: DayClock(startOffset: scenario.startAt), tickInterval: scenario.ticks.interval,
                                         mode: scenario.ticks.mode, reportsExecution: scenario.runs(.chat))
         engineClock = WallClockOrigin(unixMilliseconds: WallClockOrigin.simulationEpoch.unixMilliseconds + scenario.startAt.milliseconds)
-        var first = 0
+        var first = 0, fleetFirst = 0
         var classes: [DeviceClass] = []
+        var membersOfClass: [[Int]] = []
         for population in scenario.devices {
-            classes.append(DeviceClass(name: population.name, count: population.count, firstDevice: first,
+            // A shard runs every member whose number it owns; members keep their numbers,
+            // so their streams (and names on the servers) are the single run's.
+            let members = scenario.shard.map { shard in (0..<population.count).filter(shard.includes) } ?? Array(0..<population.count)
+            classes.append(DeviceClass(name: population.name, count: members.count, firstDevice: first,
                                        power: population.power, lifecycle: population.lifecycle, network: population.network,
                                        stacks: scenario.stacks(of: population), tickInterval: scenario.ticks.interval, cpu: scenario.energy.cpu))
-            first += population.count
+            membersOfClass.append(members)
+            fleetFirstOfClass.append(fleetFirst)
+            first += members.count
+            fleetFirst += population.count
         }
         self.classes = classes
         sampler = EventSampler(capacity: scenario.eventSample, seed: root.child(.recorder))
@@ -50,7 +60,7 @@ public struct Fleet {
         let deviceRoot = root.child(.device)
         for (index, deviceClass) in classes.enumerated() {
             let classSeed = deviceRoot.child(deviceClass.name)
-            for member in 0..<deviceClass.count {
+            for member in membersOfClass[index] {
                 var device = VirtualDevice(deviceClass: deviceClass, classIndex: UInt16(index),
                                            seed: classSeed.child(UInt64(member)), environment: environment)
                 _ = device.planFirstWake(env: environment)
@@ -73,6 +83,10 @@ public struct Fleet {
     func deviceSeed(_ device: Int) -> StreamSeed {
         root.child(.device).child(deviceClass(of: device).name).child(UInt64(memberOfDevice[device]))
     }
+
+    /// The device's index in the whole fleet (the single-process run's numbering), for
+    /// what a run records about one device.
+    func fleetIndex(_ device: Int) -> Int { fleetFirstOfClass[Int(classOfDevice[device])] + memberOfDevice[device] }
 
     /// The device's name on the servers (`everyday-17`): its population and place in it,
     /// not its index in the whole fleet.

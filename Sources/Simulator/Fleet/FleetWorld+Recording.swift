@@ -22,21 +22,21 @@ extension FleetWorld {
                 fleet.recorder.add(metrics.transitions[Int(cause.rawValue)])
                 fleet.invariants.check(invariantIDs.lifecycleTransitionValid, Self.isValid(from: from, to: to, cause: cause),
                                        "device \(device) at \(now): \(from) -> \(to) by \(cause)")
-                fleet.sampler.offer(at: now, device: device, kind: "lifecycle") { "\(from) -> \(to) (\(cause))" }
+                fleet.sampler.offer(at: now, device: fleet.fleetIndex(device), kind: "lifecycle") { "\(from) -> \(to) (\(cause))" }
             case .power(let from, let to):
                 fleet.recorder.add(metrics.powerTransitions[Int(to.rawValue)])
                 workflows?.powerChanged(device, to: to)
-                fleet.sampler.offer(at: now, device: device, kind: "power") { "\(from) -> \(to)" }
+                fleet.sampler.offer(at: now, device: fleet.fleetIndex(device), kind: "power") { "\(from) -> \(to)" }
             case .charger(let plugged, let overnight):
                 if plugged { fleet.recorder.add(metrics.plugs[overnight ? 0 : 1]) }
-                fleet.sampler.offer(at: now, device: device, kind: "charger") {
+                fleet.sampler.offer(at: now, device: fleet.fleetIndex(device), kind: "charger") {
                     (plugged ? "plugged in" : "unplugged") + (overnight ? " (overnight)" : " (top-up)")
                 }
             case .network(let from, let to):
                 fleet.recorder.add(metrics.networkChanges[Int(to.rawValue)])
                 sync?.networkChanged(device, to: to)
                 chat?.networkChanged(device, to: to, now: now, queue: &queue, fleet: &fleet)
-                fleet.sampler.offer(at: now, device: device, kind: "network") { "\(from) -> \(to)" }
+                fleet.sampler.offer(at: now, device: fleet.fleetIndex(device), kind: "network") { "\(from) -> \(to)" }
             case .execution:
                 chat?.follow(device, fleet: &fleet, now: now, queue: &queue)
             case .session(let length, let ours):

@@ -1,11 +1,44 @@
-import LabKernel
+public import LabKernel
 public import LabStore
+
+/// What thresholds are checked against: the recorder at the end of a run, or a results
+/// database read back (a merge of shards re-evaluates them on the merged data).
+public protocol ThresholdSource {
+    func metricIDs(named name: String, matching labels: [String: String]) -> [Int]
+    func kind(of id: Int) -> MetricKind
+    func total(of id: Int) -> Double
+    /// A gauge's value at the end of each bucket.
+    func series(of id: Int) -> [Double]
+    func runHistogram(of id: Int) -> LogLinearHistogram?
+}
+
+extension Recorder: ThresholdSource {
+    public func metricIDs(named name: String, matching labels: [String: String]) -> [Int] { handles(named: name, matching: labels).map(\.id) }
+    public func kind(of id: Int) -> MetricKind { descriptors[id].kind }
+    public func total(of id: Int) -> Double { totals[id] }
+    public func series(of id: Int) -> [Double] { gaugeSeries[id] }
+    public func runHistogram(of id: Int) -> LogLinearHistogram? { runHistograms[id] }
+}
+
+extension RunResults: ThresholdSource {
+    public func metricIDs(named name: String, matching labels: [String: String]) -> [Int] {
+        metrics.filter { d in d.name == name && labels.allSatisfy { d.label($0.key) == $0.value } }.map(\.id)
+    }
+    public func kind(of id: Int) -> MetricKind { metrics.first { $0.id == id }?.kind ?? .counter }
+    public func total(of id: Int) -> Double { counterTotals[id] ?? 0 }
+    public func series(of id: Int) -> [Double] { (series[id] ?? []).map(\.value) }
+    /// Rebuilt from the stored buckets: percentiles are exact, mean, minimum and maximum
+    /// are at bucket resolution.
+    public func runHistogram(of id: Int) -> LogLinearHistogram? {
+        metrics.first { $0.id == id }.map { histogram($0) }
+    }
+}
 
 /// Checks a scenario's thresholds against what the recorder holds at the end of a run.
 public enum ThresholdEvaluator {
-    public static func evaluate(_ thresholds: [Threshold], recorder: Recorder) -> [ThresholdResultRow] {
+    public static func evaluate(_ thresholds: [Threshold], recorder: some ThresholdSource) -> [ThresholdResultRow] {
         thresholds.enumerated().map { index, threshold in
-            let handles = recorder.handles(named: threshold.metric, matching: threshold.labels)
+            let handles = recorder.metricIDs(named: threshold.metric, matching: threshold.labels)
             let unit = MetricCatalog.entry(named: threshold.metric)?.unit ?? .count
             let observed = observe(threshold.statistic, handles: handles, recorder: recorder)
             let (op, bound, passed): (String, Double, Bool)
@@ -27,13 +60,13 @@ public enum ThresholdEvaluator {
         }
     }
 
-    static func observe(_ statistic: ThresholdStatistic, handles: [MetricHandle], recorder: Recorder) -> Double? {
+    static func observe(_ statistic: ThresholdStatistic, handles: [Int], recorder: some ThresholdSource) -> Double? {
         guard let first = handles.first else { return nil }
-        switch recorder.descriptors[first.id].kind {
+        switch recorder.kind(of: first) {
         case .counter:
-            return handles.reduce(0) { $0 + recorder.totals[$1.id] }
+            return handles.reduce(0) { $0 + recorder.total(of: $1) }
         case .gauge:
-            let series = handles.map { recorder.gaugeSeries[$0.id] }
+            let series = handles.map { recorder.series(of: $0) }
             let length = series.map(\.count).min() ?? 0
             guard length > 0 else { return nil }
             let summed = (0..<length).map { i in series.reduce(0) { $0 + $1[i] } }
@@ -46,7 +79,7 @@ public enum ThresholdEvaluator {
         case .histogram:
             var merged: LogLinearHistogram?
             for handle in handles {
-                guard let h = recorder.runHistograms[handle.id] else { continue }
+                guard let h = recorder.runHistogram(of: handle) else { continue }
                 if merged == nil { merged = LogLinearHistogram(precisionBits: h.precisionBits) }
                 merged!.merge(h)
             }

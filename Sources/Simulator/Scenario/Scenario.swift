@@ -32,6 +32,9 @@ public struct Scenario: Sendable {
     public var text: String = ""
 
     public var deviceCount: Int { devices.reduce(0) { $0 + $1.count } }
+    /// The slice of the fleet this run simulates; nil for all of it. A run option, not part
+    /// of the scenario text (its hash is the same in every shard).
+    public var shard: FleetShard?
 
     /// The stacks a population's devices run: the ones it lists, or, when it lists none,
     /// every stack the scenario configures (workflows only where a workload applies).
