@@ -111,10 +111,17 @@ let package = Package(
             swiftSettings: strictSettings
         ),
 
+        // fleetlab loadtest: the client cores against real servers on the wall clock.
+        .target(
+            name: "LoadTest",
+            dependencies: ["LabKernel", "LabStore", "Simulator", "Live", "DeviceWorkflows", "WorkflowHost", "Orch8Wire"],
+            swiftSettings: strictSettings
+        ),
+
         .executableTarget(
             name: "fleetlab",
             dependencies: [
-                "LabKernel", "LabStore", "Orch8Wire", "DeviceWorkflows", "WorkflowHost", "Benchmarks", "ServerStorage", "ChatCrypto", "SecureChatServer", "Simulator", "Reports", "Live",
+                "LabKernel", "LabStore", "Orch8Wire", "DeviceWorkflows", "WorkflowHost", "Benchmarks", "ServerStorage", "ChatCrypto", "SecureChatServer", "Simulator", "Reports", "Live", "LoadTest",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strictSettings
@@ -145,6 +152,7 @@ let package = Package(
             "Live", "LabTestSupport", "LabKernel", "MobileSyncServer", "Orch8Wire", "DeviceWorkflows", "WorkflowHost", "SecureChatServer",
             "SecureChatClient", "LabCrypto",
         ], swiftSettings: strictSettings),
+        .testTarget(name: "LoadTestTests", dependencies: ["LoadTest", "LabKernel"], swiftSettings: strictSettings),
         .testTarget(name: "FleetlabCLITests", dependencies: ["LabKernel", "LabStore", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "TidyTests", dependencies: ["LabTestSupport"], swiftSettings: strictSettings),
     ]

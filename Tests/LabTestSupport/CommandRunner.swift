@@ -19,7 +19,7 @@ public enum CommandRunner {
     }
 
     /// Waits for a started process, reading both pipes so neither fills up and blocks it.
-    static func wait(for process: Process) throws -> Result {
+    public static func wait(for process: Process) throws -> Result {
         let out = process.standardOutput as! Pipe, err = process.standardError as! Pipe
         let group = DispatchGroup()
         nonisolated(unsafe) var outData = Data(), errData = Data()
@@ -35,8 +35,8 @@ public enum CommandRunner {
 
     /// `fleetlab(_:in:)` for async tests: the waiting happens off Swift's cooperative
     /// threads (two on this machine), which in-process servers of other tests need.
-    public static func fleetlabAsync(_ arguments: [String], in directory: URL? = nil) async throws -> Result {
-        try await offPool { try fleetlab(arguments, in: directory) }
+    public static func fleetlabAsync(_ arguments: [String], in directory: URL? = nil, environment: [String: String] = [:]) async throws -> Result {
+        try await offPool { try wait(for: start(arguments, in: directory, environment: environment)) }
     }
 
     /// Starts `fleetlab arguments` without waiting; stdout and stderr are pipes.

@@ -4,11 +4,11 @@ import LabTestSupport
 
 /// Source rules that keep simulation runs a pure function of scenario, seed and build
 /// (TigerBeetle's tidy.zig). Cores take `now` and a seeded generator as inputs; only the
-/// drivers (Live, the CLI and the simulator's wall-clock file) touch real time.
+/// drivers (Live, LoadTest, the CLI and the simulator's wall-clock file) touch real time.
 @Suite("Tidy")
 struct TidyTests {
     /// Module folders that are drivers and may use clocks, tasks and NIO.
-    static let drivers: Set<String> = ["Live", "fleetlab", "CSQLite", "CSodium"]
+    static let drivers: Set<String> = ["Live", "LoadTest", "fleetlab", "CSQLite", "CSodium"]
     /// Single files inside core modules allowed to read the wall clock, and why.
     static let allowed: [String: String] = [
         "Simulator/Driver/WallClock.swift": "the one place the simulator reads real time (progress, run metadata)",

@@ -15,12 +15,14 @@ public enum Dashboard {
                 + "<h2>\(HTML.escape(panel.title))</h2>\(caption)\(body)</section>\n"
         }
         let s = results.scenario
-        let title = "\(layout.title): \(s.name)"
+        let live = results.runMetadata["mode"] == "loadtest"
+        let title = (live ? "Load test" : layout.title) + ": \(s.name)"
         let subtitle = [
-            "seed \(s.seed)",
+            live ? "live against \(results.runMetadata["targets"] ?? "?"), started \(results.runMetadata["started_at"] ?? "?") (times are UTC)" : "",
+            live ? results.runMetadata["model"] ?? "" : "seed \(s.seed)",
             "\(MetricUnit.decimal(Double(s.devices), digits: 0)) devices",
             "\(TimeLabeler.span(s.durationNanoseconds)) from \(context.labeler.label(0))",
-            "ticks \(s.tickMode)",
+            live ? "" : "ticks \(s.tickMode)",
             results.runMetadata["build"] ?? "",
         ].filter { !$0.isEmpty }.joined(separator: " · ")
         return """

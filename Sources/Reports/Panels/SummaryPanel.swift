@@ -17,21 +17,34 @@ struct SummaryPanel: DashboardPanel {
         var cards: [(String, String, String, String)] = []  // key, value, sub, class
         cards.append(("Devices", MetricUnit.decimal(Double(s.devices), digits: 0),
                       "\(results.deviceClasses.count) population\(results.deviceClasses.count == 1 ? "" : "s")", ""))
-        cards.append(("Simulated", TimeLabeler.span(s.durationNanoseconds),
+        // A load test runs on the wall clock: no simulated events, ticks or invariants.
+        let live = meta["mode"] == "loadtest"
+        cards.append((live ? "Ran" : "Simulated", TimeLabeler.span(s.durationNanoseconds),
                       "from \(context.labeler.label(0)), buckets of \(TimeLabeler.span(s.bucketNanoseconds))", ""))
         let wall = Double(meta["wall_seconds"] ?? "") ?? 0
-        cards.append(("Events", MetricUnit.decimal(events, digits: 0),
-                      wall > 0 ? MetricUnit.decimal(events / wall, digits: 0) + " events/s wall" : "", ""))
-        cards.append(("Engine ticks", MetricUnit.decimal(ticks, digits: 0),
-                      ticks > 0 ? MetricUnit.decimal((ticks - executed) / ticks * 100, digits: 1) + "% fast-forwarded" : "", ""))
+        if live {
+            let iterations = results.total(allLabelsOf: "loadtest.iterations")
+            let dropped = results.total("loadtest.iterations", labels: "outcome=dropped") ?? 0
+            cards.append(("Iterations", MetricUnit.decimal(iterations - dropped, digits: 0),
+                          MetricUnit.decimal(dropped, digits: 0) + " dropped", dropped > 0 ? "bad" : ""))
+            cards.append(("Generator CPU", MetricUnit.decimal(Double(meta["generator_cpu_percent"] ?? "") ?? 0, digits: 0) + "%",
+                          "of all cores; busiest bucket " + MetricUnit.decimal(Double(meta["generator_cpu_percent_max"] ?? "") ?? 0, digits: 0) + "%", ""))
+        } else {
+            cards.append(("Events", MetricUnit.decimal(events, digits: 0),
+                          wall > 0 ? MetricUnit.decimal(events / wall, digits: 0) + " events/s wall" : "", ""))
+            cards.append(("Engine ticks", MetricUnit.decimal(ticks, digits: 0),
+                          ticks > 0 ? MetricUnit.decimal((ticks - executed) / ticks * 100, digits: 1) + "% fast-forwarded" : "", ""))
+        }
         let passed = results.thresholds.filter(\.passed).count
         cards.append(("Thresholds", results.thresholds.isEmpty ? "none" : "\(passed)/\(results.thresholds.count) passed",
                       results.thresholds.isEmpty ? "scenario sets none" : "decide the exit code",
                       results.thresholds.isEmpty ? "" : (results.thresholdsPassed ? "ok" : "bad")))
         let held = results.invariants.filter(\.passed).count
         let checks = results.invariants.reduce(Int64(0)) { $0 + $1.checks }
-        cards.append(("Invariants", "\(held)/\(results.invariants.count) held",
-                      MetricUnit.decimal(Double(checks), digits: 0) + " checks", results.invariantsPassed ? "ok" : "bad"))
+        if !live {
+            cards.append(("Invariants", "\(held)/\(results.invariants.count) held",
+                          MetricUnit.decimal(Double(checks), digits: 0) + " checks", results.invariantsPassed ? "ok" : "bad"))
+        }
         if wall > 0 {
             cards.append(("Wall time", MetricUnit.formatDuration(wall * 1e9), meta["build"] ?? "", ""))
         }

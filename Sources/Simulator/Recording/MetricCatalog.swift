@@ -141,6 +141,15 @@ public enum MetricCatalog {
               description: "What chat users did besides sending: devices added and removed, edits, deletes, leaves and rejoins, history pages, presence, logouts, sign-ins"),
         Entry(name: "workflow.engine_ticks", kind: .counter, unit: .count, labelKeys: ["power_state"],
               description: "Engine ticks run (ticks with work), by the power state they ran in"),
+        // fleetlab loadtest: the generator's own figures.
+        Entry(name: "loadtest.iterations", kind: .counter, unit: .count, labelKeys: ["outcome"],
+              description: "Load-test iterations: ok, failed, or dropped (open model: no idle phone when one arrived)"),
+        Entry(name: "loadtest.start_lag", kind: .histogram, unit: .nanoseconds, labelKeys: [],
+              description: "How late the generator started an iteration past its intended time (large values: the generator is the bottleneck)"),
+        Entry(name: "loadtest.generator_cpu", kind: .gauge, unit: .percent, labelKeys: [],
+              description: "The generator process's CPU over the bucket, as a share of every core"),
+        Entry(name: "loadtest.busy_devices", kind: .gauge, unit: .count, labelKeys: [],
+              description: "Virtual phones in an iteration at the bucket end"),
     ]
 
     public static var names: [String] { entries.map(\.name) }

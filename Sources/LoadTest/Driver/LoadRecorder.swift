@@ -1,0 +1,116 @@
+import Foundation
+public import LabKernel
+public import LabStore
+public import Simulator
+import Synchronization
+
+/// The simulator's `Recorder` on the wall clock, shared by every iteration in flight:
+/// the same metrics, histograms and results rows as a simulated run, so the dashboard,
+/// thresholds and `fleetlab compare` read a load test like a simulation. Times are
+/// nanoseconds since the run's start.
+public final class LoadRecorder: Sendable {
+    struct State {
+        var recorder = Recorder()
+        var latency: [String: MetricHandle] = [:]
+        var failures: [String: MetricHandle] = [:]
+        var ok: MetricHandle
+        var failed: MetricHandle
+        var dropped: MetricHandle
+        var lag: MetricHandle
+        var cpu: MetricHandle
+        var busyGauge: MetricHandle
+        var busy = 0
+        /// For the progress line: requests and failures so far, and the latest bucket's latencies.
+        var requests = 0
+        var errors = 0
+        var recent = LogLinearHistogram(precisionBits: 7)
+    }
+
+    let state: Mutex<State>
+    /// The stack the endpoints belong to (`sync`).
+    let stack: String
+
+    public init(stack: String) {
+        self.stack = stack
+        var recorder = Recorder()
+        let ok = recorder.register("loadtest.iterations", labels: [("outcome", "ok")])
+        let failed = recorder.register("loadtest.iterations", labels: [("outcome", "failed")])
+        let dropped = recorder.register("loadtest.iterations", labels: [("outcome", "dropped")])
+        let lag = recorder.register("loadtest.start_lag")
+        let cpu = recorder.register("loadtest.generator_cpu")
+        let busy = recorder.register("loadtest.busy_devices")
+        state = Mutex(State(recorder: recorder, ok: ok, failed: failed, dropped: dropped, lag: lag, cpu: cpu, busyGauge: busy))
+    }
+
+    /// One request: its latency from the iteration's intended start, and whether it failed.
+    public func request(_ endpoint: String, latency: Duration, failed: Bool) {
+        let stack = self.stack
+        state.withLock { s in
+            if s.latency[endpoint] == nil {
+                s.latency[endpoint] = s.recorder.register("http.latency", labels: [("stack", stack), ("endpoint", endpoint)])
+                s.failures[endpoint] = s.recorder.register("http.failures", labels: [("stack", stack), ("endpoint", endpoint)])
+            }
+            let ns = UInt64(max(0, latency.nanoseconds))
+            s.recorder.observe(s.latency[endpoint]!, ns)
+            s.recent.record(ns)
+            s.requests += 1
+            if failed {
+                s.recorder.add(s.failures[endpoint]!)
+                s.errors += 1
+            }
+        }
+    }
+
+    public func iterationStarted(lag: Duration) {
+        state.withLock { s in
+            s.busy += 1
+            s.recorder.observe(s.lag, UInt64(max(0, lag.nanoseconds)))
+        }
+    }
+
+    public func iterationEnded(ok: Bool) {
+        state.withLock { s in
+            s.busy -= 1
+            s.recorder.add(ok ? s.ok : s.failed)
+        }
+    }
+
+    public func dropped() {
+        state.withLock { s in s.recorder.add(s.dropped) }
+    }
+
+    /// Closes the bucket that started at `start` (ns since the run's start) with the
+    /// generator's CPU share over it; returns its rows.
+    public func closeBucket(startingAt start: Int64, cpuPercent: Double) -> ResultsBatch {
+        state.withLock { s in
+            s.recorder.set(s.cpu, cpuPercent)
+            s.recorder.set(s.busyGauge, Double(s.busy))
+            s.recorder.closeBucket(startingAt: start)
+            s.recent = LogLinearHistogram(precisionBits: 7)
+            return s.recorder.takeBatch()
+        }
+    }
+
+    /// Requests, failures and the p99 since the last bucket closed, for the progress line.
+    public var progress: (requests: Int, errors: Int, p99: UInt64) {
+        state.withLock { s in (s.requests, s.errors, s.recent.isEmpty ? 0 : s.recent.value(atPercentile: 99)) }
+    }
+
+    /// The last rows and the thresholds, evaluated on everything recorded.
+    public func finish(thresholds: [Threshold]) -> ResultsBatch {
+        state.withLock { s in
+            s.recorder.closeRun()
+            let results = ThresholdEvaluator.evaluate(thresholds, recorder: s.recorder)
+            var batch = s.recorder.takeBatch()
+            batch.thresholds = results
+            return batch
+        }
+    }
+}
+
+extension Duration {
+    var nanoseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+    }
+}

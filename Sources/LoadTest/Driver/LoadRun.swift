@@ -1,0 +1,203 @@
+import Foundation
+public import LabKernel
+public import LabStore
+import Live
+public import Simulator
+import Synchronization
+
+/// A load test on the wall clock: virtual phones drive a real server through the same
+/// client cores the simulator runs, under a closed or open workload (`WorkloadModel`),
+/// recording into the same results database as a simulation.
+///
+/// Theory of operation. In the closed model each phone is one task that sleeps until its
+/// next intended start, runs an iteration and plans the next after a think time. In the
+/// open model one task walks the arrival schedule and hands each arrival to an idle phone
+/// in a task of its own (or counts it dropped). Tasks only wait on sockets and timers; the
+/// NIO event loops do the I/O, so thousands of phones share a handful of threads. A ticker
+/// closes a results bucket every `bucket` (with the generator's CPU share over it) and
+/// reports progress every second. When the duration is over or `stop` says so, no new
+/// iteration starts; those in flight end within their request deadline.
+public final class LoadRun: Sendable {
+    public struct Settings: Sendable {
+        public var scenario: Scenario
+        public var model: WorkloadModel
+        public var duration: TimeSpan
+        public var bucket: TimeSpan
+        public var syncURL: String
+        public var apiKey: String
+        public var requestTimeout: Duration = .seconds(10)
+        /// Distinguishes this run's phones on a server that kept earlier runs' devices.
+        public var runTag: String
+
+        public init(scenario: Scenario, model: WorkloadModel, duration: TimeSpan, bucket: TimeSpan, syncURL: String, apiKey: String, runTag: String) {
+            self.scenario = scenario
+            self.model = model
+            self.duration = duration
+            self.bucket = bucket
+            self.syncURL = syncURL
+            self.apiKey = apiKey
+            self.runTag = runTag
+        }
+    }
+
+    public struct Progress: Sendable {
+        public var elapsed: Double
+        public var requests: Int
+        public var errors: Int
+        public var p99: UInt64
+        public var cpuPercent: Double
+    }
+
+    public struct Outcome: Sendable {
+        public var wallSeconds: Double
+        public var interrupted: Bool
+        public var cpuPercentMean: Double
+        public var cpuPercentMax: Double
+        public var thresholds: [ThresholdResultRow]
+    }
+
+    public let settings: Settings
+    let recorder = LoadRecorder(stack: "sync")
+    let phones: [SyncPhone]
+    let idle: Mutex<[Int]>
+
+    public init(_ settings: Settings) {
+        self.settings = settings
+        let http = HTTPClient(idlePerHost: max(8, settings.model.devices))
+        let sequences = (settings.scenario.workflows?.workloads ?? []).map { ($0.sequenceName, $0.sequenceJSON) }
+        let root = StreamSeed(settings.scenario.seed).child("loadtest")
+        phones = (0..<settings.model.devices).map { index in
+            var draw = root.child(UInt64(index)).generator()
+            return SyncPhone(baseURL: settings.syncURL, apiKey: settings.apiKey, deviceID: "loadtest-\(settings.runTag)-\(index)",
+                             seed: draw.next(), http: http, requestTimeout: settings.requestTimeout, sequences: sequences)
+        }
+        idle = Mutex(Array((0..<settings.model.devices).reversed()))
+    }
+
+    /// Runs to the end of the duration or until `stop()`; writes every bucket to `pipeline`.
+    public func run(pipeline: ResultsPipeline, stop: @escaping @Sendable () -> Bool,
+                    progress: @escaping @Sendable (Progress) -> Void) async -> Outcome {
+        let clock = ContinuousClock()
+        let start = clock.now
+        let end = start + .nanoseconds(settings.duration.nanoseconds)
+        let cpu = CPUMeter()
+        let shared = RunShared()
+        let shouldStop: @Sendable () -> Bool = { stop() || shared.finished.withLock { $0 } }
+
+        await withDiscardingTaskGroup { group in
+            // The ticker: progress every second, a results bucket every `bucket`.
+            group.addTask { [recorder, settings, shared] in
+                var bucketStart: Int64 = 0
+                var lastProgress = start
+                var bucketCPU = CPUMeter()
+                while true {
+                    try? await clock.sleep(until: min(lastProgress + .seconds(1), end), tolerance: .milliseconds(5))
+                    let now = clock.now
+                    let elapsed = (now - start).nanoseconds
+                    if elapsed - bucketStart >= settings.bucket.nanoseconds || now >= end || shouldStop() {
+                        let share = bucketCPU.percentSinceLast()
+                        shared.cpuSamples.withLock { $0.append(share) }
+                        pipeline.submit(recorder.closeBucket(startingAt: bucketStart, cpuPercent: share))
+                        bucketStart += settings.bucket.nanoseconds
+                    }
+                    if now >= end || shouldStop() {
+                        shared.finished.withLock { $0 = true }
+                        return
+                    }
+                    let figures = recorder.progress
+                    progress(Progress(elapsed: Double(elapsed) / 1e9, requests: figures.requests, errors: figures.errors, p99: figures.p99,
+                                      cpuPercent: cpu.percentOverall()))
+                    lastProgress = now
+                }
+            }
+            switch settings.model {
+            case .closed(let devices, let think):
+                for index in 0..<devices {
+                    group.addTask { [phones, recorder, settings] in
+                        var thinkTime = ThinkTime(mean: think, seed: StreamSeed(settings.scenario.seed).child("think").child(UInt64(index)))
+                        // Phones start spread over one think time, not all in the first millisecond.
+                        var intended = start + .nanoseconds(think.nanoseconds * Int64(index) / Int64(max(1, devices)))
+                        while intended < end && !shouldStop() {
+                            try? await clock.sleep(until: intended, tolerance: .milliseconds(1))
+                            guard !shouldStop() else { return }
+                            let ok = await Self.iterate(phones[index], intended: intended, clock: clock, recorder: recorder)
+                            intended = clock.now + .nanoseconds(thinkTime.next().nanoseconds)
+                            _ = ok
+                        }
+                    }
+                }
+            case .open(let rate, let ramp, _):
+                let schedule = ArrivalSchedule(rate: rate, ramp: ramp)
+                var arrival = 1
+                while !shouldStop() {
+                    let offset = schedule.offset(ofArrival: arrival)
+                    guard offset.isFinite, offset < settings.duration.seconds else { break }
+                    let intended = start + .nanoseconds(Int64(offset * 1e9))
+                    try? await clock.sleep(until: intended, tolerance: .milliseconds(1))
+                    arrival += 1
+                    guard !shouldStop() else { break }
+                    guard let index = idle.withLock({ $0.popLast() }) else {
+                        recorder.dropped()
+                        continue
+                    }
+                    group.addTask { [self] in
+                        _ = await Self.iterate(phones[index], intended: intended, clock: clock, recorder: recorder)
+                        idle.withLock { $0.append(index) }
+                    }
+                }
+            }
+        }
+        let wall = Double((clock.now - start).nanoseconds) / 1e9
+        let shares = shared.cpuSamples.withLock { $0 }
+        var outcome = Outcome(wallSeconds: wall, interrupted: stop(), cpuPercentMean: cpu.percentOverall(),
+                              cpuPercentMax: shares.max() ?? 0, thresholds: [])
+        let last = recorder.finish(thresholds: settings.scenario.thresholds)
+        outcome.thresholds = last.thresholds
+        pipeline.submit(last)
+        return outcome
+    }
+
+    /// Runs one iteration of `phone` meant to start at `intended`; latency counts from then.
+    static func iterate(_ phone: SyncPhone, intended: ContinuousClock.Instant, clock: ContinuousClock, recorder: LoadRecorder) async -> Bool {
+        recorder.iterationStarted(lag: clock.now - intended)
+        let ok = await phone.iterate { endpoint, failed in
+            recorder.request(endpoint, latency: clock.now - intended, failed: failed)
+        }
+        recorder.iterationEnded(ok: ok)
+        return ok
+    }
+}
+
+/// What the run's tasks share: whether the run is over, and the CPU share of each bucket.
+final class RunShared: Sendable {
+    let finished = Mutex(false)
+    let cpuSamples = Mutex<[Double]>([])
+}
+
+/// The process's CPU time (user and system, every thread) against the wall clock, as a
+/// share of all cores: near 100 % the generator, not the server, sets the pace.
+struct CPUMeter: Sendable {
+    let cores = Double(max(1, ProcessInfo.processInfo.activeProcessorCount))
+    let startCPU = CPUMeter.cpuSeconds()
+    let startWall = Date()
+    var lastCPU = CPUMeter.cpuSeconds()
+    var lastWall = Date()
+
+    static func cpuSeconds() -> Double {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+    }
+
+    func percentOverall() -> Double {
+        let wall = Date().timeIntervalSince(startWall)
+        return wall > 0 ? (Self.cpuSeconds() - startCPU) / wall / cores * 100 : 0
+    }
+
+    mutating func percentSinceLast() -> Double {
+        let cpu = Self.cpuSeconds(), now = Date()
+        defer { lastCPU = cpu; lastWall = now }
+        let wall = now.timeIntervalSince(lastWall)
+        return wall > 0 ? (cpu - lastCPU) / wall / cores * 100 : 0
+    }
+}

@@ -1,0 +1,189 @@
+import ArgumentParser
+import Foundation
+import LabKernel
+import LabStore
+import LoadTest
+import Reports
+import Simulator
+
+struct LoadtestCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "loadtest",
+        abstract: "Drive a real server with the scenario's client cores on the wall clock; results and dashboard as a simulation's.",
+        discussion: """
+        Virtual phones run the same engine and sync client cores as the simulator against \
+        the targets named with --target, and nothing else. Closed model (default): --devices \
+        phones, each waiting --think between iterations. Open model: --rate iterations per \
+        second (ramped over --ramp), each taken by an idle phone of --devices; with none idle \
+        it is dropped and counted. Latency counts from each iteration's intended start, so a \
+        lagging generator cannot hide it. Only the sync stack can be a target so far.
+
+        The key for a target comes from --key NAME=KEY or the environment variable \
+        FLEETLAB_KEY_<NAME> (e.g. FLEETLAB_KEY_SYNC), and is never written to the results.
+
+        Exit status: 0 thresholds held, 2 bad input, 3 a threshold failed, 130 interrupted \
+        (the results so far are written).
+        """)
+
+    @Argument(help: "A scenario file: its workflows, thresholds and seed are used.")
+    var scenario: String
+
+    @Option(name: .customLong("target"), help: "A server to drive, NAME=URL, e.g. sync=http://127.0.0.1:7710 (repeatable).")
+    var targets: [String] = []
+
+    @Option(name: .customLong("key"), help: "A target's API key, NAME=KEY (or FLEETLAB_KEY_<NAME> in the environment).")
+    var keys: [String] = []
+
+    @Option(help: "How long to run, e.g. 60s or 5m (required; at most 24h).")
+    var duration: DurationArgument
+
+    @Option(help: "Virtual phones: the closed model's population, or the open model's pool.")
+    var devices = 50
+
+    @Option(help: "Open model: iterations per second, e.g. 200 or 200/s.")
+    var rate: String?
+
+    @Option(help: "Open model: time to ramp the rate up from 0.")
+    var ramp: DurationArgument?
+
+    @Option(help: "Closed model: mean wait between a phone's iterations (0.5-1.5x of it).")
+    var think: DurationArgument?
+
+    @Option(help: "Output directory (default: runs/<scenario name>-loadtest).")
+    var out: String?
+
+    @Flag(help: "No progress line.")
+    var quiet = false
+
+    @Option(help: "Write the thresholds as JUnit XML to this file.")
+    var junit: String?
+
+    @Option(help: "Write the summary as JSON to this file.")
+    var json: String?
+
+    func validate() throws {
+        guard (1...100_000).contains(devices) else { throw ValidationError("--devices must be 1...100000") }
+        guard duration.span > .zero, duration.span <= .hours(24) else { throw ValidationError("--duration must be more than 0 and at most 24h") }
+    }
+
+    func run() async throws {
+        let loaded: Scenario
+        do { loaded = try ScenarioLoader.load(path: scenario) } catch { throw CLIFailure.badInput("\(error)") }
+        var urls: [String: String] = [:]
+        for target in targets {
+            let parts = target.split(separator: "=", maxSplits: 1).map(String.init)
+            guard parts.count == 2, let url = URL(string: parts[1]), url.scheme == "http", url.host != nil else {
+                throw CLIFailure.badInput("--target \(target): expected NAME=http://host:port")
+            }
+            guard parts[0] == "sync" else {
+                throw CLIFailure.badInput("--target \(parts[0]): loadtest drives the sync stack so far (--target sync=URL); chat and the other stacks are to come")
+            }
+            urls[parts[0]] = parts[1].hasSuffix("/") ? String(parts[1].dropLast()) : parts[1]
+        }
+        guard let syncURL = urls["sync"] else { throw CLIFailure.badInput("name the server to drive: --target sync=http://host:port") }
+        var key = ProcessInfo.processInfo.environment["FLEETLAB_KEY_SYNC"] ?? ""
+        for entry in keys {
+            let parts = entry.split(separator: "=", maxSplits: 1).map(String.init)
+            guard parts.count == 2 else { throw CLIFailure.badInput("--key takes NAME=KEY") }
+            guard urls[parts[0]] != nil else { throw CLIFailure.badInput("--key \(parts[0]): no --target of that name") }
+            key = parts[1]
+        }
+        let model: WorkloadModel
+        if let rate {
+            let number = rate.hasSuffix("/s") ? String(rate.dropLast(2)) : rate
+            guard let perSecond = Double(number), perSecond > 0, perSecond <= 1_000_000 else {
+                throw CLIFailure.badInput("--rate \(rate): expected iterations per second, like 200 or 200/s")
+            }
+            guard think == nil else { throw CLIFailure.badInput("--think is for the closed model; the open model's pace is --rate") }
+            model = .open(rate: perSecond, ramp: ramp?.span ?? .zero, devices: devices)
+        } else {
+            guard ramp == nil else { throw CLIFailure.badInput("--ramp is for the open model (--rate)") }
+            model = .closed(devices: devices, thinkTime: think?.span ?? .seconds(1))
+        }
+        let directory = out ?? "runs/\(loaded.name)-loadtest"
+        try OutputPaths.prepareDirectory(directory)
+        for file in [junit, json].compactMap({ $0 }) { try OutputPaths.checkWritableFile(file) }
+        let resultsPath = (directory as NSString).appendingPathComponent("results.sqlite")
+        let dashboardPath = (directory as NSString).appendingPathComponent("dashboard.html")
+
+        // Buckets of wall time fine enough for a short test: at most 120 of them.
+        let bucket = ([1, 5, 10, 30, 60, 300, 600, 900, 1_800, 3_600] as [Int64]).map { TimeSpan(nanoseconds: $0 * 1_000_000_000) }
+            .first { duration.span.nanoseconds / $0.nanoseconds <= 120 } ?? .hours(1)
+        let startedAt = WallClock.timestamp()
+        // Thresholds on what a live run does not measure (battery, ticks, cadence, stacks not
+        // targeted) are listed as skipped, not failed for lack of data.
+        var live = loaded
+        let (measured, skipped) = Self.liveThresholds(loaded.thresholds, stacks: Set(urls.keys))
+        live.thresholds = measured
+        let settings = LoadRun.Settings(scenario: live, model: model, duration: duration.span, bucket: bucket, syncURL: syncURL,
+                                        apiKey: key, runTag: String(UInt64(Date().timeIntervalSince1970 * 1000), radix: 36))
+        let pipeline: ResultsPipeline
+        do { pipeline = try ResultsPipeline(path: resultsPath) } catch { throw CLIFailure.badInput("cannot write \(resultsPath): \(error)") }
+        pipeline.submit(LoadtestCommand.openingBatch(loaded, model: model, duration: duration.span, bucket: bucket))
+        Interrupt.install()
+        let line = LoadProgressLine(enabled: !quiet, duration: duration.span.seconds)
+        let run = LoadRun(settings)
+        let outcome = await run.run(pipeline: pipeline, stop: { Interrupt.isRequested }, progress: { line.show($0) })
+        line.finish()
+        var metadata = ResultsBatch()
+        metadata.runMetadata = [
+            ("mode", "loadtest"), ("targets", "sync=\(syncURL)"), ("model", Self.describe(model)), ("seed", String(loaded.seed)),
+            ("scenario_sha256", SHA256Hex.of(loaded.text)), ("build", BuildInfo.description), ("started_at", startedAt),
+            ("wall_seconds", String(outcome.wallSeconds)), ("generator_cpu_percent", String(outcome.cpuPercentMean)),
+            ("generator_cpu_percent_max", String(outcome.cpuPercentMax)), ("interrupted", outcome.interrupted ? "true" : "false"),
+            ("peak_rss_bytes", WallClock.peakResidentBytes().map(String.init) ?? "unknown"),
+        ]
+        pipeline.submit(metadata)
+        do { try pipeline.finish() } catch { throw CLIFailure(message: "writing \(resultsPath) failed: \(error)", status: 1) }
+
+        let results = try ResultsDatabase.open(at: resultsPath).load()
+        try OutputPaths.write(Dashboard.render(results), to: dashboardPath)
+        let summary = LoadtestSummary(results: results, outcome: outcome, model: model, target: syncURL, skipped: skipped,
+                                      resultsPath: resultsPath, dashboardPath: dashboardPath).text
+        print(summary)
+        let passed = outcome.thresholds.allSatisfy { $0.passed }
+        if let junit {
+            try OutputPaths.write(JUnitReport.run(results, wallSeconds: outcome.wallSeconds, timestamp: String(startedAt.prefix(19)), summary: summary).xml, to: junit)
+        }
+        if let json {
+            let digest = try ResultsDigest.compute(ResultsDatabase.open(at: resultsPath))
+            try OutputPaths.write(SummaryJSON.run(results, digest: digest, passed: passed, interrupted: outcome.interrupted).prettyText + "\n", to: json)
+        }
+        if outcome.interrupted { throw ExitCode(ExitStatus.interrupted) }
+        if !passed { throw ExitCode(ExitStatus.checksFailed) }
+    }
+
+    /// Metrics a load test records.
+    static let liveMetrics: Set<String> = ["http.latency", "http.failures", "loadtest.iterations", "loadtest.start_lag",
+                                           "loadtest.generator_cpu", "loadtest.busy_devices"]
+
+    /// The thresholds a load test can judge, and the rest.
+    static func liveThresholds(_ thresholds: [Threshold], stacks: Set<String>) -> (measured: [Threshold], skipped: [Threshold]) {
+        var measured: [Threshold] = [], skipped: [Threshold] = []
+        for threshold in thresholds {
+            let live = liveMetrics.contains(threshold.metric) && threshold.labels["stack"].map(stacks.contains) ?? true
+            if live { measured.append(threshold) } else { skipped.append(threshold) }
+        }
+        return (measured, skipped)
+    }
+
+    static func describe(_ model: WorkloadModel) -> String {
+        switch model {
+        case .closed(let devices, let think): return "closed: \(devices) phones, think \(think)"
+        case .open(let rate, let ramp, let devices): return "open: \(MetricUnit.decimal(rate, digits: rate == rate.rounded() ? 0 : 1))/s, ramp \(ramp), pool of \(devices) phones"
+        }
+    }
+
+    /// The scenario row, marked as a live run: its origin is the wall-clock time of day.
+    static func openingBatch(_ scenario: Scenario, model: WorkloadModel, duration: TimeSpan, bucket: TimeSpan) -> ResultsBatch {
+        var batch = ResultsBatch()
+        let now = Date().timeIntervalSince1970
+        let timeOfDay = Int64((now.truncatingRemainder(dividingBy: 86_400)) * 1e9)
+        batch.scenario = ScenarioRow(name: scenario.name, text: scenario.text, sha256: SHA256Hex.of(scenario.text), seed: scenario.seed,
+                                     startTimeOfDay: timeOfDay, durationNanoseconds: duration.nanoseconds, bucketNanoseconds: bucket.nanoseconds,
+                                     devices: model.devices, tickMode: "live")
+        batch.deviceClasses = [DeviceClassRow(id: 0, name: "loadtest", count: model.devices, firstDevice: 0,
+                                              parameters: (["model": .string(describe(model)), "stacks": ["workflows", "sync"]] as JSONValue).canonicalText)]
+        return batch
+    }
+}

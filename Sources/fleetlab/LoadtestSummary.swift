@@ -1,0 +1,106 @@
+import Foundation
+import LabKernel
+import LabStore
+import LoadTest
+import Reports
+import Simulator
+import Synchronization
+
+/// The progress line of a load test on stderr: elapsed, requests per second, errors, the
+/// last second's p99 and the generator's CPU. Redrawn in place on a terminal; a line every
+/// ten seconds otherwise (CI logs).
+final class LoadProgressLine: Sendable {
+    let enabled: Bool
+    let duration: Double
+    let last = Mutex<(printed: Double, requests: Int, at: Double)>((-10, 0, 0))
+
+    init(enabled: Bool, duration: Double) {
+        self.enabled = enabled
+        self.duration = duration
+    }
+
+    func show(_ p: LoadRun.Progress) {
+        guard enabled else { return }
+        let terminal = Console.stderrIsTerminal
+        let text: String? = last.withLock { state in
+            let rate = p.elapsed > state.at ? Double(p.requests - state.requests) / (p.elapsed - state.at) : 0
+            state.requests = p.requests
+            state.at = p.elapsed
+            guard terminal || p.elapsed - state.printed >= 10 else { return nil }
+            state.printed = p.elapsed
+            return "  \(Int(p.elapsed))s/\(Int(duration))s  \(MetricUnit.decimal(rate, digits: 0)) req/s  \(p.errors) errors  "
+                + "p99 \(MetricUnit.formatDuration(Double(p.p99)))  generator CPU \(MetricUnit.decimal(p.cpuPercent, digits: 0))%"
+        }
+        guard let text else { return }
+        FileHandle.standardError.write(Data((terminal ? "\r\u{1B}[2K" + text : text + "\n").utf8))
+    }
+
+    func finish() {
+        if enabled && Console.stderrIsTerminal { FileHandle.standardError.write(Data("\r\u{1B}[2K".utf8)) }
+    }
+}
+
+/// What `fleetlab loadtest` prints when it ends.
+struct LoadtestSummary {
+    var results: RunResults
+    var outcome: LoadRun.Outcome
+    var model: WorkloadModel
+    var target: String
+    var skipped: [Threshold]
+    var resultsPath: String
+    var dashboardPath: String
+
+    /// The generator is the bottleneck when its CPU is near every core's, or iterations
+    /// started late by more than this at p99.
+    static let cpuBound = 85.0
+    static let lagBound: Double = 50_000_000
+
+    var text: String {
+        let n = { (v: Double) in MetricUnit.decimal(v, digits: 0) }
+        var lines: [String] = []
+        let passed = outcome.thresholds.allSatisfy(\.passed)
+        lines.append("fleetlab loadtest \(results.scenario.name) — \(outcome.interrupted ? "INTERRUPTED" : passed ? "PASSED" : "FAILED")")
+        lines.append("")
+        lines.append(row("target", "sync \(target)"))
+        lines.append(row("model", LoadtestCommand.describe(model)))
+        let ok = results.total("loadtest.iterations", labels: "outcome=ok") ?? 0
+        let failed = results.total("loadtest.iterations", labels: "outcome=failed") ?? 0
+        let dropped = results.total("loadtest.iterations", labels: "outcome=dropped") ?? 0
+        lines.append(row("iterations", "\(n(ok)) ok, \(n(failed)) failed, \(n(dropped)) dropped in \(MetricUnit.formatDuration(outcome.wallSeconds * 1e9))"))
+        let endpoints = RunFigures.endpoints(results)
+        let requests = endpoints.reduce(0.0) { $0 + Double($1.requests) }
+        lines.append(row("requests", "\(n(requests)) (\(MetricUnit.decimal(requests / max(outcome.wallSeconds, 1e-9), digits: 1))/s), "
+            + "\(n(endpoints.reduce(0) { $0 + $1.failures })) failed"))
+        lines.append(row("latency", "p50 / p90 / p99 from each iteration's intended start"))
+        for e in endpoints {
+            lines.append("      \(e.endpoint)  \(MetricUnit.formatDuration(e.p50)) / \(MetricUnit.formatDuration(e.p90)) / \(MetricUnit.formatDuration(e.p99))"
+                + "  (\(n(Double(e.requests))), \(n(e.failures)) failed)")
+        }
+        let lag = results.metric(named: "loadtest.start_lag").map { results.histogram($0) }
+        let lagP99 = Double(lag?.value(atPercentile: 99) ?? 0)
+        var generator = "CPU \(MetricUnit.decimal(outcome.cpuPercentMean, digits: 0))% of all cores (busiest bucket \(MetricUnit.decimal(outcome.cpuPercentMax, digits: 0))%), "
+            + "start lag p99 \(MetricUnit.formatDuration(lagP99))"
+        if outcome.cpuPercentMax >= Self.cpuBound || lagP99 >= Self.lagBound {
+            generator += "\n      ⚠ the generator was the bottleneck: these figures are generator-bound (fewer phones, or shards on more machines)"
+        }
+        lines.append(row("generator", generator))
+        if outcome.thresholds.isEmpty {
+            lines.append(row("thresholds", "none set"))
+        } else {
+            lines.append(row("thresholds", "\(outcome.thresholds.filter(\.passed).count) of \(outcome.thresholds.count) passed"))
+            for t in outcome.thresholds { lines.append("      \(t.passed ? "✓" : "✗") \(t.message)") }
+        }
+        if !skipped.isEmpty {
+            lines.append(row("skipped", "\(skipped.count) threshold\(skipped.count == 1 ? "" : "s") on what a load test does not measure: "
+                + skipped.map { "\($0.statistic)(\($0.metric)\($0.labels.isEmpty ? "" : "{" + $0.labels.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",") + "}"))" }
+                    .joined(separator: ", ")))
+        }
+        lines.append(row("results", resultsPath))
+        lines.append(row("dashboard", dashboardPath))
+        return lines.joined(separator: "\n")
+    }
+
+    func row(_ key: String, _ value: String) -> String {
+        "  " + key + String(repeating: " ", count: max(1, 12 - key.count)) + value
+    }
+}

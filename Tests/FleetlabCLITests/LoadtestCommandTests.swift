@@ -1,0 +1,129 @@
+import Foundation
+import Testing
+import LabKernel
+import LabStore
+import LabTestSupport
+
+/// A scenario for load tests: payment-verification started once on each phone, a sync p99 bound.
+func loadScenario(p99: String = "2s", extra: String = "") -> String {
+    let workflows = TestPaths.packageRoot.appendingPathComponent("simulations/workflows").path
+    return """
+    name: load
+    seed: 4
+    duration: 1h
+    devices:
+      - {name: phones, count: 10, stacks: [workflows, sync]}
+    sync: {}
+    workflows:
+      run:
+        - {sequence: \(workflows)/payment-verification.json, start: {poisson: 1h}}
+    thresholds:
+      - {metric: http.latency, labels: {stack: sync}, percentile: 99, max: \(p99)}
+      - {metric: battery.mean, stat: min, min: 20}
+    \(extra)
+    """
+}
+
+@Suite("fleetlab loadtest", .serialized)
+struct LoadtestCommandTests {
+    @Test("closed and open models drive fleetlab serve over real sockets; results, dashboard and thresholds as a simulation's; the key stays out of the results")
+    func againstServe() async throws {
+        let served = try ServedFleetlab(data: TestPaths.scratchDirectory("load-serve").path)
+        defer { served.stop() }
+        let dir = TestPaths.scratchDirectory("loadtest")
+        let scenario = try writeScenario(loadScenario(), in: dir, name: "load.yaml")
+        let closed = try await CommandRunner.fleetlabAsync(["loadtest", scenario, "--target", "sync=\(served.syncURL)", "--key", "sync=\(served.rootKey)",
+                                                            "--duration", "3s", "--devices", "8", "--think", "100ms", "--out", "closed"], in: dir)
+        #expect(closed.status == 0, "\(closed.stdout)\(closed.stderr)")
+        #expect(closed.stdout.contains("fleetlab loadtest load — PASSED"))
+        #expect(closed.stdout.contains("model       closed: 8 phones, think 100ms"))
+        #expect(closed.stdout.contains("skipped     1 threshold on what a load test does not measure: min(battery.mean)"))
+        let results = try ResultsDatabase.open(at: dir.appendingPathComponent("closed/results.sqlite").path).load()
+        let sync = try #require(results.metric(named: "http.latency", labels: "endpoint=POST /api/v1/mobile/sync,stack=sync"))
+        #expect(results.histogram(sync).totalCount > 40, "8 phones for 3 s at about 10 iterations a second each")
+        #expect(results.total("loadtest.iterations", labels: "outcome=ok") ?? 0 > 40)
+        #expect(results.total("http.failures", labels: "endpoint=POST /api/v1/mobile/sync,stack=sync") == 0)
+        #expect(results.runMetadata["mode"] == "loadtest" && results.runMetadata["targets"] == "sync=\(served.syncURL)")
+        #expect(results.thresholds.count == 1 && results.thresholdsPassed)
+        let file = try Data(contentsOf: dir.appendingPathComponent("closed/results.sqlite"))
+        #expect(file.range(of: Data(served.rootKey.utf8)) == nil, "the API key is not in the results")
+        let page = try String(contentsOf: dir.appendingPathComponent("closed/dashboard.html"), encoding: .utf8)
+        #expect(page.contains("<title>Load test: load</title>") && page.contains("live against sync="))
+
+        // Open model: 400 arrivals a second for a pool of 2 phones drops what finds none idle.
+        let open = try await CommandRunner.fleetlabAsync(["loadtest", scenario, "--target", "sync=\(served.syncURL)", "--duration", "2s", "--rate", "400/s",
+                                                          "--devices", "2", "--out", "open", "--quiet"], in: dir,
+                                                         environment: ["FLEETLAB_KEY_SYNC": served.rootKey])
+        #expect(open.status == 0, "\(open.stdout)\(open.stderr)")
+        let openResults = try ResultsDatabase.open(at: dir.appendingPathComponent("open/results.sqlite").path).load()
+        let ok = openResults.total("loadtest.iterations", labels: "outcome=ok") ?? 0
+        let dropped = openResults.total("loadtest.iterations", labels: "outcome=dropped") ?? 0
+        #expect(ok > 10 && dropped > 0, "ok \(ok), dropped \(dropped)")
+        #expect(abs(ok + dropped + (openResults.total("loadtest.iterations", labels: "outcome=failed") ?? 0) - 800) <= 2, "every arrival is counted once")
+
+        // A bound the server cannot meet fails the run with exit status 3.
+        let strict = try writeScenario(loadScenario(p99: "1us"), in: dir, name: "strict.yaml")
+        let failed = try await CommandRunner.fleetlabAsync(["loadtest", strict, "--target", "sync=\(served.syncURL)", "--key", "sync=\(served.rootKey)",
+                                                            "--duration", "1s", "--devices", "2", "--out", "strict", "--quiet"], in: dir)
+        #expect(failed.status == 3)
+        #expect(failed.stdout.contains("✗ p99(http.latency{stack=sync})"))
+    }
+
+    @Test("a wrong key and a closed port are failures counted per endpoint, each request within its deadline")
+    func failures() async throws {
+        let served = try ServedFleetlab(data: TestPaths.scratchDirectory("load-serve").path)
+        defer { served.stop() }
+        let dir = TestPaths.scratchDirectory("loadtest")
+        let scenario = try writeScenario(loadScenario(), in: dir, name: "load.yaml")
+        let wrongKey = try await CommandRunner.fleetlabAsync(["loadtest", scenario, "--target", "sync=\(served.syncURL)", "--key", "sync=fl_root_wrong",
+                                                              "--duration", "1s", "--devices", "2", "--think", "100ms", "--out", "wrong", "--quiet"], in: dir)
+        let results = try ResultsDatabase.open(at: dir.appendingPathComponent("wrong/results.sqlite").path).load()
+        #expect(results.total("http.failures", labels: "endpoint=POST /api/v1/mobile/devices/register,stack=sync") ?? 0 > 2, "\(wrongKey.stdout)")
+        #expect(results.total("loadtest.iterations", labels: "outcome=ok") ?? 0 == 0)
+        let port = try ServedFleetlab.freePort()
+        let started = Date()
+        let closed = try await CommandRunner.fleetlabAsync(["loadtest", scenario, "--target", "sync=http://127.0.0.1:\(port)", "--duration", "1s",
+                                                            "--devices", "2", "--think", "100ms", "--out", "closed", "--quiet"], in: dir)
+        #expect(Date().timeIntervalSince(started) < 20)
+        #expect(closed.stdout.contains("0 ok"), "\(closed.stdout)")
+    }
+
+    @Test("bad input is exit 2 before anything is contacted: no target, an unsupported stack, a model's option on the other model, no duration")
+    func badInput() async throws {
+        let dir = TestPaths.scratchDirectory("loadtest")
+        let scenario = try writeScenario(loadScenario(), in: dir, name: "load.yaml")
+        for (arguments, message) in [
+            (["--duration", "1s"], "--target sync="),
+            (["--duration", "1s", "--target", "chat=http://127.0.0.1:9"], "sync stack so far"),
+            (["--duration", "1s", "--target", "sync=ftp://x"], "expected NAME=http://host:port"),
+            (["--duration", "1s", "--target", "sync=http://127.0.0.1:9", "--rate", "10", "--think", "1s"], "--think is for the closed model"),
+            (["--duration", "1s", "--target", "sync=http://127.0.0.1:9", "--ramp", "1s"], "--ramp is for the open model"),
+            (["--target", "sync=http://127.0.0.1:9"], "--duration"),
+        ] {
+            let result = try await CommandRunner.fleetlabAsync(["loadtest", scenario] + arguments, in: dir)
+            #expect(result.status == 2, "\(arguments)")
+            #expect(result.stderr.contains(message), "\(arguments): \(result.stderr)")
+        }
+    }
+
+    @Test("Ctrl-C stops the test, writes the results so far and exits 130")
+    func interrupted() async throws {
+        let served = try ServedFleetlab(data: TestPaths.scratchDirectory("load-serve").path)
+        defer { served.stop() }
+        let dir = TestPaths.scratchDirectory("loadtest")
+        let scenario = try writeScenario(loadScenario(), in: dir, name: "load.yaml")
+        let process = try CommandRunner.start(["loadtest", scenario, "--target", "sync=\(served.syncURL)", "--duration", "60s", "--devices", "4",
+                                               "--out", "r", "--quiet"], in: dir, environment: ["FLEETLAB_KEY_SYNC": served.rootKey])
+        let results = dir.appendingPathComponent("r/results.sqlite").path
+        let deadline = Date().addingTimeInterval(20)
+        while !FileManager.default.fileExists(atPath: results), Date() < deadline { try await Task.sleep(for: .milliseconds(100)) }
+        try await Task.sleep(for: .seconds(2))
+        kill(process.processIdentifier, SIGINT)
+        let outcome = try await offPool { try CommandRunner.wait(for: process) }
+        #expect(outcome.status == 130, "\(outcome.stdout)\(outcome.stderr)")
+        #expect(outcome.stdout.contains("INTERRUPTED"))
+        let loaded = try ResultsDatabase.open(at: results).load()
+        #expect(loaded.runMetadata["interrupted"] == "true")
+        #expect(loaded.total("loadtest.iterations", labels: "outcome=ok") ?? 0 > 0)
+    }
+}
