@@ -5,6 +5,8 @@ import LabKernel
 struct DurationArgument: ExpressibleByArgument {
     var span: TimeSpan
 
+    init(span: TimeSpan) { self.span = span }
+
     init?(argument: String) {
         guard let span = TimeSpan(argument), span > .zero else { return nil }
         self.span = span

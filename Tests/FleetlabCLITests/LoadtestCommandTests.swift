@@ -127,3 +127,16 @@ struct LoadtestCommandTests {
         #expect(loaded.total("loadtest.iterations", labels: "outcome=ok") ?? 0 > 0)
     }
 }
+
+@Suite("fleetlab bench loadtest")
+struct LoadBenchTests {
+    @Test("without Locust it says how to get it and exits 2")
+    func needsLocust() async throws {
+        let result = try await CommandRunner.fleetlabAsync(["bench", "loadtest", "--locust", "/nonexistent/locust", "--duration", "2s"])
+        #expect(result.status != 0)
+        let missing = try await CommandRunner.fleetlabAsync(["bench", "loadtest", "--duration", "2s"], in: TestPaths.scratchDirectory("no-locust"),
+                                                            environment: ["PATH": "/usr/bin:/bin"])
+        #expect(missing.status == 2, "\(missing.stderr)")
+        #expect(missing.stderr.contains("scripts/bench-loadtest installs it"))
+    }
+}

@@ -68,13 +68,22 @@ public final class HTTPClient: Sendable {
 
     /// An idle connection to `key`, or a new one.
     func connection(key: String, host: String, port: Int, deadline: NIODeadline) async throws -> any Channel {
-        while let reused = idle.withLock({ $0[key]?.popLast() }) {
+        // A connection on the calling thread's event loop first: a task running on that loop
+        // (a load test's phones do) then sends and resumes without a thread hop.
+        while let reused = idle.withLock({ pool -> (any Channel)? in
+            guard var channels = pool[key], !channels.isEmpty else { return nil }
+            let index = channels.lastIndex { $0.eventLoop.inEventLoop } ?? channels.index(before: channels.endIndex)
+            let channel = channels.remove(at: index)
+            pool[key] = channels
+            return channel
+        }) {
             if reused.isActive { return reused }
         }
         let remaining = deadline - NIODeadline.now()
         guard remaining > .zero else { throw HTTPClientError.timedOut("connecting to \(key)") }
         do {
-            return try await ClientBootstrap(group: group)
+            // `any()` is the calling thread's loop when it is one of the group's.
+            return try await ClientBootstrap(group: group.any())
                 .connectTimeout(remaining)
                 .channelOption(.socketOption(.tcp_nodelay), value: 1)
                 .channelInitializer { channel in

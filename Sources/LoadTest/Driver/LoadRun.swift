@@ -2,6 +2,8 @@ import Foundation
 public import LabKernel
 public import LabStore
 import Live
+import NIOCore
+import NIOPosix
 public import Simulator
 import Synchronization
 
@@ -60,6 +62,8 @@ public final class LoadRun: Sendable {
     let recorder = LoadRecorder(stack: "sync")
     let phones: [SyncPhone]
     let idle: Mutex<[Int]>
+    /// One executor per event loop of the HTTP client's group; phone `i` runs on `i % count`.
+    let executors: [EventLoopTaskExecutor]
 
     public init(_ settings: Settings) {
         self.settings = settings
@@ -72,6 +76,7 @@ public final class LoadRun: Sendable {
                              seed: draw.next(), http: http, requestTimeout: settings.requestTimeout, sequences: sequences)
         }
         idle = Mutex(Array((0..<settings.model.devices).reversed()))
+        executors = MultiThreadedEventLoopGroup.singleton.makeIterator().map { EventLoopTaskExecutor($0) }
     }
 
     /// Runs to the end of the duration or until `stop()`; writes every bucket to `pipeline`.
@@ -113,12 +118,13 @@ public final class LoadRun: Sendable {
             switch settings.model {
             case .closed(let devices, let think):
                 for index in 0..<devices {
-                    group.addTask { [phones, recorder, settings] in
+                    group.addTask(executorPreference: executors[index % executors.count]) { [phones, recorder, settings, executors] in
                         var thinkTime = ThinkTime(mean: think, seed: StreamSeed(settings.scenario.seed).child("think").child(UInt64(index)))
                         // Phones start spread over one think time, not all in the first millisecond.
                         var intended = start + .nanoseconds(think.nanoseconds * Int64(index) / Int64(max(1, devices)))
+                        let executor = executors[index % executors.count]
                         while intended < end && !shouldStop() {
-                            try? await clock.sleep(until: intended, tolerance: .milliseconds(1))
+                            await executor.sleep(until: intended, clock: clock)
                             guard !shouldStop() else { return }
                             let ok = await Self.iterate(phones[index], intended: intended, clock: clock, recorder: recorder)
                             intended = clock.now + .nanoseconds(thinkTime.next().nanoseconds)
@@ -140,7 +146,7 @@ public final class LoadRun: Sendable {
                         recorder.dropped()
                         continue
                     }
-                    group.addTask { [self] in
+                    group.addTask(executorPreference: executors[index % executors.count]) { [self] in
                         _ = await Self.iterate(phones[index], intended: intended, clock: clock, recorder: recorder)
                         idle.withLock { $0.append(index) }
                     }
