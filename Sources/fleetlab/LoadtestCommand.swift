@@ -46,6 +46,9 @@ struct LoadtestCommand: AsyncParsableCommand {
     @Option(help: "Open model: time to ramp the rate up from 0.")
     var ramp: DurationArgument?
 
+    @Option(name: .customLong("max-wait"), help: "Open model: how long an arrival may wait for an idle phone before it is dropped.")
+    var maxWait: DurationArgument?
+
     @Option(help: "Closed model: mean wait between a phone's iterations (0.5-1.5x of it).")
     var think: DurationArgument?
 
@@ -95,9 +98,9 @@ struct LoadtestCommand: AsyncParsableCommand {
                 throw CLIFailure.badInput("--rate \(rate): expected iterations per second, like 200 or 200/s")
             }
             guard think == nil else { throw CLIFailure.badInput("--think is for the closed model; the open model's pace is --rate") }
-            model = .open(rate: perSecond, ramp: ramp?.span ?? .zero, devices: devices)
+            model = .open(rate: perSecond, ramp: ramp?.span ?? .zero, devices: devices, maxWait: maxWait?.span ?? .seconds(5))
         } else {
-            guard ramp == nil else { throw CLIFailure.badInput("--ramp is for the open model (--rate)") }
+            guard ramp == nil, maxWait == nil else { throw CLIFailure.badInput("--ramp and --max-wait are for the open model (--rate)") }
             model = .closed(devices: devices, thinkTime: think?.span ?? .seconds(1))
         }
         let directory = out ?? "runs/\(loaded.name)-loadtest"
@@ -170,7 +173,8 @@ struct LoadtestCommand: AsyncParsableCommand {
     static func describe(_ model: WorkloadModel) -> String {
         switch model {
         case .closed(let devices, let think): return "closed: \(devices) phones, think \(think)"
-        case .open(let rate, let ramp, let devices): return "open: \(MetricUnit.decimal(rate, digits: rate == rate.rounded() ? 0 : 1))/s, ramp \(ramp), pool of \(devices) phones"
+        case .open(let rate, let ramp, let devices, let maxWait):
+            return "open: \(MetricUnit.decimal(rate, digits: rate == rate.rounded() ? 0 : 1))/s, ramp \(ramp), pool of \(devices) phones, waits up to \(maxWait)"
         }
     }
 

@@ -61,10 +61,11 @@ public final class LoadRecorder: Sendable {
         }
     }
 
-    public func iterationStarted(lag: Duration) {
+    /// An iteration began, `lag` after its intended start (nil: not the generator's lag).
+    public func iterationStarted(lag: Duration?) {
         state.withLock { s in
             s.busy += 1
-            s.recorder.observe(s.lag, UInt64(max(0, lag.nanoseconds)))
+            if let lag { s.recorder.observe(s.lag, UInt64(max(0, lag.nanoseconds))) }
         }
     }
 

@@ -61,7 +61,6 @@ public final class LoadRun: Sendable {
     public let settings: Settings
     let recorder = LoadRecorder(stack: "sync")
     let phones: [SyncPhone]
-    let idle: Mutex<[Int]>
     /// One executor per event loop of the HTTP client's group; phone `i` runs on `i % count`.
     let executors: [EventLoopTaskExecutor]
 
@@ -75,7 +74,6 @@ public final class LoadRun: Sendable {
             return SyncPhone(baseURL: settings.syncURL, apiKey: settings.apiKey, deviceID: "loadtest-\(settings.runTag)-\(index)",
                              seed: draw.next(), http: http, requestTimeout: settings.requestTimeout, sequences: sequences)
         }
-        idle = Mutex(Array((0..<settings.model.devices).reversed()))
         executors = MultiThreadedEventLoopGroup.singleton.makeIterator().map { EventLoopTaskExecutor($0) }
     }
 
@@ -132,8 +130,9 @@ public final class LoadRun: Sendable {
                         }
                     }
                 }
-            case .open(let rate, let ramp, _):
+            case .open(let rate, let ramp, _, let maxWait):
                 let schedule = ArrivalSchedule(rate: rate, ramp: ramp)
+                let pool = PhonePool(phones: phones.count, limit: Int(rate * maxWait.seconds) + 1, maxWait: .nanoseconds(maxWait.nanoseconds))
                 var arrival = 1
                 while !shouldStop() {
                     let offset = schedule.offset(ofArrival: arrival)
@@ -142,15 +141,25 @@ public final class LoadRun: Sendable {
                     try? await clock.sleep(until: intended, tolerance: .milliseconds(1))
                     arrival += 1
                     guard !shouldStop() else { break }
-                    guard let index = idle.withLock({ $0.popLast() }) else {
-                        recorder.dropped()
-                        continue
-                    }
-                    group.addTask(executorPreference: executors[index % executors.count]) { [self] in
-                        _ = await Self.iterate(phones[index], intended: intended, clock: clock, recorder: recorder)
-                        idle.withLock { $0.append(index) }
+                    switch pool.arrive(at: intended) {
+                    case .drop: recorder.dropped()
+                    case .wait: break
+                    case .run(let index):
+                        group.addTask(executorPreference: executors[index % executors.count]) { [self] in
+                            var next: ContinuousClock.Instant? = intended
+                            var waited = false
+                            while let due = next {
+                                _ = await Self.iterate(phones[index], intended: due, waited: waited, clock: clock, recorder: recorder)
+                                waited = true
+                                let (following, expired) = pool.next(for: index, now: clock.now, stopping: shouldStop())
+                                for _ in 0..<expired { recorder.dropped() }
+                                next = following
+                            }
+                        }
                     }
                 }
+                shared.finished.withLock { $0 = true }
+                for _ in 0..<pool.drain() { recorder.dropped() }
             }
         }
         let wall = Double((clock.now - start).nanoseconds) / 1e9
@@ -164,8 +173,11 @@ public final class LoadRun: Sendable {
     }
 
     /// Runs one iteration of `phone` meant to start at `intended`; latency counts from then.
-    static func iterate(_ phone: SyncPhone, intended: ContinuousClock.Instant, clock: ContinuousClock, recorder: LoadRecorder) async -> Bool {
-        recorder.iterationStarted(lag: clock.now - intended)
+    /// `waited`: it waited for an idle phone (the open model's backlog), so its late start
+    /// is the system's saturation, not the generator's lag.
+    static func iterate(_ phone: SyncPhone, intended: ContinuousClock.Instant, waited: Bool = false, clock: ContinuousClock,
+                        recorder: LoadRecorder) async -> Bool {
+        recorder.iterationStarted(lag: waited ? nil : clock.now - intended)
         let ok = await phone.iterate { endpoint, failed in
             recorder.request(endpoint, latency: clock.now - intended, failed: failed)
         }

@@ -6,18 +6,19 @@ public import LabKernel
 /// next; the load follows the server (a slow server gets fewer requests), as phones do.
 /// Open: iterations arrive at `rate` per second whatever the server does (ramping up
 /// linearly over `ramp`), each taken by an idle phone from a pool of `devices`; when none
-/// is idle, the iteration is dropped and counted, as k6's arrival-rate executors do.
+/// is idle it waits for one, and one that would wait past `maxWait` is dropped and counted
+/// (k6's arrival-rate executors drop at once; waiting first shows the overload as latency).
 ///
 /// Either way an iteration's latency is measured from when it was *meant* to start (its
 /// arrival, or the end of the previous one plus the think time), so a generator that falls
 /// behind shows up in the latency instead of hiding it (no coordinated omission).
 public enum WorkloadModel: Sendable, Equatable {
     case closed(devices: Int, thinkTime: TimeSpan)
-    case open(rate: Double, ramp: TimeSpan, devices: Int)
+    case open(rate: Double, ramp: TimeSpan, devices: Int, maxWait: TimeSpan)
 
     public var devices: Int {
         switch self {
-        case .closed(let devices, _), .open(_, _, let devices): return devices
+        case .closed(let devices, _), .open(_, _, let devices, _): return devices
         }
     }
 }
