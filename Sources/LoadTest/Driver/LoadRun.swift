@@ -134,13 +134,19 @@ public final class LoadRun: Sendable {
                 let schedule = ArrivalSchedule(rate: rate, ramp: ramp)
                 let pool = PhonePool(phones: phones.count, limit: Int(rate * maxWait.seconds) + 1, maxWait: .nanoseconds(maxWait.nanoseconds))
                 var arrival = 1
-                while !shouldStop() {
+                // Every arrival of the schedule is run, or counted dropped: one the generator
+                // reaches only after the end (it fell behind) never started, and counts.
+                while !stop() {
                     let offset = schedule.offset(ofArrival: arrival)
                     guard offset.isFinite, offset < settings.duration.seconds else { break }
                     let intended = start + .nanoseconds(Int64(offset * 1e9))
-                    try? await clock.sleep(until: intended, tolerance: .milliseconds(1))
                     arrival += 1
-                    guard !shouldStop() else { break }
+                    guard clock.now < end else {
+                        recorder.dropped()
+                        continue
+                    }
+                    try? await clock.sleep(until: intended, tolerance: .milliseconds(1))
+                    guard !stop() else { break }
                     switch pool.arrive(at: intended) {
                     case .drop: recorder.dropped()
                     case .wait: break
