@@ -70,7 +70,11 @@ struct TimeLabeler {
         let minutes = tod / 60_000_000_000
         let h = minutes / 60, m = minutes % 60
         let dayIndex = (startTimeOfDay + t) / day
-        let text = (h < 10 ? "0" : "") + "\(h):" + (m < 10 ? "0" : "") + "\(m)"
+        var text = (h < 10 ? "0" : "") + "\(h):" + (m < 10 ? "0" : "") + "\(m)"
+        // Off the minute (a load test starts when it starts, and ticks every few seconds):
+        // seconds too, or neighbouring labels would read the same.
+        let second = tod / 1_000_000_000 % 60
+        if tod % 60_000_000_000 != 0 { text += ":" + (second < 10 ? "0" : "") + "\(second)" }
         return dayIndex > 0 && tod == 0 ? "day \(dayIndex + 1)" : text
     }
 }
