@@ -110,6 +110,8 @@ struct LoadtestCommand: AsyncParsableCommand {
         let dashboardPath = (directory as NSString).appendingPathComponent("dashboard.html")
 
         // Buckets of wall time fine enough for a short test: at most 120 of them.
+        let runTag = String(UInt64(Date().timeIntervalSince1970 * 1000), radix: 36)
+        let setup = await TenantSetup.prepare(syncURL: syncURL, key: key, tenant: loaded.sync?.tenant ?? "fleet", runTag: runTag)
         let bucket = ([1, 5, 10, 30, 60, 300, 600, 900, 1_800, 3_600] as [Int64]).map { TimeSpan(nanoseconds: $0 * 1_000_000_000) }
             .first { duration.span.nanoseconds / $0.nanoseconds <= 120 } ?? .hours(1)
         let startedAt = WallClock.timestamp()
@@ -119,7 +121,7 @@ struct LoadtestCommand: AsyncParsableCommand {
         let (measured, skipped) = Self.liveThresholds(loaded.thresholds, stacks: Set(urls.keys))
         live.thresholds = measured
         let settings = LoadRun.Settings(scenario: live, model: model, duration: duration.span, bucket: bucket, syncURL: syncURL,
-                                        apiKey: key, runTag: String(UInt64(Date().timeIntervalSince1970 * 1000), radix: 36))
+                                        apiKey: setup.key, runTag: runTag)
         let pipeline: ResultsPipeline
         do { pipeline = try ResultsPipeline(path: resultsPath) } catch { throw CLIFailure.badInput("cannot write \(resultsPath): \(error)") }
         pipeline.submit(LoadtestCommand.openingBatch(loaded, model: model, duration: duration.span, bucket: bucket))
@@ -130,7 +132,7 @@ struct LoadtestCommand: AsyncParsableCommand {
         line.finish()
         var metadata = ResultsBatch()
         metadata.runMetadata = [
-            ("mode", "loadtest"), ("targets", "sync=\(syncURL)"), ("model", Self.describe(model)), ("seed", String(loaded.seed)),
+            ("mode", "loadtest"), ("targets", "sync=\(syncURL)"), ("tenant", setup.createdTenant ?? "(the key's)"), ("model", Self.describe(model)), ("seed", String(loaded.seed)),
             ("scenario_sha256", SHA256Hex.of(loaded.text)), ("build", BuildInfo.description), ("started_at", startedAt),
             ("wall_seconds", String(outcome.wallSeconds)), ("generator_cpu_percent", String(outcome.cpuPercentMean)),
             ("generator_cpu_percent_max", String(outcome.cpuPercentMax)), ("interrupted", outcome.interrupted ? "true" : "false"),
@@ -141,7 +143,8 @@ struct LoadtestCommand: AsyncParsableCommand {
 
         let results = try ResultsDatabase.open(at: resultsPath).load()
         try OutputPaths.write(Dashboard.render(results), to: dashboardPath)
-        let summary = LoadtestSummary(results: results, outcome: outcome, model: model, target: syncURL, skipped: skipped,
+        let summary = LoadtestSummary(results: results, outcome: outcome, model: model,
+                                      target: syncURL + (setup.createdTenant.map { " (tenant \($0), created for this run)" } ?? ""), skipped: skipped,
                                       resultsPath: resultsPath, dashboardPath: dashboardPath).text
         print(summary)
         let passed = outcome.thresholds.allSatisfy { $0.passed }

@@ -37,6 +37,7 @@ struct LoadtestCommandTests {
         #expect(closed.status == 0, "\(closed.stdout)\(closed.stderr)")
         #expect(closed.stdout.contains("fleetlab loadtest load — PASSED"))
         #expect(closed.stdout.contains("model       closed: 8 phones, think 100ms"))
+        #expect(closed.stdout.contains("(tenant fleet, created for this run)"), "the scenario's sync tenant, made with the root key")
         #expect(closed.stdout.contains("skipped     1 threshold on what a load test does not measure: min(battery.mean)"))
         let results = try ResultsDatabase.open(at: dir.appendingPathComponent("closed/results.sqlite").path).load()
         let sync = try #require(results.metric(named: "http.latency", labels: "endpoint=POST /api/v1/mobile/sync,stack=sync"))
@@ -55,11 +56,21 @@ struct LoadtestCommandTests {
                                                           "--devices", "2", "--out", "open", "--quiet"], in: dir,
                                                          environment: ["FLEETLAB_KEY_SYNC": served.rootKey])
         #expect(open.status == 0, "\(open.stdout)\(open.stderr)")
+        #expect(open.stdout.contains("(tenant fleet-"), "the tenant exists: the run gets one of its own")
         let openResults = try ResultsDatabase.open(at: dir.appendingPathComponent("open/results.sqlite").path).load()
         let ok = openResults.total("loadtest.iterations", labels: "outcome=ok") ?? 0
         let dropped = openResults.total("loadtest.iterations", labels: "outcome=dropped") ?? 0
         #expect(ok > 10, "ok \(ok), dropped \(dropped)")
         #expect(abs(ok + dropped + (openResults.total("loadtest.iterations", labels: "outcome=failed") ?? 0) - 800) <= 2, "every arrival is counted once")
+
+        // A tenant's key is used as it is.
+        let tenant = try await HTTPProbe.request("POST", served.syncURL + "/api/v1/mobile/tenants", body: Data(#"{"tenant_id":"ops"}"#.utf8),
+                                                 headers: ["x-api-key": served.rootKey, "content-type": "application/json"])
+        let tenantKey = try #require(try JSONValue.parse(String(decoding: tenant.body, as: UTF8.self))["api_key"]?.stringValue)
+        let asTenant = try await CommandRunner.fleetlabAsync(["loadtest", scenario, "--target", "sync=\(served.syncURL)", "--key", "sync=\(tenantKey)",
+                                                              "--duration", "1s", "--devices", "2", "--out", "tenant", "--quiet"], in: dir)
+        #expect(asTenant.status == 0 && !asTenant.stdout.contains("created for this run"), "\(asTenant.stdout)\(asTenant.stderr)")
+        #expect(asTenant.stdout.contains("0 failed"))
 
         // A bound the server cannot meet fails the run with exit status 3.
         let strict = try writeScenario(loadScenario(p99: "1us"), in: dir, name: "strict.yaml")
