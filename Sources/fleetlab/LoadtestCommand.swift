@@ -49,6 +49,9 @@ struct LoadtestCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-wait"), help: "Open model: how long an arrival may wait for an idle phone before it is dropped.")
     var maxWait: DurationArgument?
 
+    @Flag(name: .customLong("app-paced"), help: "Closed model paced as the app: each phone ticks its engine and syncs when its sync client says one is due (the server's interval), so the sync cadence is measured.")
+    var appPaced = false
+
     @Option(help: "Closed model: mean wait between a phone's iterations (0.5-1.5x of it).")
     var think: DurationArgument?
 
@@ -97,11 +100,12 @@ struct LoadtestCommand: AsyncParsableCommand {
             guard let perSecond = Double(number), perSecond > 0, perSecond <= 1_000_000 else {
                 throw CLIFailure.badInput("--rate \(rate): expected iterations per second, like 200 or 200/s")
             }
-            guard think == nil else { throw CLIFailure.badInput("--think is for the closed model; the open model's pace is --rate") }
+            guard think == nil, !appPaced else { throw CLIFailure.badInput("--think and --app-paced are for the closed model; the open model's pace is --rate") }
             model = .open(rate: perSecond, ramp: ramp?.span ?? .zero, devices: devices, maxWait: maxWait?.span ?? .seconds(5))
         } else {
             guard ramp == nil, maxWait == nil else { throw CLIFailure.badInput("--ramp and --max-wait are for the open model (--rate)") }
-            model = .closed(devices: devices, thinkTime: think?.span ?? .seconds(1))
+            guard !(appPaced && think != nil) else { throw CLIFailure.badInput("--app-paced phones wait as the app does; leave out --think") }
+            model = appPaced ? .app(devices: devices) : .closed(devices: devices, thinkTime: think?.span ?? .seconds(1))
         }
         let directory = out ?? "runs/\(loaded.name)-loadtest"
         try OutputPaths.prepareDirectory(directory)
@@ -118,7 +122,9 @@ struct LoadtestCommand: AsyncParsableCommand {
         // Thresholds on what a live run does not measure (battery, ticks, cadence, stacks not
         // targeted) are listed as skipped, not failed for lack of data.
         var live = loaded
-        let (measured, skipped) = Self.liveThresholds(loaded.thresholds, stacks: Set(urls.keys))
+        var measurable = Self.liveMetrics
+        if case .app = model { measurable.insert("sync.interval") }
+        let (measured, skipped) = Self.liveThresholds(loaded.thresholds, stacks: Set(urls.keys), metrics: measurable)
         live.thresholds = measured
         let settings = LoadRun.Settings(scenario: live, model: model, duration: duration.span, bucket: bucket, syncURL: syncURL,
                                         apiKey: setup.key, runTag: runTag)
@@ -164,10 +170,12 @@ struct LoadtestCommand: AsyncParsableCommand {
                                            "loadtest.generator_cpu", "loadtest.busy_devices"]
 
     /// The thresholds a load test can judge, and the rest.
-    static func liveThresholds(_ thresholds: [Threshold], stacks: Set<String>) -> (measured: [Threshold], skipped: [Threshold]) {
+    static func liveThresholds(_ thresholds: [Threshold], stacks: Set<String>, metrics: Set<String>) -> (measured: [Threshold], skipped: [Threshold]) {
         var measured: [Threshold] = [], skipped: [Threshold] = []
         for threshold in thresholds {
-            let live = liveMetrics.contains(threshold.metric) && threshold.labels["stack"].map(stacks.contains) ?? true
+            // Live phones run unplugged: nothing reports a battery to their engines.
+            let live = metrics.contains(threshold.metric) && threshold.labels["stack"].map(stacks.contains) ?? true
+                && threshold.labels["power_state"].map { $0 == PowerState.unplugged.description } ?? true
             if live { measured.append(threshold) } else { skipped.append(threshold) }
         }
         return (measured, skipped)
@@ -176,6 +184,7 @@ struct LoadtestCommand: AsyncParsableCommand {
     static func describe(_ model: WorkloadModel) -> String {
         switch model {
         case .closed(let devices, let think): return "closed: \(devices) phones, think \(think)"
+        case .app(let devices): return "closed: \(devices) phones paced as the app (engine ticks, syncs when due)"
         case .open(let rate, let ramp, let devices, let maxWait):
             return "open: \(MetricUnit.decimal(rate, digits: rate == rate.rounded() ? 0 : 1))/s, ramp \(ramp), pool of \(devices) phones, waits up to \(maxWait)"
         }

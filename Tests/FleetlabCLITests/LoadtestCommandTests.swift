@@ -80,6 +80,26 @@ struct LoadtestCommandTests {
         #expect(failed.stdout.contains("✗ p99(http.latency{stack=sync})"))
     }
 
+    @Test("app-paced phones tick their engines and sync when their client says so: one registration and one first sync each in a few seconds")
+    func appPaced() async throws {
+        let served = try ServedFleetlab(data: TestPaths.scratchDirectory("load-serve").path)
+        defer { served.stop() }
+        let dir = TestPaths.scratchDirectory("loadtest")
+        let scenario = try writeScenario(loadScenario(extra: "  - {metric: sync.interval, labels: {power_state: LowBattery}, percentile: 50, max: 2m}"),
+                                         in: dir, name: "load.yaml")
+        let run = try await CommandRunner.fleetlabAsync(["loadtest", scenario, "--target", "sync=\(served.syncURL)", "--key", "sync=\(served.rootKey)",
+                                                         "--duration", "4s", "--devices", "6", "--app-paced", "--out", "app", "--quiet"], in: dir)
+        #expect(run.status == 0, "\(run.stdout)\(run.stderr)")
+        #expect(run.stdout.contains("paced as the app"))
+        #expect(run.stdout.contains("p50(sync.interval{power_state=LowBattery})"), "a power state live phones never run in is skipped: \(run.stdout)")
+        let results = try ResultsDatabase.open(at: dir.appendingPathComponent("app/results.sqlite").path).load()
+        // The server asks idle phones to sync every 30 s: in 4 s, each phone's first sync only.
+        let sync = try #require(results.metric(named: "http.latency", labels: "endpoint=POST /api/v1/mobile/sync,stack=sync"))
+        #expect(results.histogram(sync).totalCount == 6)
+        #expect(results.total("loadtest.iterations", labels: "outcome=ok") == 6)
+        #expect(results.total("http.failures", labels: "endpoint=POST /api/v1/mobile/sync,stack=sync") == 0)
+    }
+
     @Test("a wrong key and a closed port are failures counted per endpoint, each request within its deadline")
     func failures() async throws {
         let served = try ServedFleetlab(data: TestPaths.scratchDirectory("load-serve").path)
@@ -107,7 +127,7 @@ struct LoadtestCommandTests {
             (["--duration", "1s"], "--target sync="),
             (["--duration", "1s", "--target", "chat=http://127.0.0.1:9"], "sync stack so far"),
             (["--duration", "1s", "--target", "sync=ftp://x"], "expected NAME=http://host:port"),
-            (["--duration", "1s", "--target", "sync=http://127.0.0.1:9", "--rate", "10", "--think", "1s"], "--think is for the closed model"),
+            (["--duration", "1s", "--target", "sync=http://127.0.0.1:9", "--rate", "10", "--think", "1s"], "--think and --app-paced are for the closed model"),
             (["--duration", "1s", "--target", "sync=http://127.0.0.1:9", "--ramp", "1s"], "--ramp and --max-wait are for the open model"),
             (["--target", "sync=http://127.0.0.1:9"], "--duration"),
         ] {

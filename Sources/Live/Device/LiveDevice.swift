@@ -96,8 +96,23 @@ public final class LiveDevice<Store: WorkflowStore>: @unchecked Sendable {
     /// Syncs when the client says one is due (its interval, a push, a backoff that
     /// ended); nil when none was due or the request failed.
     public func syncIfDue() async throws -> CommandReport? {
+        if case .synced(let report) = try await syncWhenDue() { return report }
+        return nil
+    }
+
+    /// What a tick's sync came to: none was due, the request failed, or it went through.
+    public enum SyncAttempt: Sendable {
+        case notDue
+        case failed
+        case synced(CommandReport)
+    }
+
+    /// `syncIfDue`, telling a sync that was not due from one that failed (a load test
+    /// counts requests, not ticks).
+    public func syncWhenDue() async throws -> SyncAttempt {
         host.advance(to: wallNow)
-        return try await exchange(try host.sync(.ticked(ticks)).send)
+        guard let request = try host.sync(.ticked(ticks)).send else { return .notDue }
+        return try await exchange(request).map(SyncAttempt.synced) ?? .failed
     }
 
     /// Sends `request` (if any) and settles its answer.

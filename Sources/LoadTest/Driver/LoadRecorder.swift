@@ -13,6 +13,7 @@ public final class LoadRecorder: Sendable {
         var recorder = Recorder()
         var latency: [String: MetricHandle] = [:]
         var failures: [String: MetricHandle] = [:]
+        var intervals: [String: MetricHandle] = [:]
         var ok: MetricHandle
         var failed: MetricHandle
         var dropped: MetricHandle
@@ -62,6 +63,15 @@ public final class LoadRecorder: Sendable {
     }
 
     /// An iteration began, `lag` after its intended start (nil: not the generator's lag).
+    /// Time between a phone's consecutive syncs, by the power state its engine ran in.
+    public func syncInterval(_ interval: Duration, powerState: PowerState) {
+        state.withLock { s in
+            let key = powerState.description
+            if s.intervals[key] == nil { s.intervals[key] = s.recorder.register("sync.interval", labels: [("power_state", key)]) }
+            s.recorder.observe(s.intervals[key]!, UInt64(max(0, interval.nanoseconds)))
+        }
+    }
+
     public func iterationStarted(lag: Duration?) {
         state.withLock { s in
             s.busy += 1

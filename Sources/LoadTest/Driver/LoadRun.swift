@@ -130,6 +130,32 @@ public final class LoadRun: Sendable {
                         }
                     }
                 }
+            case .app(let devices):
+                for index in 0..<devices {
+                    group.addTask(executorPreference: executors[index % executors.count]) { [phones, recorder, executors] in
+                        let phone = phones[index], executor = executors[index % executors.count]
+                        // Phones start spread over their first tick interval.
+                        var due = start + .nanoseconds(phone.tickInterval.nanoseconds * Int64(index) / Int64(max(1, devices)))
+                        var lastSync: ContinuousClock.Instant?
+                        while due < end && !shouldStop() {
+                            await executor.sleep(until: due, clock: clock)
+                            guard !shouldStop() else { return }
+                            let began = clock.now
+                            let intended = due
+                            let outcome = await phone.tick { endpoint, failed in
+                                recorder.request(endpoint, latency: clock.now - intended, failed: failed)
+                            }
+                            if let ok = outcome {
+                                recorder.iterationStarted(lag: began - intended)
+                                recorder.iterationEnded(ok: ok)
+                                if ok, let last = lastSync { recorder.syncInterval(began - last, powerState: phone.powerState) }
+                                if ok { lastSync = began }
+                            }
+                            // The next tick one interval on; a phone that fell behind skips to now.
+                            due = max(due + .nanoseconds(phone.tickInterval.nanoseconds), clock.now)
+                        }
+                    }
+                }
             case .open(let rate, let ramp, _, let maxWait):
                 let schedule = ArrivalSchedule(rate: rate, ramp: ramp)
                 let pool = PhonePool(phones: phones.count, limit: Int(rate * maxWait.seconds) + 1, maxWait: .nanoseconds(maxWait.nanoseconds))

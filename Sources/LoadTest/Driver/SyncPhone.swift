@@ -25,6 +25,34 @@ final class SyncPhone: @unchecked Sendable {
         self.sequences = sequences
     }
 
+    /// The power state the phone's engine runs in (what labels its sync cadence).
+    var powerState: PowerState { device.host.engine.powerState }
+
+    /// How long the engine waits between ticks in its power state.
+    var tickInterval: TimeSpan { device.host.engine.tickInterval }
+
+    /// One tick as the app runs it: register first, then advance the engine and sync if
+    /// the sync client says one is due. Returns nil when no request went out, else whether
+    /// it succeeded.
+    func tick(record: (String, Bool) -> Void) async -> Bool? {
+        guard registered else { return await iterate(record: record) }
+        do {
+            try device.step()
+            switch try await device.syncWhenDue() {
+            case .notDue: return nil
+            case .failed:
+                record("POST /api/v1/mobile/sync", true)
+                return false
+            case .synced:
+                record("POST /api/v1/mobile/sync", false)
+                return true
+            }
+        } catch {
+            record("POST /api/v1/mobile/sync", true)
+            return false
+        }
+    }
+
     /// One iteration; reports each request to `record` (endpoint, failed). Returns whether
     /// every request of it succeeded.
     func iterate(record: (String, Bool) -> Void) async -> Bool {

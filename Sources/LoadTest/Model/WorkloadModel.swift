@@ -14,11 +14,15 @@ public import LabKernel
 /// behind shows up in the latency instead of hiding it (no coordinated omission).
 public enum WorkloadModel: Sendable, Equatable {
     case closed(devices: Int, thinkTime: TimeSpan)
+    /// Closed, paced as the app: each phone's engine ticks at its own interval and syncs
+    /// when its sync client says one is due (the server's interval, 30 s on `fleetlab
+    /// serve`), so the run shows the sync cadence a real fleet keeps.
+    case app(devices: Int)
     case open(rate: Double, ramp: TimeSpan, devices: Int, maxWait: TimeSpan)
 
     public var devices: Int {
         switch self {
-        case .closed(let devices, _), .open(_, _, let devices, _): return devices
+        case .closed(let devices, _), .app(let devices), .open(_, _, let devices, _): return devices
         }
     }
 }

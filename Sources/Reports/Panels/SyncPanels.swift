@@ -41,10 +41,12 @@ struct SyncCadencePanel: DashboardPanel {
             guard let metric = results.metric(named: "sync.interval", labels: "power_state=\(state.description)") else { return nil }
             let h = results.histogram(metric)
             guard !h.isEmpty else { return nil }
+            // Without energy figures (a load test's phones have no battery) the cadence still has a rate.
             let cadence = cost?.cadence.first { $0.powerState == state.description }
-            let perDay = cost.flatMap { cost in cadence.map { MetricUnit.decimal(cost.batteryPercentPerDay($0), digits: 2) + "%" } } ?? "–"
+                ?? SyncCost.Cadence(powerState: state.description, intervals: h.totalCount, p50: Double(h.value(atPercentile: 50)))
+            let perDay = cost.map { MetricUnit.decimal($0.batteryPercentPerDay(cadence), digits: 2) + "%" } ?? "–"
             return [state.description, MetricUnit.decimal(Double(h.totalCount), digits: 0)] + durationPercentiles(h, [10, 50, 90])
-                + [MetricUnit.decimal(cadence?.syncsPerHour ?? 0, digits: 1), perDay]
+                + [MetricUnit.decimal(cadence.syncsPerHour, digits: 1), perDay]
         }
         guard !rows.isEmpty else { return nil }
         let table = HTML.table(headers: ["power state", "intervals", "p10", "p50", "p90", "syncs / h at p50", "battery / day"], rows: rows,
