@@ -89,12 +89,13 @@ struct CompareCommand: ParsableCommand {
     }
 
     static func load(_ path: String) throws -> (RunResults, String) {
+        let database = try open(path)
+        do { return (try database.load(), try ResultsDigest.compute(database)) } catch { throw CLIFailure.badInput("\(path): \(error)") }
+    }
+
+    /// A results database given on the command line; a clear message when it is not one.
+    static func open(_ path: String) throws -> ResultsDatabase {
         guard FileManager.default.fileExists(atPath: path) else { throw CLIFailure.badInput("\(path): no such file") }
-        do {
-            let database = try ResultsDatabase.open(at: path)
-            return (try database.load(), try ResultsDigest.compute(database))
-        } catch {
-            throw CLIFailure.badInput("\(path): \(error)")
-        }
+        do { return try ResultsDatabase.open(at: path) } catch { throw CLIFailure.badInput("\(path): \(error)") }
     }
 }

@@ -112,10 +112,7 @@ struct FleetBench: ParsableCommand {
     /// Runs stack set `index` in a child process and reads the figures it prints.
     func measure(_ index: Int) throws -> Figures {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL
-        if !FileManager.default.isExecutableFile(atPath: process.executableURL!.path) {
-            process.executableURL = Bundle.main.executableURL
-        }
+        process.executableURL = URL(fileURLWithPath: ChildProcess.fleetlab)
         process.arguments = ["bench", "fleet", "--child", String(index), "--scenario", scenario, "--devices", String(devices),
                              "--duration", "\(duration.span.nanoseconds)ns"]
         let output = Pipe()

@@ -55,7 +55,7 @@ struct LoadBench: ParsableCommand {
 
         // fleetlab's generator.
         let out = (scratch as NSString).appendingPathComponent("fleetlab")
-        let ours = try ChildProcess.run(Self.executable, ["loadtest", "simulations/bench-loadtest.yaml", "--target", "sync=\(server.url)",
+        let ours = try ChildProcess.run(ChildProcess.fleetlab, ["loadtest", "simulations/bench-loadtest.yaml", "--target", "sync=\(server.url)",
                                                          "--duration", "\(seconds)s", "--devices", String(users), "--think", "\(think.span.nanoseconds)ns",
                                                          "--out", out, "--quiet"],
                                         environment: ["FLEETLAB_KEY_SYNC": server.key], timeout: duration.span.seconds + 60)
@@ -106,11 +106,6 @@ struct LoadBench: ParsableCommand {
                                    "ratio": .figure(ratio), "target_ratio": .figure(3)])
     }
 
-    static var executable: String {
-        let path = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL.path
-        return FileManager.default.isExecutableFile(atPath: path) ? path : (Bundle.main.executablePath ?? path)
-    }
-
     static func findLocust() -> String? {
         if FileManager.default.isExecutableFile(atPath: ".venv-bench/bin/locust") { return ".venv-bench/bin/locust" }
         for dir in (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":") {
@@ -123,6 +118,12 @@ struct LoadBench: ParsableCommand {
 
 /// A child process run to its end with a deadline, its output captured.
 enum ChildProcess {
+    /// This fleetlab executable, for the benches' child processes.
+    static var fleetlab: String {
+        let path = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL.path
+        return FileManager.default.isExecutableFile(atPath: path) ? path : (Bundle.main.executablePath ?? path)
+    }
+
     struct Result {
         var status: Int32
         var stdout: String
@@ -168,7 +169,7 @@ final class ServedSync {
 
     static func start(data: String) throws -> ServedSync {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: LoadBench.executable)
+        process.executableURL = URL(fileURLWithPath: ChildProcess.fleetlab)
         process.arguments = ["serve", "--data", data, "--port", "host=0", "--port", "mobile-sync=0", "--port", "chat=0"]
         let out = Pipe()
         process.standardOutput = out

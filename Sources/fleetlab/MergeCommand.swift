@@ -40,7 +40,11 @@ struct MergeCommand: ParsableCommand {
             throw CLIFailure.badInput("\(output) is one of the shards; write the merge to another file")
         }
         let started = WallClock.seconds()
-        let loaded = try shards.map { path in (path: path, results: try CompareCommand.load(path).0) }
+        let loaded = try shards.map { path in
+            do { return (path: path, results: try CompareCommand.open(path).load()) } catch let failure as CLIFailure { throw failure } catch {
+                throw CLIFailure.badInput("\(path): \(error)")
+            }
+        }
         let merged: RunResults
         do { merged = try ShardMerge.merge(loaded) } catch { throw CLIFailure.badInput(error.description) }
         do {

@@ -33,14 +33,20 @@ public struct MetricDescriptor: Hashable, Sendable {
     }
 
     /// Labels as a dictionary-free list of pairs, in canonical order.
-    public var labelPairs: [(key: String, value: String)] {
+    public var labelPairs: [(key: String, value: String)] { Self.labelPairs(of: labels) }
+
+    public func label(_ key: String) -> String? { Self.label(key, in: labels) }
+
+    /// The pairs of a label text (`key=value,key=value`).
+    public static func labelPairs(of labels: String) -> [(key: String, value: String)] {
         labels.split(separator: ",").compactMap { pair in
             let parts = pair.split(separator: "=", maxSplits: 1)
             return parts.count == 2 ? (String(parts[0]), String(parts[1])) : nil
         }
     }
 
-    public func label(_ key: String) -> String? { labelPairs.first { $0.key == key }?.value }
+    /// One label's value in a label text.
+    public static func label(_ key: String, in labels: String) -> String? { labelPairs(of: labels).first { $0.key == key }?.value }
 
     /// Builds the canonical label string from pairs in any order.
     public static func canonicalLabels(_ pairs: [(String, String)]) -> String {

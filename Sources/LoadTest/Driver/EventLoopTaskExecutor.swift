@@ -14,8 +14,7 @@ final class EventLoopTaskExecutor: TaskExecutor {
     func sleep(until instant: ContinuousClock.Instant, clock: ContinuousClock) async {
         let wait = instant - clock.now
         guard wait > .zero else { return }
-        let (seconds, attoseconds) = wait.components
-        let task = loop.scheduleTask(in: .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)) {}
+        let task = loop.scheduleTask(in: .nanoseconds(wait.nanoseconds)) {}
         _ = try? await task.futureResult.get()
     }
 

@@ -124,9 +124,8 @@ public final class LoadRun: Sendable {
                         while intended < end && !shouldStop() {
                             await executor.sleep(until: intended, clock: clock)
                             guard !shouldStop() else { return }
-                            let ok = await Self.iterate(phones[index], intended: intended, clock: clock, recorder: recorder)
+                            _ = await Self.iterate(phones[index], intended: intended, clock: clock, recorder: recorder)
                             intended = clock.now + .nanoseconds(thinkTime.next().nanoseconds)
-                            _ = ok
                         }
                     }
                 }

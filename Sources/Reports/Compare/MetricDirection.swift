@@ -28,7 +28,7 @@ public enum MetricDirection {
     public static func better(metric: String, labels: String, statistic: String, unit: MetricUnit) -> Better {
         if statistic == "count" { return .neither }
         if metric == "workflow.finished" || metric == "sync.commands" {
-            let outcome = MetricDescriptor(id: 0, name: metric, labels: labels, kind: .counter, unit: "", description: "").label("outcome") ?? ""
+            let outcome = MetricDescriptor.label("outcome", in: labels) ?? ""
             if goodOutcomes.contains(outcome) { return .higher }
             return outcome == "duplicate" || outcome == "deferred" ? .neither : .lower
         }

@@ -60,8 +60,7 @@ public struct MetricLimit: Sendable, Equatable {
 
     func matches(_ figure: ComparedFigure) -> Bool {
         guard figure.metric == metric, statistic == nil || statistic == figure.statistic else { return false }
-        let descriptor = MetricDescriptor(id: 0, name: figure.metric, labels: figure.labels, kind: .counter, unit: "", description: "")
-        return labels.allSatisfy { descriptor.label($0.0) == $0.1 }
+        return labels.allSatisfy { MetricDescriptor.label($0.0, in: figure.labels) == $0.1 }
     }
 }
 

@@ -185,10 +185,8 @@ extension Threshold {
         var name = row.metric
         var labels: [String: String] = [:]
         if let open = name.firstIndex(of: "{"), name.hasSuffix("}") {
-            for pair in name[name.index(after: open)..<name.index(before: name.endIndex)].split(separator: ",") {
-                let parts = pair.split(separator: "=", maxSplits: 1)
-                if parts.count == 2 { labels[String(parts[0])] = String(parts[1]) }
-            }
+            let text = String(name[name.index(after: open)..<name.index(before: name.endIndex)])
+            for (key, value) in MetricDescriptor.labelPairs(of: text) { labels[key] = value }
             name = String(name[..<open])
         }
         let statistic: ThresholdStatistic
