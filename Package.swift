@@ -71,16 +71,27 @@ let package = Package(
         // The d3chat client core: keys, sessions, encryption, startup, sends and timelines.
         .target(name: "SecureChatClient", dependencies: ["LabKernel", "LabCrypto", "ChatCrypto"], swiftSettings: strictSettings),
 
+        // Mozaiks (the agent runtime): envelopes, client frames, scripted workflow
+        // definitions and multipart bodies, shared by the server and the client.
+        .target(name: "AgentRuntimeWire", dependencies: ["LabKernel"], swiftSettings: strictSettings),
+
+        // The agent runtime server: discovery, chats, the socket, scripted turns, resume,
+        // tool calls, uploads, HS256 tokens, as a sans-I/O core.
+        .target(name: "AgentRuntimeServer", dependencies: ["LabKernel", "LabCrypto", "AgentRuntimeWire"], swiftSettings: strictSettings),
+
+        // The agent runtime's mobile client core: the seed's startup flow and reliability policy.
+        .target(name: "AgentRuntimeClient", dependencies: ["LabKernel", "AgentRuntimeWire"], swiftSettings: strictSettings),
+
         // The reference servers' SQLite files: each request's rows committed, the whole
         // state loaded back at start, secrets sealed (an adapter: the cores never see SQLite).
-        .target(name: "ServerStorage", dependencies: ["LabKernel", "LabStore", "LabCrypto", "MobileSyncServer", "SecureChatServer"],
+        .target(name: "ServerStorage", dependencies: ["LabKernel", "LabStore", "LabCrypto", "MobileSyncServer", "SecureChatServer", "AgentRuntimeServer"],
                 swiftSettings: strictSettings),
 
         // Discrete-event kernel, virtual network, device model, scenarios, recorder.
         .target(
             name: "Simulator",
             dependencies: ["LabKernel", "LabStore", "LabCrypto", "Orch8Wire", "DeviceWorkflows", "MobileSyncServer", "SecureChatServer", "SecureChatClient",
-                           .product(name: "Yams", package: "Yams")],
+                           "AgentRuntimeWire", "AgentRuntimeServer", "AgentRuntimeClient", .product(name: "Yams", package: "Yams")],
             swiftSettings: strictSettings
         ),
 
@@ -128,7 +139,7 @@ let package = Package(
             swiftSettings: strictSettings
         ),
 
-        .target(name: "LabTestSupport", dependencies: ["LabKernel", "SecureChatClient", "SecureChatServer"], path: "Tests/LabTestSupport",
+        .target(name: "LabTestSupport", dependencies: ["LabKernel", "SecureChatClient", "SecureChatServer", "AgentRuntimeWire", "AgentRuntimeServer", "AgentRuntimeClient"], path: "Tests/LabTestSupport",
                 swiftSettings: strictSettings),
         .testTarget(name: "LabKernelTests", dependencies: ["LabKernel", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "LabCryptoTests", dependencies: ["LabCrypto", "LabKernel", "LabTestSupport", "CSodium"], swiftSettings: strictSettings),
@@ -137,6 +148,10 @@ let package = Package(
         .testTarget(name: "SecureChatServerTests", dependencies: ["SecureChatServer", "ServerStorage", "ChatCrypto", "LabCrypto", "LabKernel", "LabTestSupport"],
                     swiftSettings: strictSettings),
         .testTarget(name: "SecureChatClientTests", dependencies: ["SecureChatClient", "SecureChatServer", "ChatCrypto", "LabCrypto", "LabKernel"],
+                    swiftSettings: strictSettings),
+        .testTarget(name: "AgentRuntimeServerTests", dependencies: ["AgentRuntimeServer", "AgentRuntimeWire", "AgentRuntimeClient", "ServerStorage", "Simulator", "LabKernel", "LabTestSupport"],
+                    swiftSettings: strictSettings),
+        .testTarget(name: "AgentRuntimeClientTests", dependencies: ["AgentRuntimeClient", "AgentRuntimeServer", "AgentRuntimeWire", "LabKernel", "LabTestSupport"],
                     swiftSettings: strictSettings),
         .testTarget(name: "LabStoreTests", dependencies: ["LabStore", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "DeviceWorkflowsTests", dependencies: ["DeviceWorkflows", "Orch8Wire", "WorkflowHost", "Benchmarks", "LabStore", "LabTestSupport"], swiftSettings: strictSettings),

@@ -255,28 +255,11 @@ public struct PasswordJob: Sendable {
 }
 
 /// An error answer: `{"detail": …}` with its status (and `Retry-After` for 429).
-struct ChatAPIError: Error {
-    var status: Int
-    var detail: JSONValue
-    var headers: [HTTPHeader] = []
+typealias ChatAPIError = DetailError
 
-    init(_ status: Int, _ detail: String, headers: [HTTPHeader] = []) {
-        self.status = status
-        self.detail = .string(detail)
-        self.headers = headers
-    }
-
-    /// FastAPI's 422: `[{loc, msg, type}]`.
-    static func validation(_ loc: [String], _ message: String, type: String = "value_error") -> ChatAPIError {
-        var error = ChatAPIError(422, message)
-        error.detail = [["loc": .array(loc.map { .string($0) }), "msg": .string(message), "type": .string(type)]]
-        return error
-    }
-
-    static func field(_ error: JSONFieldError) -> ChatAPIError {
+extension DetailError {
+    static func field(_ error: JSONFieldError) -> DetailError {
         validation(["body"] + error.path.split(separator: ".").map(String.init), error.message,
                    type: error.tooLarge ? "too_long" : error.message == "is required" ? "missing" : "type_error")
     }
-
-    var response: HTTPResponseMessage { .json(status, ["detail": detail], headers: headers) }
 }
