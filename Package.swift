@@ -107,6 +107,7 @@ let package = Package(
             name: "Live",
             dependencies: [
                 "LabKernel", "LabCrypto", "MobileSyncServer", "Orch8Wire", "DeviceWorkflows", "WorkflowHost", "SecureChatServer", "ServerStorage",
+                "AgentRuntimeWire", "AgentRuntimeServer", "AgentRuntimeClient",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
@@ -166,7 +167,7 @@ let package = Package(
         // One test body per protocol, run on the simulated and the loopback driver.
         .testTarget(name: "ConformanceTests", dependencies: [
             "Live", "LabTestSupport", "LabKernel", "MobileSyncServer", "Orch8Wire", "DeviceWorkflows", "WorkflowHost", "SecureChatServer",
-            "SecureChatClient", "LabCrypto",
+            "SecureChatClient", "LabCrypto", "AgentRuntimeWire", "AgentRuntimeServer", "AgentRuntimeClient",
         ], swiftSettings: strictSettings),
         .testTarget(name: "LoadTestTests", dependencies: ["LoadTest", "LabKernel"], swiftSettings: strictSettings),
         .testTarget(name: "FleetlabCLITests", dependencies: ["LabKernel", "LabStore", "LabTestSupport"], swiftSettings: strictSettings),

@@ -216,3 +216,19 @@ extension AgentWorkflow {
         return span
     }
 }
+
+extension AgentWorkflow {
+    /// The workflow `fleetlab serve` offers when it has no workflow folder: a short
+    /// scripted assistant with a streamed answer and a tool call.
+    public static let demo = AgentWorkflow(
+        name: "assistant", description: "A scripted assistant (fleetlab's built-in demo workflow)", entryPoint: true,
+        initialMessageToUser: "Hello! What can I do for you?", agents: ["Assistant"], components: ["ConfirmAction"],
+        turns: [[
+            .think(.milliseconds(400)),
+            .say(agent: "Assistant", text: "You asked: {input}. Here is what I would do.", wordsPerChunk: 3, every: .milliseconds(50)),
+            .usage(promptTokens: 120, completionTokens: 30),
+            .toolCall(AgentToolCallStep(name: "confirm", agent: "Assistant", component: "ConfirmAction", display: "inline", awaitsResponse: true,
+                                        payload: ["question": "Go ahead?"])),
+            .say(agent: "Assistant", text: "Understood: {response}.", wordsPerChunk: 3, every: .milliseconds(50)),
+        ]])
+}

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import LabCrypto
 import Live
+import AgentRuntimeWire
 import SecureChatServer
 import Simulator
 
@@ -34,6 +35,12 @@ struct ServeCommand: AsyncParsableCommand {
           help: "Let chat groups be created on d3chat's legacy plaintext protocol (\"legacy_plaintext\": true); off, every channel is ciphertext only.")
     var chatLegacyPlaintext = false
 
+    @Option(name: .customLong("agent-workflows"), help: "Folder of the agent runtime's workflow files (YAML or JSON).")
+    var agentWorkflows = AgentWorkflowFiles.defaultDirectory
+
+    @Option(name: .customLong("without"), help: "Skip a server by name (repeatable), e.g. --without agent-runtime.")
+    var without: [String] = []
+
     /// Set by the supervisor on the worker processes it starts: run this one server.
     @Option(help: .hidden)
     var worker: String?
@@ -51,21 +58,42 @@ struct ServeCommand: AsyncParsableCommand {
         Served(name: "chat", defaultPort: 7720) { options in
             try SecureChatLiveServer(dataDirectory: options.data) { $0.allowLegacyPlaintext = options.chatLegacyPlaintext }
         },
+        Served(name: "agent-runtime", defaultPort: 7730) { options in
+            try AgentRuntimeLiveServer(dataDirectory: options.data, workflows: try options.loadAgentWorkflows(), authRequired: !options.noAuth)
+        },
     ]
+
+    /// The servers this run starts: every one but those `--without` names.
+    var chosen: [Served] { Self.served.filter { !without.contains($0.name) } }
+
+    /// The agent runtime's workflows: the folder's files, or the built-in demo when the
+    /// default folder is absent (`fleetlab serve` run outside a checkout).
+    func loadAgentWorkflows() throws -> [AgentWorkflow] {
+        if agentWorkflows == AgentWorkflowFiles.defaultDirectory && !FileManager.default.fileExists(atPath: agentWorkflows) {
+            return [AgentWorkflow.demo]
+        }
+        return try AgentWorkflowFiles.load(directory: agentWorkflows)
+    }
 
     func run() async throws {
         let portMap = try parsePorts()
         if let worker { return try await runWorker(worker, ports: portMap) }
+        if let unknown = without.first(where: { name in !Self.served.contains { $0.name == name } }) {
+            throw CLIFailure.badInput("--without: no server named '\(unknown)'; servers: \(Self.served.map(\.name).joined(separator: ", "))")
+        }
+        if !without.contains("agent-runtime") {
+            do { _ = try loadAgentWorkflows() } catch { throw CLIFailure.badInput("\(error)") }
+        }
         let hostPort = portMap["host"] ?? 7700
         do {
-            try LiveHost.checkPorts(host: host, [("host", hostPort)] + Self.served.map { ($0.name, portMap[$0.name] ?? $0.defaultPort) })
+            try LiveHost.checkPorts(host: host, [("host", hostPort)] + chosen.map { ($0.name, portMap[$0.name] ?? $0.defaultPort) })
         } catch {
             throw CLIFailure.badInput(error.description)
         }
         try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
-        let supervisor = ServerSupervisor(executable: ServerSupervisor.currentExecutable, workers: Self.served.map { server in
+        let supervisor = ServerSupervisor(executable: ServerSupervisor.currentExecutable, workers: chosen.map { server in
             let name = server.name
-            let base = ["serve", "--worker", name, "--host", host, "--data", data] + (noAuth ? ["--no-auth"] : [])
+            let base = ["serve", "--worker", name, "--host", host, "--data", data, "--agent-workflows", agentWorkflows] + (noAuth ? ["--no-auth"] : [])
                 + (chatLegacyPlaintext ? ["--chat-legacy-plaintext"] : [])
             return (name, portMap[name] ?? server.defaultPort, { port in base + ["--port", "\(name)=\(port)"] })
         }, log: { Console.error($0) })
@@ -89,7 +117,7 @@ struct ServeCommand: AsyncParsableCommand {
                     .sorted { Int($0.1.split(separator: ":").last ?? "") ?? 0 < Int($1.1.split(separator: ":").last ?? "") ?? 0 }
                 var lines = ["fleetlab serve \(FleetlabVersion.string) — listening (Ctrl-C to stop)"]
                 for (name, url, summary, details) in all {
-                    lines.append("  \(name)\(String(repeating: " ", count: max(1, 12 - name.count)))\(url)  \(summary)")
+                    lines.append("  \(name)\(String(repeating: " ", count: max(2, 16 - name.count)))\(url)  \(summary)")
                     for detail in details { lines.append("      \(detail)") }
                 }
                 FileHandle.standardOutput.write(Data((lines.joined(separator: "\n") + "\n").utf8))

@@ -1,0 +1,106 @@
+import Foundation
+import AgentRuntimeServer
+import LabKernel
+
+/// Runs the agent runtime's command backend: a local program per user input, the input on
+/// its stdin, its stdout streamed back as it comes, stopped at the workflow's timeout and
+/// capped at `outputLimit` bytes. Its stderr is discarded (it may echo the prompt, and
+/// logs never hold prompts).
+final class CommandBackend: @unchecked Sendable {
+    enum Event: Sendable {
+        case output(String)
+        case finished(status: Int32, reason: String?)
+    }
+
+    static let outputLimit = 1 << 20
+
+    func run(_ command: BackendCommand, report: @escaping @Sendable (Event) -> Void) {
+        let process = Process()
+        let executable = command.argv[0]
+        if executable.contains("/") {
+            process.executableURL = URL(fileURLWithPath: executable)
+            process.arguments = Array(command.argv.dropFirst())
+        } else {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = command.argv
+        }
+        let input = Pipe(), output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        let state = RunState()
+        output.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            guard !data.isEmpty else {
+                handle.readabilityHandler = nil
+                return
+            }
+            if let text = state.take(data, limit: Self.outputLimit) { report(.output(text)) }
+        }
+        process.terminationHandler = { process in
+            output.fileHandleForReading.readabilityHandler = nil
+            if let rest = try? output.fileHandleForReading.readToEnd(), let text = state.take(rest, limit: Self.outputLimit) { report(.output(text)) }
+            if let tail = state.flush() { report(.output(tail)) }
+            let reason = state.timedOut ? "timed out after \(command.timeout)" : state.truncated ? "output over \(Self.outputLimit) bytes" : nil
+            report(.finished(status: state.timedOut ? -2 : process.terminationStatus, reason: reason))
+        }
+        do {
+            try process.run()
+        } catch {
+            report(.finished(status: -1, reason: "cannot run \(executable)"))
+            return
+        }
+        input.fileHandleForWriting.write(Data(command.input.utf8))
+        try? input.fileHandleForWriting.close()
+        let deadline = DispatchTime.now() + .nanoseconds(Int(min(command.timeout.nanoseconds, Int64(Int.max))))
+        DispatchQueue.global().asyncAfter(deadline: deadline) {
+            guard process.isRunning else { return }
+            state.markTimedOut()
+            process.terminate()
+        }
+    }
+
+    /// What a run has read: bytes not yet a whole UTF-8 sequence wait for the next read.
+    final class RunState: @unchecked Sendable {
+        private let lock = NSLock()
+        private var carry: [UInt8] = []
+        private var total = 0
+        private(set) var timedOut = false
+        private(set) var truncated = false
+
+        func markTimedOut() { lock.withLock { timedOut = true } }
+
+        func take(_ data: Data, limit: Int) -> String? {
+            lock.withLock {
+                let room = max(0, limit - total)
+                if data.count > room { truncated = true }
+                let accepted = [UInt8](data.prefix(room))
+                total += accepted.count
+                var bytes = carry + accepted
+                carry = []
+                // Hold back a UTF-8 sequence cut at the end of this read.
+                var lead = bytes.count - 1, continuation = 0
+                while lead >= 0, continuation < 3, bytes[lead] & 0xC0 == 0x80 {
+                    lead -= 1
+                    continuation += 1
+                }
+                if lead >= 0 {
+                    let first = bytes[lead]
+                    let length = first >= 0xF0 ? 4 : first >= 0xE0 ? 3 : first >= 0xC0 ? 2 : 1
+                    if length > continuation + 1 {
+                        carry = Array(bytes[lead...])
+                        bytes.removeSubrange(lead...)
+                    }
+                }
+                return bytes.isEmpty ? nil : String(decoding: bytes, as: UTF8.self)
+            }
+        }
+
+        func flush() -> String? {
+            lock.withLock {
+                defer { carry = [] }
+                return carry.isEmpty ? nil : String(decoding: carry, as: UTF8.self)
+            }
+        }
+    }
+}

@@ -1,0 +1,223 @@
+public import AgentRuntimeClient
+public import AgentRuntimeServer
+public import AgentRuntimeWire
+public import Foundation
+public import LabKernel
+
+/// An agent runtime client core on one of the two drivers, as a conformance body drives
+/// it: inputs carried out until quiet, frames and timers pumped until something holds.
+public protocol AgentLabDevice: AnyObject {
+    var client: AgentClient { get }
+    func run(_ input: AgentClientInput) async throws
+    /// Delivers frames and due timers until `done` or `seconds` pass.
+    func pump(until done: () -> Bool, seconds: Double) async throws
+    /// The link drops under the socket (the client hears a 1006 close).
+    func dropSocket() async throws
+    func close()
+}
+
+extension AgentLabDevice {
+    public func pump(until done: () -> Bool) async throws { try await pump(until: done, seconds: 10) }
+}
+
+/// The runtime core in process on the wall clock: requests are calls, frames wait in
+/// each connection's inbox, wake-ups fire when a device pumps past them.
+public final class InProcessAgentHub: @unchecked Sendable {
+    // Unchecked: every field is touched under `lock`.
+    let lock = NSLock()
+    var server: AgentServer
+    var inbox: [Int: [String]] = [:]
+    var wakeups: [AgentWakeup] = []
+
+    public init(server: AgentServer) { self.server = server }
+
+    func absorb(_ reply: AgentReply) {
+        for output in reply.outputs {
+            if case .send(let connection, let text) = output { inbox[connection, default: []].append(text) }
+        }
+        wakeups += reply.wakeups
+    }
+
+    func handle(_ request: HTTPRequestMessage) -> HTTPResponseMessage {
+        lock.withLock {
+            let reply = server.handle(request, now: wallNow())
+            absorb(reply)
+            return reply.response
+        }
+    }
+
+    func connect(_ target: String) -> Int? {
+        lock.withLock {
+            let request = HTTPRequestMessage(method: "GET", target: target)
+            guard case .accepted(let id, let reply) = server.connect(path: request.path, query: request.query, now: wallNow()) else { return nil }
+            inbox[id] = []
+            absorb(reply)
+            return id
+        }
+    }
+
+    func receive(_ connection: Int, _ text: String) { lock.withLock { absorb(server.receive(connection, text: text, now: wallNow())) } }
+
+    func disconnect(_ connection: Int) {
+        lock.withLock {
+            server.disconnect(connection)
+            inbox[connection] = nil
+        }
+    }
+
+    /// Fires the wake-ups due by now (the runs go on whether or not a socket listens).
+    func fireDue() {
+        lock.withLock {
+            let now = wallNow()
+            let due = wakeups.filter { $0.at <= now }
+            wakeups.removeAll { $0.at <= now }
+            for wakeup in due { absorb(server.runDue(wakeup.chatID, now: now)) }
+        }
+    }
+
+    /// Takes a connection's frames.
+    func take(_ connection: Int) -> [String] {
+        lock.withLock {
+            defer { inbox[connection] = [] }
+            return inbox[connection] ?? []
+        }
+    }
+
+    public var transcripts: [String: [String]] { lock.withLock { server.state.transcripts } }
+}
+
+/// Shared by both drivers: feed effects, keep the timer.
+open class AgentDeviceBase {
+    public private(set) var client: AgentClient
+    var timerAt: Instant?
+
+    init(app: String, user: String, token: String?, seed: UInt64) {
+        client = AgentClient(snapshot: AgentClient.Snapshot(appID: app, userID: user, token: token, seed: StreamSeed(seed)))
+    }
+
+    func feed(_ input: AgentClientInput) -> [AgentClientEffect] {
+        let effects = client.handle(input, now: wallNow())
+        timerAt = client.nextDeadline
+        return effects
+    }
+
+    func timerDue() -> Bool {
+        guard let at = timerAt, wallNow() >= at else { return false }
+        timerAt = nil
+        return true
+    }
+}
+
+public final class InProcessAgentDevice: AgentDeviceBase, AgentLabDevice {
+    let hub: InProcessAgentHub
+    var connection: Int?
+
+    public init(hub: InProcessAgentHub, app: String, user: String, token: String?, seed: UInt64) {
+        self.hub = hub
+        super.init(app: app, user: user, token: token, seed: seed)
+    }
+
+    public func run(_ input: AgentClientInput) async throws {
+        var queue = [input]
+        while !queue.isEmpty {
+            for effect in feed(queue.removeFirst()) {
+                switch effect {
+                case .request(let id, let request): queue.append(.response(id: id, hub.handle(request)))
+                case .openSocket(let target):
+                    connection = hub.connect(target)
+                    queue.append(connection == nil ? .socketClosed(code: 1008) : .socketOpened)
+                case .socketSend(let text): if let connection { hub.receive(connection, text) }
+                case .closeSocket: close()
+                case .chatReady, .applied, .toolCall, .toolCallResolved, .inputRequested, .runCompleted, .resumed, .uploaded, .surfaced, .authRequired:
+                    break
+                }
+            }
+        }
+    }
+
+    public func pump(until done: () -> Bool, seconds: Double) async throws {
+        let deadline = Date().addingTimeInterval(seconds)
+        while !done() && Date() < deadline {
+            if timerDue() { try await run(.timerFired) }
+            hub.fireDue()
+            let frames = connection.map { hub.take($0) } ?? []
+            for frame in frames { try await run(.socketText(frame)) }
+            if frames.isEmpty { try await Task.sleep(for: .milliseconds(5)) }
+        }
+    }
+
+    public func dropSocket() async throws {
+        close()
+        try await run(.socketClosed(code: 1006))
+    }
+
+    public func close() {
+        if let connection { hub.disconnect(connection) }
+        connection = nil
+    }
+}
+
+/// A client core over real HTTP and a real WebSocket against a served runtime.
+public final class LoopbackAgentDevice: AgentDeviceBase, AgentLabDevice {
+    let base: String
+    let port: Int
+    var socket: WebSocketProbe?
+
+    public init(base: String, app: String, user: String, token: String?, seed: UInt64) {
+        self.base = base
+        port = Int(base.split(separator: ":").last!)!
+        super.init(app: app, user: user, token: token, seed: seed)
+    }
+
+    public func run(_ input: AgentClientInput) async throws {
+        var queue = [input]
+        while !queue.isEmpty {
+            for effect in feed(queue.removeFirst()) {
+                switch effect {
+                case .request(let id, let request):
+                    do {
+                        let reply = try await HTTPProbe.request(request.method, base + request.path, body: request.body.isEmpty ? nil : Data(request.body),
+                                                                headers: request.headers)
+                        queue.append(.response(id: id, HTTPResponseMessage(status: reply.status, headers: reply.headers.map { HTTPHeader($0.key, $0.value) },
+                                                                           body: Array(reply.body))))
+                    } catch {
+                        queue.append(.transportFailed(id: id))
+                    }
+                case .openSocket(let target):
+                    let port = port
+                    socket = try? await offPool { try WebSocketProbe(port: port, target: target) }
+                    queue.append(socket == nil ? .socketClosed(code: 1006) : .socketOpened)
+                case .socketSend(let text): try socket?.send(text)
+                case .closeSocket: socket = nil
+                case .chatReady, .applied, .toolCall, .toolCallResolved, .inputRequested, .runCompleted, .resumed, .uploaded, .surfaced, .authRequired:
+                    break
+                }
+            }
+        }
+    }
+
+    public func pump(until done: () -> Bool, seconds: Double) async throws {
+        let deadline = Date().addingTimeInterval(seconds)
+        while !done() && Date() < deadline {
+            if timerDue() { try await run(.timerFired) }
+            guard let probe = socket else {
+                try await Task.sleep(for: .milliseconds(20))
+                continue
+            }
+            switch try await offPool({ try probe.receive(timeout: 0.05) }) {
+            case .text(let text)?: try await run(.socketText(text))
+            case .close(let code)?:
+                socket = nil
+                try await run(.socketClosed(code: code))
+            case nil: break
+            }
+        }
+    }
+
+    public func dropSocket() async throws {
+        socket = nil
+        try await run(.socketClosed(code: 1006))
+    }
+
+    public func close() { socket = nil }
+}
