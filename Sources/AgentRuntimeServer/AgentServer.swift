@@ -225,6 +225,13 @@ public struct BackendCommand: Sendable, Equatable {
     /// What the program reads on stdin: the user's input.
     public var input: String
     public var timeout: TimeSpan
+
+    public init(run: Int, argv: [String], input: String, timeout: TimeSpan) {
+        self.run = run
+        self.argv = argv
+        self.input = input
+        self.timeout = timeout
+    }
 }
 
 /// An error answer: `{"detail": …}` with its status.

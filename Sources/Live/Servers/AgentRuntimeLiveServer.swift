@@ -30,13 +30,12 @@ public final class AgentRuntimeLiveServer: ReferenceServer, @unchecked Sendable 
     var server: AgentServer
     let store: SQLiteAgentServerStore
     let clock = LiveClock()
-    var writers: [Int: AsyncStream<AgentRuntimeLiveServer.SocketCommand>.Continuation] = [:]
+    var writers: [Int: AsyncStream<SocketCommand>.Continuation] = [:]
     let backend = CommandBackend()
 
-    enum SocketCommand: Sendable {
-        case text(String)
-        case close(UInt16, String)
-    }
+    /// The largest frame (and message) a client may send: a user input of
+    /// `ClientMessage.maxTextBytes` with its JSON around it.
+    static let maxFrameBytes = 1 << 17
 
     /// The app and user of the development token `fleetlab serve` prints.
     public static let developmentApp = "dev-app"
@@ -146,39 +145,29 @@ public final class AgentRuntimeLiveServer: ReferenceServer, @unchecked Sendable 
                 return nil
             }
         }
-        let writer = Task {
-            for await command in stream {
-                switch command {
-                case .text(let text): try? await outbound.write(.text(text))
-                case .close(let code, let reason):
-                    try? await outbound.close(.unknown(code), reason: reason)
-                    return
-                }
-            }
-        }
         guard let id = accepted else {
-            _ = await writer.value
+            // Refused: the close is all there is to write.
+            for await case .close(let code, let reason) in stream { try? await outbound.close(.unknown(code), reason: reason) }
             return
         }
-        do {
-            for try await message in inbound.messages(maxSize: 1 << 17) {
-                guard case .text(let text) = message else { continue }
-                lock.withLock { _ = carryOut(server.receive(id, text: text, now: now)) }
+        await runSocket(inbound: inbound, outbound: outbound, commands: stream, closer: continuation, maxMessage: Self.maxFrameBytes) { [self] text in
+            lock.withLock { _ = carryOut(server.receive(id, text: text, now: now)) }
+        } ended: {
+            lock.withLock {
+                server.disconnect(id)
+                writers[id]?.finish()
+                writers[id] = nil
             }
-        } catch {}
-        lock.withLock {
-            server.disconnect(id)
-            writers[id]?.finish()
-            writers[id] = nil
         }
-        _ = await writer.value
     }
 
     public func makeService(configuration: ApplicationConfiguration,
                             onRunning: @escaping @Sendable (any Channel) async -> Void) throws -> any Service {
         let limit = lock.withLock { server.config.maxUploadBytes } + 256 * 1024
         let responder = CoreResponder(maxBodyBytes: limit) { [self] request in self.handle(request) }
-        let upgrade = HTTPServerBuilder.http1WebSocketUpgrade { request, _, _ in
+        let socketConfiguration = HTTP1WebSocketUpgradeChannel.Configuration(
+            ws: WebSocketServerConfiguration(maxFrameSize: Self.maxFrameBytes, closeTimeout: .seconds(2)))
+        let upgrade = HTTPServerBuilder.http1WebSocketUpgrade(configuration: socketConfiguration) { request, _, _ in
             let target = request.path ?? ""
             guard target.hasPrefix("/ws/") else { return .dontUpgrade }
             return .upgrade([:]) { [self] inbound, outbound, _ in await self.session(target: target, inbound: inbound, outbound: outbound) }

@@ -56,7 +56,9 @@ final class CommandBackend: @unchecked Sendable {
         DispatchQueue.global().asyncAfter(deadline: deadline) {
             guard process.isRunning else { return }
             state.markTimedOut()
-            process.terminate()
+            // SIGKILL: a child inherits the signal mask of a server that blocks SIGTERM for
+            // its own graceful shutdown, so a SIGTERM could wait forever.
+            kill(process.processIdentifier, SIGKILL)
         }
     }
 

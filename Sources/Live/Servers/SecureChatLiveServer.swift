@@ -26,11 +26,6 @@ public final class SecureChatLiveServer: ReferenceServer, @unchecked Sendable {
     var writers: [Int: AsyncStream<SocketCommand>.Continuation] = [:]
     let store: SQLiteChatServerStore
 
-    enum SocketCommand: Sendable {
-        case text(String)
-        case close(UInt16, String)
-    }
-
     /// Opens (or creates) `<dataDirectory>/chat.sqlite` and loads what it holds.
     public init(dataDirectory: String, defaultPort: Int = 7720, passwordCost: PasswordHash.Cost = .interactive, seed: UInt64? = nil,
                 configure: (inout ChatServerConfig) -> Void = { _ in }) throws {
@@ -114,28 +109,15 @@ public final class SecureChatLiveServer: ReferenceServer, @unchecked Sendable {
         }
         let (stream, continuation) = AsyncStream<SocketCommand>.makeStream()
         lock.withLock { writers[id] = continuation }
-        let writer = Task {
-            for await command in stream {
-                switch command {
-                case .text(let text): try? await outbound.write(.text(text))
-                case .close(let code, let reason):
-                    try? await outbound.close(.unknown(code), reason: reason)
-                    return
-                }
+        await runSocket(inbound: inbound, outbound: outbound, commands: stream, closer: continuation, maxMessage: 1 << 16) { [self] text in
+            lock.withLock { dispatch(server.receive(id, text: text, now: now)) }
+        } ended: {
+            lock.withLock {
+                server.disconnect(id)
+                writers[id]?.finish()
+                writers[id] = nil
             }
         }
-        do {
-            for try await message in inbound.messages(maxSize: 1 << 16) {
-                guard case .text(let text) = message else { continue }
-                lock.withLock { dispatch(server.receive(id, text: text, now: now)) }
-            }
-        } catch {}
-        lock.withLock {
-            server.disconnect(id)
-            writers[id]?.finish()
-            writers[id] = nil
-        }
-        _ = await writer.value
     }
 
     public func makeService(configuration: ApplicationConfiguration,
