@@ -170,14 +170,14 @@ final class ServedSync {
     static func start(data: String) throws -> ServedSync {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: ChildProcess.fleetlab)
-        process.arguments = ["serve", "--data", data, "--port", "host=0", "--port", "mobile-sync=0", "--port", "chat=0"]
+        process.arguments = ["serve", "--data", data, "--port", "host=0", "--port", "mobile-sync=0", "--without", "chat", "--without", "agent-runtime"]
         let out = Pipe()
         process.standardOutput = out
         process.standardError = FileHandle.nullDevice
         try process.run()
         var text = ""
         let deadline = Date().addingTimeInterval(30)
-        while !text.contains("root API key:") || !text.contains("WebSocket:"), Date() < deadline {
+        while !text.contains("root API key:"), Date() < deadline {
             let chunk = out.fileHandleForReading.availableData
             if chunk.isEmpty { break }
             text += String(decoding: chunk, as: UTF8.self)

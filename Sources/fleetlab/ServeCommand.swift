@@ -117,7 +117,7 @@ struct ServeCommand: AsyncParsableCommand {
                     .sorted { Int($0.1.split(separator: ":").last ?? "") ?? 0 < Int($1.1.split(separator: ":").last ?? "") ?? 0 }
                 var lines = ["fleetlab serve \(FleetlabVersion.string) — listening (Ctrl-C to stop)"]
                 for (name, url, summary, details) in all {
-                    lines.append("  \(name)\(String(repeating: " ", count: max(2, 16 - name.count)))\(url)  \(summary)")
+                    lines.append("  \(name)  \(url)  \(summary)")
                     for detail in details { lines.append("      \(detail)") }
                 }
                 FileHandle.standardOutput.write(Data((lines.joined(separator: "\n") + "\n").utf8))

@@ -41,7 +41,7 @@ struct ServeCommandTests {
     func portTaken() async throws {
         let blocker = try TCPListener()
         let data = TestPaths.scratchDirectory("serve-taken").path
-        let result = try await CommandRunner.fleetlabAsync(["serve", "--port", "host=\(blocker.port)", "--port", "mobile-sync=0", "--port", "chat=0", "--data", data])
+        let result = try await CommandRunner.fleetlabAsync(["serve", "--port", "host=\(blocker.port)", "--port", "mobile-sync=0", "--port", "chat=0", "--port", "agent-runtime=0", "--data", data])
         #expect(result.status == 2)
         #expect(result.stderr.contains("port \(blocker.port) on 127.0.0.1 is already in use"))
         let bad = try await CommandRunner.fleetlabAsync(["serve", "--port", "agents=9", "--data", data])
@@ -108,5 +108,53 @@ struct ServeIsolationTests {
         #expect(served.process.terminationStatus == 0)
         let logs = served.remainingOutput()
         #expect(logs.contains("the chat server stopped (signal 4, a trap); restarting it"))
+    }
+}
+
+@Suite("fleetlab serve: the agent runtime and fleetlab token")
+struct ServeAgentRuntimeTests {
+    @Test("serve prints the agent runtime and its development token, which starts a chat; fleetlab token mints one for any tenant")
+    func tokenLines() async throws {
+        let data = TestPaths.scratchDirectory("serve-agent").path
+        let served = try ServedFleetlab(data: data)
+        defer { served.stop() }
+        let line = try #require(served.output.split(separator: "\n").first { $0.hasPrefix("  agent-runtime  http://127.0.0.1:") })
+        #expect(line.contains("/ws/{workflow}/{app}/{chat}/{user}"))
+        let tokenLine = try #require(served.output.split(separator: "\n").first { $0.contains("token for") })
+        #expect(tokenLine.hasPrefix("      token for app_id=dev-app user_id=dev-user: ey"))
+        let json = ["content-type": "application/json"]
+        let workflows = try await HTTPProbe.get(served.agentURL + "/api/workflows")
+        #expect(workflows.status == 200 && workflows.text.contains(#""trip-planner":"#))
+        let start = try await HTTPProbe.request("POST", served.agentURL + "/api/chats/dev-app/trip-planner/start", body: Data(#"{"user_id":"dev-user"}"#.utf8),
+                                                headers: json.merging(["authorization": "Bearer \(served.agentToken)"]) { $1 })
+        #expect(start.status == 200 && start.text.contains(#""reused":false"#))
+        let minted = try await CommandRunner.fleetlabAsync(["token", "--app", "acme", "--user", "ada", "--data", data, "--ttl", "1h"])
+        #expect(minted.status == 0)
+        let token = minted.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let own = try await HTTPProbe.request("POST", served.agentURL + "/api/chats/acme/trip-planner/start", body: Data(#"{"user_id":"ada"}"#.utf8),
+                                              headers: json.merging(["authorization": "Bearer \(token)"]) { $1 })
+        #expect(own.status == 200)
+        let crossTenant = try await HTTPProbe.request("POST", served.agentURL + "/api/chats/dev-app/trip-planner/start", body: Data(#"{"user_id":"ada"}"#.utf8),
+                                                      headers: json.merging(["authorization": "Bearer \(token)"]) { $1 })
+        #expect(crossTenant.status == 403)
+        let other = TestPaths.scratchDirectory("serve-agent-other").path
+        let foreign = try await CommandRunner.fleetlabAsync(["token", "--app", "acme", "--user", "ada", "--data", other])
+        let refused = try await HTTPProbe.request("POST", served.agentURL + "/api/chats/acme/trip-planner/start", body: Data(#"{"user_id":"ada"}"#.utf8),
+                                                  headers: json.merging(["authorization": "Bearer \(foreign.stdout.trimmingCharacters(in: .whitespacesAndNewlines))"]) { $1 })
+        #expect(refused.status == 401, "a key from another --data signs nothing here")
+        let bad = try await CommandRunner.fleetlabAsync(["token", "--app", "a/b", "--user", "u", "--data", data])
+        #expect(bad.status == 2 && bad.stderr.contains("--app"))
+    }
+
+    @Test("--without skips a server; an unknown name or a broken workflow folder is exit status 2")
+    func without() async throws {
+        let data = TestPaths.scratchDirectory("serve-without").path
+        let unknown = try await CommandRunner.fleetlabAsync(["serve", "--without", "nope", "--data", data])
+        #expect(unknown.status == 2 && unknown.stderr.contains("no server named 'nope'"))
+        let folder = TestPaths.scratchDirectory("broken-workflows")
+        try "name: x\nturns: []\n".write(to: folder.appendingPathComponent("x.yaml"), atomically: true, encoding: .utf8)
+        let broken = try await CommandRunner.fleetlabAsync(["serve", "--agent-workflows", folder.path, "--data", data, "--port", "host=0",
+                                                            "--port", "mobile-sync=0", "--port", "chat=0", "--port", "agent-runtime=0"])
+        #expect(broken.status == 2 && broken.stderr.contains("x.yaml") && broken.stderr.contains("turns"))
     }
 }

@@ -9,6 +9,9 @@ public final class ServedFleetlab {
     public let rootKey: String
     public let chatURL: String
     public let hostURL: String
+    public let agentURL: String
+    /// The development token it printed for the agent runtime (empty with --no-auth).
+    public let agentToken: String
 
     public struct Failure: Error, CustomStringConvertible {
         public var output: String
@@ -22,13 +25,14 @@ public final class ServedFleetlab {
     }
 
     public init(syncPort: Int = 0, data: String, extra: [String] = [], environment: [String: String] = [:]) throws {
-        process = try CommandRunner.start(["serve", "--port", "host=0", "--port", "mobile-sync=\(syncPort)", "--port", "chat=0", "--data", data] + extra,
+        process = try CommandRunner.start(["serve", "--port", "host=0", "--port", "mobile-sync=\(syncPort)", "--port", "chat=0", "--port", "agent-runtime=0", "--data", data] + extra,
                                           environment: environment)
         let out = (process.standardOutput as! Pipe).fileHandleForReading
         var text = ""
         let deadline = Date().addingTimeInterval(30)
-        // Every server has printed its lines once the chat server's (the last) are out.
-        while !((text.contains("dashboard:") || text.contains("no auth")) && text.contains("WebSocket:")), Date() < deadline {
+        // Every server has printed its lines once the last of these is out.
+        while !((text.contains("dashboard:") || text.contains("no auth")) && text.contains("WebSocket:")
+                && (text.contains("token for app_id=") || text.contains("identifiers in paths"))), Date() < deadline {
             let chunk = out.availableData
             if chunk.isEmpty { break }
             text += String(decoding: chunk, as: UTF8.self)
@@ -46,6 +50,8 @@ public final class ServedFleetlab {
         }
         chatURL = endpoint("chat")
         hostURL = endpoint("host")
+        agentURL = endpoint("agent-runtime")
+        agentToken = lines.first { $0.contains("token for app_id=") }?.split(separator: " ").last.map(String.init) ?? ""
         rootKey = lines.first { $0.contains("root API key:") }?.split(separator: " ").dropFirst(3).first.map(String.init) ?? ""
     }
 

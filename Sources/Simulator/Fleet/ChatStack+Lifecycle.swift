@@ -69,8 +69,8 @@ extension ChatStack {
         }
         timerAt[device] = nil
         timerGeneration[device] = (timerGeneration[device] ?? 0) &+ 1
-        socketArrival[device] = nil
-        started[device] = nil
+        links.socketGone(device)
+        endpoints.forget(device)
     }
 
     /// What a device's client has stored: its messages and the sends still to go out.
@@ -111,9 +111,8 @@ extension ChatStack {
     /// The server crashes (or comes back): every socket drops, and what waited for or held
     /// a worker is lost (its clients time out and retry).
     mutating func setServerDown(_ down: Bool, fleet: inout Fleet, now: Instant, queue: inout EventQueue<FleetWorld.Event>) {
-        pool.setDown(down, now: now)
+        serving.setDown(down, now: now)
         guard down else { return }
-        atServer.removeAll()
         for (device, connection) in connectionOf.sorted(by: { $0.key < $1.key }) {
             server.disconnect(connection)
             deviceOfConnection[connection] = nil

@@ -27,8 +27,8 @@ extension ChatStack {
     /// Bucket end: connected devices, the server's load, the clients' counters.
     mutating func closeBucket(fleet: inout Fleet, start: Int64, now: Instant) {
         fleet.recorder.set(metrics.connected, Double(connectionOf.count))
-        fleet.recorder.set(metrics.serverUtilisation, pool.utilisation(bucketStart: start, now: now))
-        fleet.recorder.set(metrics.serverQueue, Double(pool.queueLength))
+        fleet.recorder.set(metrics.serverUtilisation, serving.pool.utilisation(bucketStart: start, now: now))
+        fleet.recorder.set(metrics.serverQueue, Double(serving.pool.queueLength))
         for device in awakeSince.keys.sorted() { recordStats(device, fleet: &fleet) }
     }
 

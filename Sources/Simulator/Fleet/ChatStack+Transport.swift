@@ -4,17 +4,7 @@ import SecureChatServer
 
 extension ChatStack {
     /// One-way latency of a device's link now, or nil when it is offline.
-    mutating func latency(_ device: Int, fleet: inout Fleet) -> TimeSpan? {
-        let profile: LinkProfile
-        switch fleet.devices[device].network {
-        case .offline: return nil
-        case .wifi: profile = fleet.scenario.links.wifi
-        case .cellular: profile = fleet.scenario.links.cellular
-        }
-        let seconds = profile.latency.sample(using: &linkStreams[device, default: SeededGenerator(seed: 0)])
-            + fleet.scenario.links.datacenter.latency.sample(using: &linkStreams[device, default: SeededGenerator(seed: 0)])
-        return .nanoseconds(Int64(max(0, seconds) * 1e9))
-    }
+    mutating func latency(_ device: Int, fleet: inout Fleet) -> TimeSpan? { links.latency(device, fleet: &fleet) }
 
     mutating func schedule(_ transit: ChatStack.Transit, after delay: TimeSpan, now: Instant, queue: inout EventQueue<FleetWorld.Event>) {
         let slot = park(transit)
@@ -52,7 +42,7 @@ extension ChatStack {
             case .request(let id, var request):
                 // Each phone is its own client address, as the server's per-address limits expect.
                 request.peer = "device-\(ordinal[device]!)"
-                if !provisioning { started[device, default: [:]][id] = (now, endpoint(request.route, fleet: &fleet)) }
+                if !provisioning { endpoints.began(device, id: id, route: request.route, now: now, recorder: &fleet.recorder) }
                 send(device, bytes: request.wireSize, now: now, queue: &queue, fleet: &fleet)
                 if let latency = latency(device, fleet: &fleet) {
                     schedule(.request(device: device, session: run, id: id, request), after: latency, now: now, queue: &queue)
@@ -112,15 +102,6 @@ extension ChatStack {
         fleet.compute(device, millijoules: fleet.energy.settings.cpu.kilobyte * Double(bytes) / 1_024, stack: .chat, at: now, queue: &queue)
     }
 
-    /// The metrics slot of a route, registered the first time it is seen.
-    mutating func endpoint(_ route: String, fleet: inout Fleet) -> Int {
-        if let index = endpointIndex[route] { return index }
-        let labels = [("stack", "chat"), ("endpoint", route)]
-        endpointMetrics.append((fleet.recorder.register("http.latency", labels: labels), fleet.recorder.register("http.failures", labels: labels)))
-        endpointIndex[route] = endpointMetrics.count - 1
-        return endpointMetrics.count - 1
-    }
-
     mutating func timerFired(_ device: Int, generation: UInt32, now: Instant, queue: inout EventQueue<FleetWorld.Event>, fleet: inout Fleet) {
         guard self.timerGeneration[device] == generation else { return }  // a later deadline replaced it
         timerAt[device] = nil
@@ -157,12 +138,9 @@ extension ChatStack {
             switch input {
             case .response(let id, let response):
                 receive(device, bytes: response.wireSize, now: now, queue: &queue, fleet: &fleet)
-                if let request = started[device]?.removeValue(forKey: id) {
-                    fleet.recorder.observe(endpointMetrics[request.endpoint].latency, UInt64(max(0, (now - request.at).nanoseconds)))
-                    if response.status >= 500 { fleet.recorder.add(endpointMetrics[request.endpoint].failures)}
-                }
+                endpoints.answered(device, id: id, status: response.status, now: now, recorder: &fleet.recorder)
             case .transportFailed(let id):
-                if let request = started[device]?.removeValue(forKey: id) { fleet.recorder.add(endpointMetrics[request.endpoint].failures)}
+                endpoints.failed(device, id: id, recorder: &fleet.recorder)
             case .socketText(let text):
                 receive(device, bytes: text.utf8.count + Self.frameOverhead, now: now, queue: &queue, fleet: &fleet)
             case .socketOpened:
@@ -174,31 +152,21 @@ extension ChatStack {
         case .request, .connect, .frame:
             // Provisioning is the state the run starts from, not load on the server.
             if provisioning { return serve(transit, now: now, queue: &queue, fleet: &fleet) }
-            let ticket = nextServing
-            nextServing &+= 1
-            switch pool.admit(ticket, now: now) {
-            case .serving(let service):
-                atServer[ticket] = transit
-                fleet.recorder.observe(metrics.serverWait, 0)
-                queue.schedule(.chat(.serviceDone(slot: ticket, epoch: pool.epoch)), at: now + service)
-            case .queued:
-                atServer[ticket] = transit
-            case .refused:
-                turnAway(transit, overloaded: true, now: now, queue: &queue, fleet: &fleet)
-            case .down:
-                turnAway(transit, overloaded: false, now: now, queue: &queue, fleet: &fleet)
+            switch serving.admit(transit, now: now, wait: metrics.serverWait, recorder: &fleet.recorder) {
+            case .serving(let ticket, let epoch, let done): queue.schedule(.chat(.serviceDone(slot: ticket, epoch: epoch)), at: done)
+            case .queued: break
+            case .refused(let transit): turnAway(transit, overloaded: true, now: now, queue: &queue, fleet: &fleet)
+            case .down(let transit): turnAway(transit, overloaded: false, now: now, queue: &queue, fleet: &fleet)
             }
         }
     }
 
     /// A worker finished: the core handles what it held, and the next waiting one starts.
     mutating func served(_ ticket: UInt32, epoch: UInt32, now: Instant, queue: inout EventQueue<FleetWorld.Event>, fleet: inout Fleet) {
-        guard pool.complete(epoch: epoch, now: now) else { return }
-        if let transit = atServer.removeValue(forKey: ticket) { serve(transit, now: now, queue: &queue, fleet: &fleet) }
-        let waiting = atServer
-        while let next = pool.startNext(now: now, isWanted: { waiting[$0] != nil }) {
-            fleet.recorder.observe(metrics.serverWait, UInt64(max(0, next.waited.nanoseconds)))
-            queue.schedule(.chat(.serviceDone(slot: next.token, epoch: pool.epoch)), at: now + next.service)
+        guard serving.pool.epoch == epoch else { return }
+        if let transit = serving.finish(ticket, epoch: epoch, now: now) { serve(transit, now: now, queue: &queue, fleet: &fleet) }
+        for next in serving.startWaiting(now: now, wait: metrics.serverWait, recorder: &fleet.recorder) {
+            queue.schedule(.chat(.serviceDone(slot: next.ticket, epoch: next.epoch)), at: next.done)
         }
     }
 
@@ -263,8 +231,7 @@ extension ChatStack {
                 guard let device = deviceOfConnection[connection], let latency = latency(device, fleet: &fleet) else { continue }
                 if payload["type"] == "typing.start" { fleet.recorder.add(metrics.typing) }
                 // A socket is one ordered stream: a frame never overtakes the one before it.
-                let arrival = max(now + latency, socketArrival[device] ?? now)
-                socketArrival[device] = arrival
+                let arrival = links.socketArrival(device, latency: latency, now: now)
                 schedule(.input(device: device, session: currentSession(device), .socketText(payload.canonicalText)), after: arrival - now,
                          now: now, queue: &queue)
             case .close(let connection, let code, _):

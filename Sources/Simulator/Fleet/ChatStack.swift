@@ -78,8 +78,12 @@ public struct ChatStack {
     let settings: ChatSettings
     let root: StreamSeed
     var server: ChatServer
-    /// The server's capacity model in front of the core.
-    var pool: WorkerPool
+    /// The server's capacity model in front of the core, and what waits for or holds its workers.
+    var serving: ServerQueue<Transit>
+    /// Each chatting device's link to the server.
+    var links = DeviceLinks(label: "chat-link")
+    /// `http.latency` and `http.failures` by route, and each device's requests in flight.
+    var endpoints = EndpointLatency(stack: "chat")
     /// Devices whose client runs now, each since when.
     var awakeSince: [Int: Instant] = [:]
     /// Devices in a background window a push opened.
@@ -90,17 +94,9 @@ public struct ChatStack {
     var session: [Int: UInt32] = [:]
     /// Until the set-up phases are over every signed-up client runs.
     var provisioning = true
-    /// Each request in flight on a device: when its client made it, and its endpoint.
-    var started: [Int: [Int: (at: Instant, endpoint: Int)]] = [:]
-    /// `http.latency` and `http.failures` by route, registered as routes first appear.
-    var endpointIndex: [String: Int] = [:]
-    var endpointMetrics: [(latency: MetricHandle, failures: MetricHandle)] = []
     /// Each device's client counters through its earlier runs (a restored client counts
     /// from zero).
     var statsBefore: [Int: ChatClient.Stats] = [:]
-    /// What waits for (or holds) a server worker, by pool ticket.
-    var atServer: [UInt32: Transit] = [:]
-    var nextServing: UInt32 = 0
     /// When the server last pushed each device: pushes collapse within `pushCollapse`.
     var lastPushAt: [Int: Instant] = [:]
     var clients: [Int: ChatClient] = [:]
@@ -118,13 +114,9 @@ public struct ChatStack {
     var timerGeneration: [Int: UInt32] = [:]
     /// Each client's wake-up in the queue (its `nextDeadline` when last scheduled).
     var timerAt: [Int: Instant] = [:]
-    /// When the last frame on each device's socket arrives (frames keep their order).
-    var socketArrival: [Int: Instant] = [:]
-    /// Each user's stream (when they talk, what they do, which of their phones), and each
-    /// chatting device's link (latencies): streams of the user's first device and of the
-    /// device, so no other population's chat changes them.
+    /// Each user's stream (when they talk, what they do, which of their phones): a stream
+    /// of the user's first device, so no other population's chat changes it.
     var userStreams: [SeededGenerator] = []
-    var linkStreams: [Int: SeededGenerator] = [:]
     /// Groups as user indices (the first creates it), their channels, each user's groups.
     var groups: [[Int]] = []
     var groupChannel: [Int: String] = [:]
@@ -170,7 +162,7 @@ public struct ChatStack {
         var config = ChatServerConfig()
         config.passwordCost = .minimum  // thousands of sign-ups; the cost is not what this models
         server = ChatServer(config: config, seed: seed.child("core"), wallClock: fleet.engineClock)
-        pool = WorkerPool(settings.server, seed: seed.child("service"))
+        serving = ServerQueue(settings.server, seed: seed.child("service"))
         var plan = seed.child("plan").generator()
         var chatting: [Int] = []
         for (index, deviceClass) in fleet.classes.enumerated() where deviceClass.stacks.contains(.chat) {
@@ -186,7 +178,6 @@ public struct ChatStack {
             cursor += n
         }
         for list in devicesOfUser { userStreams.append(fleet.deviceSeed(list[0]).child("chat-user").generator()) }
-        for device in chatting { linkStreams[device] = fleet.deviceSeed(device).child("chat-link").generator() }
         metrics = ChatMetrics(recorder: &fleet.recorder, actions: settings.churn.isOn || settings.actions != ChatActions())
         invariants = ChatInvariants(ledger: &fleet.invariants, devicesLeave: settings.churn.removesPerUserDay > 0
                                         || settings.actions.logoutsPerUserDay > 0 || settings.actions.logoutAllsPerUserDay > 0)
