@@ -74,6 +74,7 @@ public enum DashboardPanels {
         WorkflowLatencyPanel(), WorkflowTicksPanel(), SyncLatencyPanel(), SyncCadencePanel(), SyncOutboxPanel(),
         ServerLoadPanel(id: "sync-server", title: "Sync server load", stack: "sync"), SyncCommandsPanel(),
         ChatLatencyPanel(), ChatActivityPanel(), ServerLoadPanel(id: "chat-server", title: "Chat server load", stack: "chat"),
+        AgentLatencyPanel(), AgentActivityPanel(), ServerLoadPanel(id: "agent-server", title: "Agent runtime load", stack: "agent"),
         EndpointsPanel(), EnergyPanel(), PushPanel(),
     ]
 

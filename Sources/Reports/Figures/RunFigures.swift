@@ -57,6 +57,10 @@ public struct SyncCost: Sendable, Equatable {
 /// Figures read off a results database, shared by the dashboard, `fleetlab simulate`'s
 /// summary and `fleetlab sweep`.
 public enum RunFigures {
+    /// The client stacks a run can have, in the order figures list them (the simulator's
+    /// `StackKind` order; Reports reads results, not the simulator).
+    public static let stacks = ["workflows", "sync", "chat", "agent", "ai-bridge", "desktop-bridge"]
+
     /// Every endpoint with requests, by stack then endpoint.
     public static func endpoints(_ results: RunResults) -> [EndpointFigure] {
         results.metrics(named: "http.latency").compactMap { metric in
@@ -83,7 +87,7 @@ public enum RunFigures {
     public static func energy(_ results: RunResults) -> [StackEnergy] {
         let hours = Double(results.scenario.durationNanoseconds) / 3_600e9
         let populations = populations(results)
-        return ["workflows", "sync", "chat"].compactMap { stack in
+        return stacks.compactMap { stack in
             guard results.metric(named: "energy.joules", labels: "part=radio,stack=\(stack)") != nil else { return nil }
             let running = populations.filter { $0.stacks.contains(stack) }
             let devices = running.reduce(0) { $0 + $1.count }

@@ -78,7 +78,7 @@ public enum SweepAnalysis {
         guard let last = points.last else { return [] }
         let count = { (n: Int) in MetricUnit.decimal(Double(n), digits: 0) }
         var lines: [String] = []
-        for stack in ["workflows", "sync", "chat"] {
+        for stack in RunFigures.stacks {
             let routes = Set(points.flatMap { $0.endpoints.filter { $0.stack == stack }.map(\.endpoint) }).sorted()
             guard !routes.isEmpty else { continue }
             // Endpoints that pass the budget between the same two sizes go in one sentence,

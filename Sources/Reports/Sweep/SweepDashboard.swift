@@ -68,7 +68,7 @@ public enum SweepDashboard {
         }
         let energy = Set(points.flatMap { $0.energy.map(\.stack) })
         if !energy.isEmpty {
-            let lines = ["workflows", "sync", "chat"].filter(energy.contains).enumerated().map { index, stack in
+            let lines = RunFigures.stacks.filter(energy.contains).enumerated().map { index, stack in
                 SizeChart.Line(name: "\(stack) J per device-hour", color: Palette.series[index],
                                points: points.compactMap { p in p.energy.first { $0.stack == stack }.map { (p.devices, $0.joulesPerDeviceHour) } })
             }

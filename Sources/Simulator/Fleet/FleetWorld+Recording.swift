@@ -13,6 +13,7 @@ extension FleetWorld {
                 let (wasRunning, running) = (WorkflowStack.isRunning(from), WorkflowStack.isRunning(to))
                 workflows?.appLifecycle(device, from: from, to: to, fleet: &fleet, now: now, queue: &queue)
                 chat?.follow(device, fleet: &fleet, now: now, queue: &queue)
+                agent?.follow(device, fleet: &fleet, now: now, queue: &queue)
                 // What the dead app left in storage, and what the next launch restored from it.
                 if wasRunning && !running && survivesRelaunch != nil { storedAtKill[device] = storedFacts(device) }
                 if !wasRunning && running, let id = survivesRelaunch, let before = storedAtKill.removeValue(forKey: device) {
@@ -36,6 +37,7 @@ extension FleetWorld {
                 fleet.recorder.add(metrics.networkChanges[Int(to.rawValue)])
                 sync?.networkChanged(device, to: to)
                 chat?.networkChanged(device, to: to, now: now, queue: &queue, fleet: &fleet)
+                agent?.networkChanged(device, to: to, now: now, queue: &queue, fleet: &fleet)
                 fleet.sampler.offer(at: now, device: fleet.fleetIndex(device), kind: "network") { "\(from) -> \(to)" }
             case .execution:
                 chat?.follow(device, fleet: &fleet, now: now, queue: &queue)
@@ -51,7 +53,9 @@ extension FleetWorld {
     /// still to go out.
     func storedFacts(_ device: Int) -> StoredFacts {
         let chatFacts = chat?.storedFacts(device) ?? (messages: 0, pending: 0)
-        return StoredFacts(instances: workflows?.storedInstances(device) ?? 0, messages: chatFacts.messages, pending: chatFacts.pending)
+        let agentFacts = agent?.storedFacts(device) ?? (events: 0, pending: 0)
+        return StoredFacts(instances: workflows?.storedInstances(device) ?? 0, messages: chatFacts.messages + agentFacts.events,
+                           pending: chatFacts.pending + agentFacts.pending)
     }
 
     /// Which lifecycle changes the model may make, by cause.
@@ -72,6 +76,7 @@ extension FleetWorld {
     /// Brings every device's accounting up to `now`, samples the fleet and closes the bucket.
     mutating func closeBucket(startingAt start: Int64, at now: Instant) {
         chat?.closeBucket(fleet: &fleet, start: start, now: now)
+        agent?.closeBucket(fleet: &fleet, start: start, now: now)
         var sample = FleetSample()
         for index in fleet.devices.indices {
             fleet.devices[index].closeBucket(at: now, env: fleet.environment, tally: &fleet.tally, sample: &sample, index: index)
@@ -129,6 +134,7 @@ extension FleetWorld {
         workflows?.finish(fleet: &fleet)
         if let workflows { sync?.finish(fleet: &fleet, workflows: workflows) }
         chat?.finish(at: now, fleet: &fleet)
+        agent?.finish(at: now, fleet: &fleet)
         fleet.recorder.closeRun()
         let thresholds = ThresholdEvaluator.evaluate(scenario.thresholds, recorder: fleet.recorder)
         var batch = fleet.recorder.takeBatch()

@@ -28,12 +28,14 @@ public struct FleetWorld: SimulationWorld {
         case workflows(WorkflowStack.Event)
         case sync(SyncStack.Event)
         case chat(ChatStack.Event)
+        case agent(AgentStack.Event)
     }
 
     public internal(set) var fleet: Fleet
     var workflows: WorkflowStack?
     var sync: SyncStack?
     var chat: ChatStack?
+    var agent: AgentStack?
     var metrics: FleetMetrics
     var invariantIDs: FleetInvariants
     var eventsInBucket: UInt64 = 0
@@ -62,7 +64,8 @@ public struct FleetWorld: SimulationWorld {
         }
         if let settings = scenario.sync, workflows != nil, scenario.runs(.sync) { sync = SyncStack(settings, fleet: &fleet, workflows: &workflows!) }
         if let settings = scenario.chat, scenario.runs(.chat) { chat = ChatStack(settings, fleet: &fleet) }
-        if workflows != nil || chat != nil { survivesRelaunch = fleet.invariants.register("device.state_survives_relaunch") }
+        if let settings = scenario.agent, scenario.runs(.agent) { agent = AgentStack(settings, fleet: &fleet) }
+        if workflows != nil || chat != nil || agent != nil { survivesRelaunch = fleet.invariants.register("device.state_survives_relaunch") }
         fleet.energy.register(Set(StackKind.allCases.filter(scenario.runs)), recorder: &fleet.recorder)
         fleet.push.register([StackKind.sync, .chat].filter(scenario.runs), recorder: &fleet.recorder)
         self.fleet = fleet
@@ -97,6 +100,7 @@ public struct FleetWorld: SimulationWorld {
         workflows?.scheduleFirstStarts(fleet, into: &queue)
         sync?.scheduleCampaigns(into: &queue)
         chat?.scheduleSetup(into: &queue)
+        agent?.scheduleSessions(fleet, into: &queue)
         for index in fleet.devices.indices {
             let next = fleet.devices[index].nextWake(fleet.environment)
             if next < fleet.end { queue.schedule(.wake(device: UInt32(index), generation: 0), at: next) }
@@ -124,7 +128,24 @@ public struct FleetWorld: SimulationWorld {
             talk(Int(user), now: now, queue: &queue)
         case .chat(let event):
             chat?.handle(event, fleet: &fleet, now: now, queue: &queue)
+        case .agent(.session(let device)):
+            agentSession(Int(device), now: now, queue: &queue)
+        case .agent(let event):
+            agent?.handle(event, fleet: &fleet, now: now, queue: &queue)
         }
+    }
+
+    /// A user starts an agent chat: they open the app if it is not on screen (every stack
+    /// sees the launch), then the chat starts (or, mid-chat, resumes).
+    mutating func agentSession(_ device: Int, now: Instant, queue: inout EventQueue<Event>) {
+        guard agent != nil, agent!.sessionDevice(device, fleet: &fleet, now: now, queue: &queue) != nil else { return }
+        if fleet.devices[device].app != .foreground {
+            guard fleet.devices[device].openApp(at: now, deviceClass: fleet.deviceClass(of: device), env: fleet.environment,
+                                                tally: &fleet.tally, log: &fleet.log) else { return }
+            if !fleet.log.isEmpty { drainLog(device: device, at: now, queue: &queue) }
+            reschedule(device, at: now, queue: &queue)
+        }
+        agent!.startChat(device, fleet: &fleet, now: now, queue: &queue)
     }
 
     /// A user writes: the chat stack picks the phone, the user opens the app on it if it is

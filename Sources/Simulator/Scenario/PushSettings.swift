@@ -10,6 +10,8 @@ public enum StackKind: String, CaseIterable, Sendable, Hashable, Comparable, Dec
     case sync
     /// The d3chat client with end-to-end encryption, against the d3chat server.
     case chat
+    /// The Mozaiks agent-runtime client, against the runtime's server and its scripted agents.
+    case agent
 
     public static func < (a: StackKind, b: StackKind) -> Bool {
         allCases.firstIndex(of: a)! < allCases.firstIndex(of: b)!

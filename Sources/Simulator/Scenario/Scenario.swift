@@ -24,6 +24,8 @@ public struct Scenario: Sendable {
     /// The devices' engines sync with a simulated orch8 server; nil: no sync.
     public var sync: SyncSettings?
     public var chat: ChatSettings?
+    /// Agent chats with the Mozaiks runtime's scripted agents.
+    public var agent: AgentSettings?
     /// The push service every stack's server wakes phones through.
     public var push = PushSettings()
     /// What the stacks' radio and CPU use costs the battery.
@@ -46,6 +48,7 @@ public struct Scenario: Sendable {
             if sync != nil { stacks.insert(.sync) }
         }
         if chat != nil { stacks.insert(.chat) }
+        if agent != nil { stacks.insert(.agent) }
         return stacks
     }
 
@@ -169,7 +172,7 @@ public enum Fault: Sendable, Hashable {
     /// A fraction of devices cannot reach the sync server (a routing or CDN failure); they
     /// stay online otherwise.
     case partition(at: TimeSpan, duration: TimeSpan, fraction: Ratio, population: String?)
-    /// A server goes down (`sync` or `chat`, whichever the scenario runs when it runs one):
+    /// A server goes down (`sync`, `chat` or `agent`; without `server:`, the one the scenario has):
     /// requests queued or in service are lost, new ones get no answer, sockets drop; its
     /// state survives the restart.
     case serverCrash(at: TimeSpan, duration: TimeSpan, server: StackKind)
@@ -260,10 +263,10 @@ extension Fault: Decodable {
             if kind == "server-crash" {
                 guard let server = try c.decodeIfPresent(StackKind.self, forKey: .server) ?? Self.defaultServer else {
                     throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath, debugDescription:
-                        "the scenario has a sync and a chat server: name the one that crashes (server: sync or server: chat)"))
+                        "the scenario has several servers: name the one that crashes (server: sync, chat or agent)"))
                 }
-                guard server == .sync || server == .chat else {
-                    throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [CodingKeys.server], debugDescription: "expected sync or chat"))
+                guard server != .workflows else {
+                    throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [CodingKeys.server], debugDescription: "expected sync, chat or agent"))
                 }
                 self = .serverCrash(at: at, duration: duration, server: server)
             } else {
