@@ -8,7 +8,7 @@ extension AgentClient {
               snapshot.chats[key] != nil else { return }
         if let chatID = envelope.data["chat_id"]?.stringValue, chatID != snapshot.chats[key]!.chatID { return }
         if envelope.type.isTranscript {
-            apply(envelope, key: key, now: now, &out)
+            apply(envelope, text: text, key: key, now: now, &out)
             return
         }
         switch envelope.type {
@@ -37,7 +37,7 @@ extension AgentClient {
 
     /// An indexed event: applied if it is the next one, ignored if already applied, and a
     /// gap makes the client ask for a resume instead of applying out of order.
-    mutating func apply(_ envelope: RuntimeEnvelope, key: String, now: Instant, _ out: inout [AgentClientEffect]) {
+    mutating func apply(_ envelope: RuntimeEnvelope, text: String, key: String, now: Instant, _ out: inout [AgentClientEffect]) {
         guard let index = envelope.index else { return }
         let last = snapshot.chats[key]!.lastIndex
         if index <= last {
@@ -51,8 +51,9 @@ extension AgentClient {
         }
         let replayed = envelope.data["replay"]?.boolValue == true
         if replayed { stats.replayed += 1 }
-        let event = envelope.canonical
-        snapshot.chats[key]!.timeline.append(event.text)
+        var event = envelope
+        event.data["replay"] = nil
+        snapshot.chats[key]!.timeline.append(RuntimeEnvelope.canonicalText(of: text, envelope))
         snapshot.chats[key]!.lastIndex = index
         stats.applied += 1
         out.append(.applied(event, replayed: replayed))

@@ -161,10 +161,7 @@ extension AgentServer {
         let transcript = state.transcripts[chat.id] ?? []
         let diverged = last >= transcript.count
         let from = diverged ? transcript.count : max(0, last + 1)
-        for text in transcript[from...] {
-            guard let envelope = RuntimeEnvelope(text: text) else { continue }
-            reply.outputs.append(.send(connection: connection, text: envelope.replayed.text))
-        }
+        for text in transcript[from...] { reply.outputs.append(.send(connection: connection, text: RuntimeEnvelope.replayText(of: text))) }
         var data: [String: JSONValue] = [
             "kind": "resume_boundary", "chat_id": .string(chat.id), "replayed_messages": .number(Double(transcript.count - from)),
             "last_message_index": .number(Double(transcript.count - 1)), "total_messages": .number(Double(transcript.count)),

@@ -43,6 +43,24 @@ public struct RuntimeEnvelope: Sendable, Equatable {
         copy.data["replay"] = nil
         return copy
     }
+
+    /// A stored frame's text as a replay sends it. The runtime's frames are canonical
+    /// (`text`), so the mark goes in front of their data without reading them again.
+    public static func replayText(of text: String) -> String {
+        if text.hasPrefix(dataPrefix) { return replayPrefix + text.dropFirst(dataPrefix.utf8.count) }
+        return RuntimeEnvelope(text: text)?.replayed.text ?? text
+    }
+
+    /// A received frame's canonical text (without the replay mark): the runtime's own
+    /// frames as they came, others rewritten.
+    public static func canonicalText(of text: String, _ envelope: RuntimeEnvelope) -> String {
+        if text.hasPrefix(replayPrefix) { return dataPrefix + text.dropFirst(replayPrefix.utf8.count) }
+        if text.hasPrefix(dataPrefix) && envelope.data["replay"] == nil { return text }
+        return envelope.canonical.text
+    }
+
+    static let dataPrefix = #"{"data":{"#
+    static let replayPrefix = #"{"data":{"replay":true,"#
 }
 
 /// Every `type` the runtime sends (wire-notes §b; `chat_meta` is not namespaced, as in Mozaiks).

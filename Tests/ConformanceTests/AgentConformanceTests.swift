@@ -78,11 +78,11 @@ struct AgentConformanceTests {
             let chat = try #require(phone.client.activeChat?.chatID)
 
             try await phone.run(.submit(text: "Lisbon"))
-            try await phone.pump(until: { phone.client.messages().count >= 2 })
+            try await phone.pump(until: { phone.client.messages().count >= 2 }, seconds: 30)
             #expect(phone.client.messages().last?.agent == "Planner", "the answer started streaming")
             try await phone.dropSocket()
             #expect(!phone.client.isConnected)
-            try await phone.pump(until: { phone.client.isConnected && phone.client.activeChat?.awaitingToolCall != nil }, seconds: 15)
+            try await phone.pump(until: { phone.client.isConnected && phone.client.activeChat?.awaitingToolCall != nil }, seconds: 30)
             #expect(phone.client.stats.reconnects == 1 && phone.client.stats.resumes >= 2 && phone.client.stats.replayed > 0)
             #expect(phone.client.messages().map(\.text).contains("Let me think about Lisbon for a moment, then propose a plan you can approve."))
 

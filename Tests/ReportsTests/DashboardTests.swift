@@ -19,7 +19,7 @@ struct DashboardTests {
             duration: 3h
             startAt: "21:00"
             devices:
-              - {name: phones, count: 30, stacks: [workflows, sync, chat]}
+              - {name: phones, count: 30, stacks: [workflows, sync, chat, agent]}
               - {name: "kiosks", count: 10, lifecycle: kiosk, power: low-battery, stacks: [workflows, sync]}
             thresholds:
               - {metric: battery.level, percentile: 50, min: 1}
@@ -32,9 +32,11 @@ struct DashboardTests {
               groups: 3
               groupSize: [3, 5]
               messagesPerUserHour: 10
+            agent:
+              chatsPerDeviceDay: 24
             faults:
               - {kind: server-crash, at: 1h, duration: 15m, server: sync}
-            """, file: "dash.yaml")
+            """, file: "dash.yaml", directory: TestPaths.packageRoot.appendingPathComponent("simulations").path)
         let path = dir.appendingPathComponent("results.sqlite").path
         let results = try await offPool {
             _ = try FleetRun(scenario: scenario, resultsPath: path).run()
