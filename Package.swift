@@ -135,6 +135,7 @@ let package = Package(
             name: "fleetlab",
             dependencies: [
                 "LabKernel", "LabStore", "Orch8Wire", "DeviceWorkflows", "WorkflowHost", "Benchmarks", "ServerStorage", "ChatCrypto", "SecureChatServer", "Simulator", "Reports", "Live", "LoadTest",
+                "AgentRuntimeWire", "AgentRuntimeServer", "AgentRuntimeClient",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strictSettings
@@ -163,7 +164,7 @@ let package = Package(
         .testTarget(name: "ReportsTests", dependencies: ["Reports", "Simulator", "LabStore", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "LiveTests", dependencies: [
             "Live", "LabTestSupport", "LabKernel", "LabCrypto", "MobileSyncServer", "Orch8Wire", "DeviceWorkflows", "WorkflowHost", "SecureChatServer", "SecureChatClient",
-            "AgentRuntimeWire", "AgentRuntimeServer", .product(name: "Hummingbird", package: "hummingbird"), .product(name: "NIOCore", package: "swift-nio"),
+            "AgentRuntimeWire", "AgentRuntimeServer", "AgentRuntimeClient", .product(name: "Hummingbird", package: "hummingbird"), .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ], swiftSettings: strictSettings),
         // One test body per protocol, run on the simulated and the loopback driver.

@@ -12,7 +12,7 @@ struct BenchCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Measure fleetlab's hot paths against a reference measured in the same run.",
-        subcommands: [FleetBench.self, KernelBench.self, EngineBench.self, SyncBench.self, CryptoBench.self, LoadBench.self])
+        subcommands: [FleetBench.self, KernelBench.self, EngineBench.self, SyncBench.self, CryptoBench.self, AgentBench.self, LoadBench.self])
 }
 
 struct KernelBench: ParsableCommand {

@@ -13,7 +13,7 @@ struct FleetBench: ParsableCommand {
         discussion: """
         SCENARIO (default simulations/bench-fleet.yaml) runs once per stack set, with every \
         population's `stacks` replaced: the device model alone (the reference), workflows, \
-        workflows with sync, chat, and all three. Each run is a `fleetlab` process of its own \
+        workflows with sync, chat, agent chats, and all of them. Each run is a `fleetlab` process of its own \
         that writes its results to a scratch file, so its peak RSS is its own. Memory per \
         device is the peak RSS over the devices, and the margin over the device model's run \
         (what the stacks add). The full-stack target on the 2-core reference machine: \
@@ -23,8 +23,8 @@ struct FleetBench: ParsableCommand {
 
     /// The stack sets, in the order they run.
     static let sets: [(name: String, stacks: Set<StackKind>)] = [
-        ("device model", []), ("workflows", [.workflows]), ("workflows + sync", [.workflows, .sync]), ("chat", [.chat]),
-        ("full stack", [.workflows, .sync, .chat]),
+        ("device model", []), ("workflows", [.workflows]), ("workflows + sync", [.workflows, .sync]), ("chat", [.chat]), ("agent", [.agent]),
+        ("full stack", [.workflows, .sync, .chat, .agent]),
     ]
 
     @Option(help: "The fixed scenario.")

@@ -1,3 +1,4 @@
+import AgentRuntimeClient
 import AgentRuntimeServer
 import AgentRuntimeWire
 import Foundation
@@ -134,6 +135,37 @@ struct AgentRuntimeLiveTests {
         let small = try await upload(1_500)
         let id = try #require((try? JSONValue.parse(bytes: Array(small.body)))?["attachment_id"]?.stringValue)
         #expect(FileManager.default.contents(atPath: data + "/agent-uploads/\(id)")?.count == 1_500)
+        await stop()
+    }
+}
+
+@Suite("Agent runtime: the live phone driver (HTTPClient and WebSocketClient)", .serialized)
+struct LiveAgentPhoneTests {
+    @Test("a phone on NIO sockets starts a chat, hears the streamed answer, and a refused token asks for a new one")
+    func chat() async throws {
+        let data = TestPaths.scratchDirectory("agent-live-phone").path
+        let (_, base, stop) = try await AgentRuntimeLiveTests.serve(data)
+        let token = try AgentRuntimeLiveServer.mint(app: "acme", user: "ada", dataDirectory: data)
+        let http = HTTPClient()
+        let phone = try LiveAgentPhone(base: base, client: AgentClient(snapshot: .init(appID: "acme", userID: "ada", token: token, seed: StreamSeed(4))), http: http)
+        await phone.feed(.start(workflow: "quick"))
+        var answer = ""
+        for await effect in phone.effects {
+            switch effect {
+            case .resumed: if await phone.client.activeChat?.lastIndex == -1 { await phone.feed(.submit(text: "you")) }
+            case .applied(let event, _) where event.data["agent"] == "Bot": answer += event.data["content"]?.stringValue ?? ""
+            case .inputRequested: await phone.stop()
+            default: break
+            }
+        }
+        #expect(answer == "hello youand goodbye")
+        let forged = try LiveAgentPhone(base: base, client: AgentClient(snapshot: .init(appID: "acme", userID: "ada", token: "x.y.z", seed: StreamSeed(5))), http: http)
+        await forged.feed(.start(workflow: "quick"))
+        for await effect in forged.effects {
+            if case .authRequired = effect { await forged.stop() }
+        }
+        #expect(await forged.client.activeChat == nil)
+        http.shutdown()
         await stop()
     }
 }

@@ -232,11 +232,7 @@ struct CPUMeter: Sendable {
     var lastCPU = CPUMeter.cpuSeconds()
     var lastWall = Date()
 
-    static func cpuSeconds() -> Double {
-        var usage = rusage()
-        getrusage(RUSAGE_SELF.rawValue, &usage)
-        return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
-    }
+    static func cpuSeconds() -> Double { WallClock.cpuSeconds() }
 
     func percentOverall() -> Double {
         let wall = Date().timeIntervalSince(startWall)

@@ -13,6 +13,13 @@ public enum WallClock {
         ISO8601DateFormatter().string(from: Date())
     }
 
+    /// CPU time this process has used, user and system, every thread (seconds).
+    public static func cpuSeconds() -> Double {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+    }
+
     /// Peak resident set size of this process in bytes (Linux VmHWM), or nil if unknown.
     public static func peakResidentBytes() -> Int? {
         statusField("VmHWM:")

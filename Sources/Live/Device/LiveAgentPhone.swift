@@ -1,0 +1,109 @@
+import Foundation
+public import AgentRuntimeClient
+public import LabKernel
+
+/// The agent runtime's client core on real sockets and the wall clock: its requests go
+/// through `HTTPClient`, its socket through `WebSocketClient`, its timers are tasks that
+/// sleep until `nextDeadline`. What the core tells the app comes out of `effects`.
+///
+/// One actor per phone: inputs (the app's, answers, frames, timers) are fed to the core
+/// one at a time, in the order they reach it, as the simulator and the tests feed it.
+public actor LiveAgentPhone {
+    public private(set) var client: AgentClient
+    let http: HTTPClient
+    let base: String
+    let host: String
+    let port: Int
+    var socket: WebSocketConnection?
+    var socketRun = 0
+    var timer: Task<Void, Never>?
+    let continuation: AsyncStream<AgentClientEffect>.Continuation
+    /// What the core tells the app, as it happens.
+    public nonisolated let effects: AsyncStream<AgentClientEffect>
+
+    public init(base: String, client: AgentClient, http: HTTPClient) throws {
+        guard let url = URL(string: base), url.scheme == "http", let host = url.host, let port = url.port else { throw HTTPClientError.badURL(base) }
+        self.base = base
+        self.host = host
+        self.port = port
+        self.client = client
+        self.http = http
+        (effects, continuation) = AsyncStream<AgentClientEffect>.makeStream()
+    }
+
+    var now: Instant { Instant(nanoseconds: Int64(Date().timeIntervalSince1970 * 1e9)) }
+
+    /// Feeds the core one input and carries out what it asks.
+    public func feed(_ input: AgentClientInput) {
+        let effects = client.handle(input, now: now)
+        armTimer()
+        for effect in effects {
+            switch effect {
+            case .request(let id, let request):
+                Task { [http, base] in
+                    let answer: AgentClientInput
+                    do { answer = .response(id: id, try await http.send(request, to: base, timeout: .seconds(20))) } catch { answer = .transportFailed(id: id) }
+                    await self.feed(answer)
+                }
+            case .openSocket(let target):
+                socketRun += 1
+                let run = socketRun
+                Task { [host, port] in
+                    do {
+                        let connection = try await WebSocketClient.connect(host: host, port: port, target: target)
+                        await self.opened(connection, run: run)
+                        for await event in connection.events {
+                            switch event {
+                            case .text(let text): await self.frame(.socketText(text), run: run)
+                            case .closed(let code): await self.frame(.socketClosed(code: code), run: run)
+                            }
+                        }
+                    } catch {
+                        await self.frame(.socketClosed(code: 1006), run: run)
+                    }
+                }
+            case .socketSend(let text): socket?.send(text)
+            case .closeSocket:
+                socketRun += 1
+                socket?.close()
+                socket = nil
+            case .chatReady, .applied, .toolCall, .toolCallResolved, .inputRequested, .runCompleted, .resumed, .uploaded, .surfaced, .authRequired:
+                continuation.yield(effect)
+            }
+        }
+    }
+
+    func opened(_ connection: WebSocketConnection, run: Int) {
+        guard run == socketRun else { return connection.close() }
+        socket = connection
+        feed(.socketOpened)
+    }
+
+    /// A frame or a close of the current socket (an old socket's are dropped).
+    func frame(_ input: AgentClientInput, run: Int) {
+        guard run == socketRun else { return }
+        if case .socketClosed = input { socket = nil }
+        feed(input)
+    }
+
+    /// One task sleeping until the core's next deadline (a later input re-arms it).
+    func armTimer() {
+        timer?.cancel()
+        guard let deadline = client.nextDeadline else { return }
+        let delay = max(0, (deadline - now).nanoseconds)
+        timer = Task {
+            try? await Task.sleep(nanoseconds: UInt64(delay))
+            guard !Task.isCancelled else { return }
+            await self.feed(.timerFired)
+        }
+    }
+
+    /// Stops: the socket closes, timers stop, `effects` ends.
+    public func stop() {
+        timer?.cancel()
+        socketRun += 1
+        socket?.close()
+        socket = nil
+        continuation.finish()
+    }
+}
