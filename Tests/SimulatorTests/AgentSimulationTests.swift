@@ -11,7 +11,7 @@ import LabTestSupport
 struct AgentSimulationTests {
     static let simulations = TestPaths.packageRoot.appendingPathComponent("simulations").path
 
-    static func scenario(seed: UInt64 = 5, devices: Int = 120, hours: Int = 2, extra: String = "") throws -> Scenario {
+    static func scenario(seed: UInt64 = 5, devices: Int = 90, hours: Int = 2, extra: String = "") throws -> Scenario {
         try ScenarioLoader.parse(text: """
             name: agents
             seed: \(seed)
@@ -59,7 +59,7 @@ struct AgentSimulationTests {
     @Test("the resume invariant holds over seeds with disconnect faults (fleetlab seeds simulations/agent-chats.yaml --count 500 runs more)",
           arguments: [11, 12, 13] as [UInt64])
     func seeds(seed: UInt64) async throws {
-        let world = await WorkflowSimulationTests.run(try Self.scenario(seed: seed, devices: 60, hours: 1))
+        let world = await WorkflowSimulationTests.run(try Self.scenario(seed: seed, devices: 40, hours: 1))
         for row in world.invariants.rows where row.violations > 0 {
             Issue.record("\(row.name): \(row.firstViolation ?? ""); replay: seed \(seed)")
         }
@@ -69,7 +69,7 @@ struct AgentSimulationTests {
     @Test("the same seed gives the same results database; another seed another")
     func determinism() async throws {
         let dir = TestPaths.scratchDirectory("agent-determinism")
-        let scenario = try Self.scenario(devices: 60, hours: 1)
+        let scenario = try Self.scenario(devices: 40, hours: 1)
         let first = try await DeterminismTests.digest(of: scenario, in: dir, name: "a.sqlite")
         let second = try await DeterminismTests.digest(of: scenario, in: dir, name: "b.sqlite")
         #expect(first == second)

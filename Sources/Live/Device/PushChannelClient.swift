@@ -74,9 +74,7 @@ final class EventStreamReader: ChannelInboundHandler, @unchecked Sendable {
     let head: EventLoopPromise<Void>
     let onWake: @Sendable (JSONValue) -> Void
     let onEnd: @Sendable (String) -> Void
-    var pending: [UInt8] = []
-    var event = ""
-    var data: [String] = []
+    var parser = ServerSentEvents.Parser()
     var ended = false
 
     init(head: EventLoopPromise<Void>, onWake: @escaping @Sendable (JSONValue) -> Void, onEnd: @escaping @Sendable (String) -> Void) {
@@ -95,27 +93,12 @@ final class EventStreamReader: ChannelInboundHandler, @unchecked Sendable {
                 context.close(promise: nil)
             }
         case .body(let buffer):
-            pending += buffer.readableBytesView
-            consumeLines()
+            guard let events = try? parser.feed(buffer.readableBytesView) else { return end(context, "a line of the stream was too long") }
+            for event in events where event.name == "wake" {
+                if let json = try? JSONValue.parse(event.data) { onWake(json) }
+            }
         case .end:
             end(context, "the server ended the stream")
-        }
-    }
-
-    func consumeLines() {
-        while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
-            var line = String(decoding: pending[..<newline], as: UTF8.self)
-            pending.removeSubrange(...newline)
-            if line.hasSuffix("\r") { line.removeLast() }
-            if line.isEmpty {
-                if event == "wake", let json = try? JSONValue.parse(data.joined(separator: "\n")) { onWake(json) }
-                event = ""
-                data = []
-            } else if line.hasPrefix("event:") {
-                event = String(line.dropFirst(6)).trimmingWhitespace()
-            } else if line.hasPrefix("data:") {
-                data.append(String(line.dropFirst(5)).trimmingWhitespace())
-            }
         }
     }
 
