@@ -82,6 +82,17 @@ let package = Package(
         // The agent runtime's mobile client core: the seed's startup flow and reliability policy.
         .target(name: "AgentRuntimeClient", dependencies: ["LabKernel", "AgentRuntimeWire"], swiftSettings: strictSettings),
 
+        // The Mobile AI Bridge: the command envelope and its errors, payloads sealed to the
+        // daemon, the relay–daemon tunnel messages.
+        .target(name: "AIBridgeWire", dependencies: ["LabKernel", "LabCrypto"], swiftSettings: strictSettings),
+
+        // The bridge's relay (the seed's worker) and its desktop daemon, as sans-I/O cores.
+        .target(name: "AIBridgeRelay", dependencies: ["LabKernel", "LabCrypto", "AIBridgeWire"], swiftSettings: strictSettings),
+        .target(name: "AIBridgeDaemon", dependencies: ["LabKernel", "LabCrypto", "AIBridgeWire"], swiftSettings: strictSettings),
+
+        // The bridge's phone client core: pairing, keychain, sealed requests, streamed answers, banners.
+        .target(name: "AIBridgeClient", dependencies: ["LabKernel", "LabCrypto", "AIBridgeWire"], swiftSettings: strictSettings),
+
         // The reference servers' SQLite files: each request's rows committed, the whole
         // state loaded back at start, secrets sealed (an adapter: the cores never see SQLite).
         .target(name: "ServerStorage", dependencies: ["LabKernel", "LabStore", "LabCrypto", "MobileSyncServer", "SecureChatServer", "AgentRuntimeServer"],

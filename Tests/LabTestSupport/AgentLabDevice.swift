@@ -111,6 +111,8 @@ open class AgentDeviceBase {
 public final class InProcessAgentDevice: AgentDeviceBase, AgentLabDevice {
     let hub: InProcessAgentHub
     var connection: Int?
+    /// Frames the hub sent that the device has not read yet.
+    var unread: [String] = []
 
     public init(hub: InProcessAgentHub, app: String, user: String, token: String?, seed: UInt64) {
         self.hub = hub
@@ -140,12 +142,15 @@ public final class InProcessAgentDevice: AgentDeviceBase, AgentLabDevice {
         while !done() {
             if timerDue() { try await run(.timerFired) }
             hub.fireDue()
-            let frames = connection.map { hub.take($0) } ?? []
-            for frame in frames { try await run(.socketText(frame)) }
+            if let connection { unread += hub.take(connection) }
+            let delivered = !unread.isEmpty
+            // One frame at a time, as a socket reads them: what is left when `done` holds
+            // stays unread (and is lost with the socket if the test drops it next).
+            while !unread.isEmpty && !done() { try await run(.socketText(unread.removeFirst())) }
             // Checked after a round of delivery: a test process whose threads were busy
             // elsewhere for the whole wait still gets what came meanwhile.
             guard Date() < deadline else { break }
-            if frames.isEmpty { try await Task.sleep(for: .milliseconds(5)) }
+            if !delivered { try await Task.sleep(for: .milliseconds(5)) }
         }
     }
 
@@ -157,6 +162,7 @@ public final class InProcessAgentDevice: AgentDeviceBase, AgentLabDevice {
     public func close() {
         if let connection { hub.disconnect(connection) }
         connection = nil
+        unread = []
     }
 }
 
