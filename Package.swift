@@ -95,7 +95,7 @@ let package = Package(
 
         // The reference servers' SQLite files: each request's rows committed, the whole
         // state loaded back at start, secrets sealed (an adapter: the cores never see SQLite).
-        .target(name: "ServerStorage", dependencies: ["LabKernel", "LabStore", "LabCrypto", "MobileSyncServer", "SecureChatServer", "AgentRuntimeServer"],
+        .target(name: "ServerStorage", dependencies: ["LabKernel", "LabStore", "LabCrypto", "MobileSyncServer", "SecureChatServer", "AgentRuntimeServer", "AIBridgeRelay"],
                 swiftSettings: strictSettings),
 
         // Discrete-event kernel, virtual network, device model, scenarios, recorder.
@@ -152,7 +152,8 @@ let package = Package(
             swiftSettings: strictSettings
         ),
 
-        .target(name: "LabTestSupport", dependencies: ["LabKernel", "SecureChatClient", "SecureChatServer", "AgentRuntimeWire", "AgentRuntimeServer", "AgentRuntimeClient"], path: "Tests/LabTestSupport",
+        .target(name: "LabTestSupport", dependencies: ["LabKernel", "SecureChatClient", "SecureChatServer", "AgentRuntimeWire", "AgentRuntimeServer", "AgentRuntimeClient",
+                                                 "AIBridgeWire", "AIBridgeRelay", "AIBridgeDaemon", "AIBridgeClient"], path: "Tests/LabTestSupport",
                 swiftSettings: strictSettings),
         .testTarget(name: "LabKernelTests", dependencies: ["LabKernel", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "LabCryptoTests", dependencies: ["LabCrypto", "LabKernel", "LabTestSupport", "CSodium"], swiftSettings: strictSettings),
@@ -166,6 +167,8 @@ let package = Package(
                     swiftSettings: strictSettings),
         .testTarget(name: "AgentRuntimeClientTests", dependencies: ["AgentRuntimeClient", "AgentRuntimeServer", "AgentRuntimeWire", "LabKernel", "LabTestSupport"],
                     swiftSettings: strictSettings),
+        .testTarget(name: "AIBridgeTests", dependencies: ["AIBridgeWire", "AIBridgeRelay", "AIBridgeDaemon", "AIBridgeClient", "ServerStorage", "LabCrypto", "LabKernel",
+                                                    "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "LabStoreTests", dependencies: ["LabStore", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "DeviceWorkflowsTests", dependencies: ["DeviceWorkflows", "Orch8Wire", "WorkflowHost", "Benchmarks", "LabStore", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "MobileSyncServerTests", dependencies: ["MobileSyncServer", "ServerStorage", "Orch8Wire", "DeviceWorkflows", "WorkflowHost", "LabCrypto", "LabStore", "LabKernel", "LabTestSupport"],
