@@ -118,7 +118,7 @@ let package = Package(
             name: "Live",
             dependencies: [
                 "LabKernel", "LabCrypto", "MobileSyncServer", "Orch8Wire", "DeviceWorkflows", "WorkflowHost", "SecureChatServer", "ServerStorage",
-                "AgentRuntimeWire", "AgentRuntimeServer", "AgentRuntimeClient",
+                "AgentRuntimeWire", "AgentRuntimeServer", "AgentRuntimeClient", "AIBridgeWire", "AIBridgeRelay", "AIBridgeDaemon", "AIBridgeClient",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
@@ -146,7 +146,7 @@ let package = Package(
             name: "fleetlab",
             dependencies: [
                 "LabKernel", "LabStore", "Orch8Wire", "DeviceWorkflows", "WorkflowHost", "Benchmarks", "ServerStorage", "ChatCrypto", "SecureChatServer", "Simulator", "Reports", "Live", "LoadTest",
-                "AgentRuntimeWire", "AgentRuntimeServer", "AgentRuntimeClient",
+                "AgentRuntimeWire", "AgentRuntimeServer", "AgentRuntimeClient", "AIBridgeDaemon",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strictSettings

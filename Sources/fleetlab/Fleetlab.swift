@@ -13,7 +13,7 @@ struct Fleetlab: AsyncParsableCommand {
         Documentation: README.md and docs/ in the fleetlab repository.
         """,
         version: FleetlabVersion.string,
-        subcommands: [SimulateCommand.self, LoadtestCommand.self, CompareCommand.self, MergeCommand.self, SweepCommand.self, SeedsCommand.self, WorkflowCommand.self, ReportCommand.self, DigestCommand.self, BenchCommand.self, VectorsCommand.self, ServeCommand.self, TokenCommand.self, DeviceCommand.self]
+        subcommands: [SimulateCommand.self, LoadtestCommand.self, CompareCommand.self, MergeCommand.self, SweepCommand.self, SeedsCommand.self, WorkflowCommand.self, ReportCommand.self, DigestCommand.self, BenchCommand.self, VectorsCommand.self, ServeCommand.self, TokenCommand.self, AIDaemonCommand.self, DeviceCommand.self]
     )
 }
 

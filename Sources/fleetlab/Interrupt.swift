@@ -19,4 +19,11 @@ enum Interrupt {
     }
 
     static var isRequested: Bool { requested != 0 }
+
+    /// Returns once SIGINT or SIGTERM arrives (a long-running command's main loop).
+    static func wait() async {
+        install()
+        signal(SIGTERM) { _ in Interrupt.requested = 1 }
+        while !isRequested { try? await Task.sleep(for: .milliseconds(100)) }
+    }
 }

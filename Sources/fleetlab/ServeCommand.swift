@@ -61,7 +61,13 @@ struct ServeCommand: AsyncParsableCommand {
         Served(name: "agent-runtime", defaultPort: 7730) { options in
             try AgentRuntimeLiveServer(dataDirectory: options.data, workflows: try options.loadAgentWorkflows(), authRequired: !options.noAuth)
         },
+        Served(name: "ai-bridge", defaultPort: 7740) { options in
+            try AIBridgeRelayLiveServer(dataDirectory: options.data, withDaemon: !options.without.contains("ai-daemon"))
+        },
     ]
+
+    /// Names `--without` takes besides the servers: parts that run inside one.
+    static let parts = ["ai-daemon"]
 
     /// The servers this run starts: every one but those `--without` names.
     var chosen: [Served] { Self.served.filter { !without.contains($0.name) } }
@@ -78,8 +84,8 @@ struct ServeCommand: AsyncParsableCommand {
     func run() async throws {
         let portMap = try parsePorts()
         if let worker { return try await runWorker(worker, ports: portMap) }
-        if let unknown = without.first(where: { name in !Self.served.contains { $0.name == name } }) {
-            throw CLIFailure.badInput("--without: no server named '\(unknown)'; servers: \(Self.served.map(\.name).joined(separator: ", "))")
+        if let unknown = without.first(where: { name in !Self.served.contains { $0.name == name } && !Self.parts.contains(name) }) {
+            throw CLIFailure.badInput("--without: no server named '\(unknown)'; servers: \((Self.served.map(\.name) + Self.parts).joined(separator: ", "))")
         }
         if !without.contains("agent-runtime") {
             do { _ = try loadAgentWorkflows() } catch { throw CLIFailure.badInput("\(error)") }
@@ -94,6 +100,7 @@ struct ServeCommand: AsyncParsableCommand {
         let supervisor = ServerSupervisor(executable: ServerSupervisor.currentExecutable, workers: chosen.map { server in
             let name = server.name
             let base = ["serve", "--worker", name, "--host", host, "--data", data, "--agent-workflows", agentWorkflows] + (noAuth ? ["--no-auth"] : [])
+                + without.flatMap { ["--without", $0] }
                 + (chatLegacyPlaintext ? ["--chat-legacy-plaintext"] : [])
             return (name, portMap[name] ?? server.defaultPort, { port in base + ["--port", "\(name)=\(port)"] })
         }, log: { Console.error($0) })

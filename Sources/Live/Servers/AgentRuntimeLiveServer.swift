@@ -118,7 +118,7 @@ public final class AgentRuntimeLiveServer: ReferenceServer, @unchecked Sendable 
     }
 
     func start(_ command: BackendCommand) {
-        backend.run(command) { [self] event in
+        backend.run(argv: command.argv, input: command.input, timeout: command.timeout) { [self] event in
             lock.withLock {
                 switch event {
                 case .output(let text): carryOut(server.backendOutput(run: command.run, text: text, now: now))

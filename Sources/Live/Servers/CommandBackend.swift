@@ -1,11 +1,11 @@
 import Foundation
-import AgentRuntimeServer
 import LabKernel
 
-/// Runs the agent runtime's command backend: a local program per user input, the input on
-/// its stdin, its stdout streamed back as it comes, stopped at the workflow's timeout and
-/// capped at `outputLimit` bytes. Its stderr is discarded (it may echo the prompt, and
-/// logs never hold prompts).
+/// Runs a local program for a server that answers with one (the agent runtime's command
+/// backend, the AI bridge daemon's command provider): the input on its stdin, its stdout
+/// streamed back as it comes, stopped at `timeout` (or by `stop`) and capped at
+/// `outputLimit` bytes. Its stderr is discarded (it may echo the prompt, and logs never
+/// hold prompts).
 final class CommandBackend: @unchecked Sendable {
     enum Event: Sendable {
         case output(String)
@@ -14,18 +14,28 @@ final class CommandBackend: @unchecked Sendable {
 
     static let outputLimit = 1 << 20
 
-    func run(_ command: BackendCommand, report: @escaping @Sendable (Event) -> Void) {
+    /// A program that runs: `stop` kills it (its end is still reported).
+    struct Running: Sendable {
+        let process: Process?
+        func stop() {
+            guard let process, process.isRunning else { return }
+            kill(process.processIdentifier, SIGKILL)
+        }
+    }
+
+    @discardableResult
+    func run(argv: [String], input: String, timeout: TimeSpan, report: @escaping @Sendable (Event) -> Void) -> Running {
         let process = Process()
-        let executable = command.argv[0]
+        let executable = argv[0]
         if executable.contains("/") {
             process.executableURL = URL(fileURLWithPath: executable)
-            process.arguments = Array(command.argv.dropFirst())
+            process.arguments = Array(argv.dropFirst())
         } else {
             process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = command.argv
+            process.arguments = argv
         }
-        let input = Pipe(), output = Pipe()
-        process.standardInput = input
+        let stdin = Pipe(), output = Pipe()
+        process.standardInput = stdin
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         let state = RunState()
@@ -41,18 +51,18 @@ final class CommandBackend: @unchecked Sendable {
             output.fileHandleForReading.readabilityHandler = nil
             if let rest = try? output.fileHandleForReading.readToEnd(), let text = state.take(rest, limit: Self.outputLimit) { report(.output(text)) }
             if let tail = state.flush() { report(.output(tail)) }
-            let reason = state.timedOut ? "timed out after \(command.timeout)" : state.truncated ? "output over \(Self.outputLimit) bytes" : nil
+            let reason = state.timedOut ? "timed out after \(timeout)" : state.truncated ? "output over \(Self.outputLimit) bytes" : nil
             report(.finished(status: state.timedOut ? -2 : process.terminationStatus, reason: reason))
         }
         do {
             try process.run()
         } catch {
             report(.finished(status: -1, reason: "cannot run \(executable)"))
-            return
+            return Running(process: nil)
         }
-        input.fileHandleForWriting.write(Data(command.input.utf8))
-        try? input.fileHandleForWriting.close()
-        let deadline = DispatchTime.now() + .nanoseconds(Int(min(command.timeout.nanoseconds, Int64(Int.max))))
+        stdin.fileHandleForWriting.write(Data(input.utf8))
+        try? stdin.fileHandleForWriting.close()
+        let deadline = DispatchTime.now() + .nanoseconds(Int(min(timeout.nanoseconds, Int64(Int.max))))
         DispatchQueue.global().asyncAfter(deadline: deadline) {
             guard process.isRunning else { return }
             state.markTimedOut()
@@ -60,6 +70,7 @@ final class CommandBackend: @unchecked Sendable {
             // its own graceful shutdown, so a SIGTERM could wait forever.
             kill(process.processIdentifier, SIGKILL)
         }
+        return Running(process: process)
     }
 
     /// What a run has read: bytes not yet a whole UTF-8 sequence wait for the next read.

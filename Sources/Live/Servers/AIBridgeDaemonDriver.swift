@@ -1,0 +1,165 @@
+public import Foundation
+public import AIBridgeDaemon
+import LabCrypto
+public import LabKernel
+
+/// The AI bridge's desktop daemon on real sockets: the `BridgeDaemon` core, a tunnel it
+/// dials to the relay (`WebSocketClient`), its timers as tasks, and its command provider
+/// as child processes (`CommandBackend`). Its identity (the Ed25519 key the relay knows
+/// it by) and its id live under the data directory; its pairing key pair is new at every
+/// start, as the seed's desktop app's is. Used in process by `fleetlab serve` and on its
+/// own by `fleetlab ai-daemon`.
+///
+/// It reports what a person at the desktop sees (`Event`): PINs to type on a phone,
+/// pairings, the tunnel going up and down. Never a prompt or a token.
+public final class AIBridgeDaemonDriver: @unchecked Sendable {
+    // Unchecked: every field is touched under `lock`.
+    public enum Event: Sendable {
+        case pin(String, expiresAt: Date)
+        case paired(deviceID: String)
+        case pairingClosed(String)
+        case connected(Bool)
+        case refused(String)
+    }
+
+    let lock = NSLock()
+    var core: BridgeDaemon
+    let host: String
+    let port: Int
+    var socket: WebSocketConnection?
+    var socketRun = 0
+    var timer: Task<Void, Never>?
+    var programs: [Int: CommandBackend.Running] = [:]
+    let backend = CommandBackend()
+    let report: @Sendable (Event) -> Void
+    public let daemonID: String
+
+    /// `relay`: the relay's base URL (`http://host:port`); the tunnel is its `/v1/tunnel`.
+    public init(relay: String, dataDirectory: String, daemonID: String? = nil, chat: BridgeDaemon.ChatProvider? = nil,
+                report: @escaping @Sendable (Event) -> Void) throws {
+        guard let url = URL(string: relay), let host = url.host, let port = url.port else {
+            throw SecretKeyFile.Failure(description: "--relay takes http://host:port, got \(relay)")
+        }
+        self.host = host
+        self.port = port
+        self.report = report
+        try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
+        let identity = try SecretKeyFile.loadOrCreate(at: (dataDirectory as NSString).appendingPathComponent("ai-daemon.key")).bytes
+        let idPath = (dataDirectory as NSString).appendingPathComponent("ai-daemon.id")
+        let id: String
+        if let daemonID {
+            id = daemonID
+        } else if let stored = try? String(contentsOfFile: idPath, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines), !stored.isEmpty {
+            id = stored
+        } else {
+            id = "daemon-" + SystemRandom.bytes(6).hexString
+            try Data(id.utf8).write(to: URL(fileURLWithPath: idPath))
+        }
+        self.daemonID = id
+        var config = BridgeDaemon.Config(daemonID: id)
+        config.keepPairingOpen = true
+        if let chat { config.chat = chat }
+        var seed: UInt64 = 0
+        SystemRandom.bytes(8).withUnsafeBytes { seed = $0.load(as: UInt64.self) }
+        core = try BridgeDaemon(config: config, identitySeed: identity, seed: StreamSeed(seed))
+    }
+
+    var now: Instant { Instant(nanoseconds: Int64(Date().timeIntervalSince1970 * 1e9)) }
+
+    /// Opens a pairing session and dials the relay.
+    public func start() {
+        feed(.openPairing)
+        feed(.start)
+    }
+
+    /// Stops dialing and drops the tunnel (the desktop app quits or sleeps).
+    public func stop() {
+        feed(.sleep)
+        lock.withLock {
+            timer?.cancel()
+            timer = nil
+        }
+    }
+
+    /// The PIN on offer now, if any.
+    public var pin: String? { lock.withLock { core.session?.pin } }
+    public var isConnected: Bool { lock.withLock { core.isConnected } }
+
+    func feed(_ input: DaemonInput) {
+        lock.withLock {
+            let effects = core.handle(input, now: now)
+            for effect in effects { carryOut(effect) }
+            armTimer()
+        }
+    }
+
+    /// One effect (under the lock).
+    func carryOut(_ effect: DaemonEffect) {
+        switch effect {
+        case .connect:
+            socketRun += 1
+            let run = socketRun
+            Task { [host, port] in
+                do {
+                    let connection = try await WebSocketClient.connect(host: host, port: port, target: "/v1/tunnel")
+                    guard self.adopt(connection, run: run) else { return connection.close() }
+                    self.feed(.tunnelOpened)
+                    self.report(.connected(true))
+                    for await event in connection.events {
+                        switch event {
+                        case .text(let text): if self.current(run) { self.feed(.tunnelText(text)) }
+                        case .closed: break
+                        }
+                    }
+                } catch {}
+                if self.current(run) {
+                    self.lock.withLock { self.socket = nil }
+                    self.report(.connected(false))
+                    self.feed(.tunnelClosed)
+                }
+            }
+        case .send(let text): socket?.send(text)
+        case .disconnect:
+            socketRun += 1
+            socket?.close()
+            socket = nil
+        case .startCommand(let run, let argv, let input, let timeout):
+            programs[run] = backend.run(argv: argv, input: input, timeout: timeout) { [self] event in
+                switch event {
+                case .output(let text): feed(.backendOutput(run: run, text: text))
+                case .finished(let status, let reason):
+                    lock.withLock { programs[run] = nil }
+                    feed(.backendFinished(run: run, status: status, reason: reason))
+                }
+            }
+        case .stopCommand(let run): programs.removeValue(forKey: run)?.stop()
+        case .pairingOffered(let pin, let expiresAt):
+            report(.pin(pin, expiresAt: Date(timeIntervalSince1970: Double(expiresAt.nanoseconds) / 1e9)))
+        case .pairingClosed(let reason): report(.pairingClosed(reason))
+        case .paired(let device): report(.paired(deviceID: device))
+        case .refused(let reason): report(.refused(reason))
+        }
+    }
+
+    func adopt(_ connection: WebSocketConnection, run: Int) -> Bool {
+        lock.withLock {
+            guard run == socketRun else { return false }
+            socket = connection
+            return true
+        }
+    }
+
+    func current(_ run: Int) -> Bool { lock.withLock { run == socketRun } }
+
+    /// One task sleeping until the core's next deadline (under the lock).
+    func armTimer() {
+        timer?.cancel()
+        guard let deadline = core.nextDeadline else { return }
+        let delay = max(0, (deadline - now).nanoseconds)
+        timer = Task { [weak self] in
+            try? await Task.sleep(nanoseconds: UInt64(delay))
+            guard !Task.isCancelled else { return }
+            self?.feed(.timerFired)
+        }
+    }
+}
