@@ -184,10 +184,10 @@ let package = Package(
         // One test body per protocol, run on the simulated and the loopback driver.
         .testTarget(name: "ConformanceTests", dependencies: [
             "Live", "LabTestSupport", "LabKernel", "MobileSyncServer", "Orch8Wire", "DeviceWorkflows", "WorkflowHost", "SecureChatServer",
-            "SecureChatClient", "LabCrypto", "AgentRuntimeWire", "AgentRuntimeServer", "AgentRuntimeClient",
+            "SecureChatClient", "LabCrypto", "AgentRuntimeWire", "AgentRuntimeServer", "AgentRuntimeClient", "AIBridgeWire", "AIBridgeDaemon", "AIBridgeClient",
         ], swiftSettings: strictSettings),
         .testTarget(name: "LoadTestTests", dependencies: ["LoadTest", "LabKernel"], swiftSettings: strictSettings),
-        .testTarget(name: "FleetlabCLITests", dependencies: ["LabKernel", "LabStore", "LabTestSupport"], swiftSettings: strictSettings),
+        .testTarget(name: "FleetlabCLITests", dependencies: ["LabKernel", "LabStore", "LabTestSupport", "AIBridgeWire"], swiftSettings: strictSettings),
         .testTarget(name: "TidyTests", dependencies: ["LabTestSupport"], swiftSettings: strictSettings),
     ]
 )

@@ -1,4 +1,6 @@
+import AIBridgeWire
 import Foundation
+import LabKernel
 import Testing
 import LabTestSupport
 
@@ -156,5 +158,56 @@ struct ServeAgentRuntimeTests {
         let broken = try await CommandRunner.fleetlabAsync(["serve", "--agent-workflows", folder.path, "--data", data, "--port", "host=0",
                                                             "--port", "mobile-sync=0", "--port", "chat=0", "--port", "agent-runtime=0"])
         #expect(broken.status == 2 && broken.stderr.contains("x.yaml") && broken.stderr.contains("turns"))
+    }
+}
+
+@Suite("fleetlab serve: the AI bridge")
+struct ServeAIBridgeTests {
+    func post(_ url: String, _ body: String, token: String? = nil, from peer: String? = nil) async throws -> HTTPProbe.Reply {
+        var headers = ["content-type": "application/json"]
+        if let token { headers["authorization"] = "Bearer \(token)" }
+        if let peer { return try await HTTPProbe.request(from: peer, "POST", url, body: Data(body.utf8), headers: headers) }
+        return try await HTTPProbe.request("POST", url, body: Data(body.utf8), headers: headers)
+    }
+
+    @Test("prompts and tokens reach no log line and no file under --data, sealed or plain; wrong PINs are throttled per address")
+    func nothingLeaks() async throws {
+        let data = TestPaths.scratchDirectory("serve-ai-bridge").path
+        let served = try ServedFleetlab(data: data)
+        let marker = "MARKER-purple-elephant-\(UInt32.random(in: 0...UInt32.max))"
+        let paired = try await post(served.aiBridgeURL + "/v1/pair/confirm", #"{"pin":"\#(served.aiPIN)","device_id":"cli-test"}"#)
+        let pairing = try #require(paired.json as? [String: Any])
+        let token = try #require(pairing["token"] as? String)
+        let key = try #require((pairing["server_public_key"] as? String).flatMap(Base64.decode))
+        // Plain: the relay forwards the prompt but keeps none of it.
+        let plain = try await post(served.aiBridgeURL + "/v1/chat", #"{"command":"ai_chat","version":1,"payload":{"conversation_id":"c","message":"\#(marker)"}}"#, token: token)
+        #expect(plain.status == 200 && plain.text.contains("event: done"))
+        // Sealed: the relay sees ciphertext only, and the answer opens with the request's key.
+        let envelope = CommandEnvelope(command: "ai_chat", payload: ["conversation_id": "c", "message": .string(marker)]).json
+        let sealed = try BridgeSeal.seal(envelope, to: key, ephemeralSeed: [UInt8](repeating: 7, count: 32), nonce: [UInt8](repeating: 1, count: 24))
+        let answer = try await post(served.aiBridgeURL + "/v1/chat", sealed.body.canonicalText, token: token)
+        var parser = ServerSentEvents.Parser()
+        let chunks = try parser.feed(Array(answer.body)).filter { $0.name == "chunk" }
+        let opened = chunks.compactMap { (try? JSONValue.parse($0.data)).flatMap { BridgeSeal.openReply($0, key: sealed.key) }?["text"]?.stringValue }.joined()
+        #expect(!chunks.isEmpty && opened.hasPrefix("I read your 1-word message."))
+        #expect(!answer.text.contains("I read your"), "the answer crossed the relay sealed")
+        let unknown = try await post(served.aiBridgeURL + "/v1/chat", #"{"command":"nope","version":1,"payload":{}}"#, token: token)
+        #expect(unknown.status == 400 && unknown.text.contains(#""supported":["ai_chat","list_models"]"#))
+        // Wrong PINs: five from 127.0.0.2 and it is throttled; 127.0.0.1 is not.
+        for n in 0..<5 {
+            let wrong = try await post(served.aiBridgeURL + "/v1/pair/confirm", #"{"pin":"00000\#(n)"}"#, from: "127.0.0.2")
+            #expect(wrong.status == 401)
+        }
+        let throttled = try await post(served.aiBridgeURL + "/v1/pair/confirm", #"{"pin":"000009"}"#, from: "127.0.0.2")
+        #expect(throttled.status == 429 && throttled.headers["retry-after"] != nil)
+        let other = try await post(served.aiBridgeURL + "/v1/pair/confirm", #"{"pin":"000009"}"#, from: "127.0.0.1")
+        #expect(other.status == 401)
+        served.stop()
+        let logs = served.output + served.remainingOutput()
+        #expect(!logs.contains(marker) && !logs.contains(token))
+        for file in FileManager.default.enumerator(atPath: data)?.compactMap({ $0 as? String }) ?? [] {
+            guard let bytes = FileManager.default.contents(atPath: data + "/" + file) else { continue }
+            #expect(bytes.range(of: Data(marker.utf8)) == nil && bytes.range(of: Data(token.utf8)) == nil, "\(file) holds the prompt or the token")
+        }
     }
 }

@@ -10,6 +10,9 @@ public final class ServedFleetlab {
     public let chatURL: String
     public let hostURL: String
     public let agentURL: String
+    public let aiBridgeURL: String
+    /// The pairing PIN the in-process AI bridge daemon offered first.
+    public let aiPIN: String
     /// The development token it printed for the agent runtime (empty with --no-auth).
     public let agentToken: String
 
@@ -25,14 +28,15 @@ public final class ServedFleetlab {
     }
 
     public init(syncPort: Int = 0, data: String, extra: [String] = [], environment: [String: String] = [:]) throws {
-        process = try CommandRunner.start(["serve", "--port", "host=0", "--port", "mobile-sync=\(syncPort)", "--port", "chat=0", "--port", "agent-runtime=0", "--data", data] + extra,
+        process = try CommandRunner.start(["serve", "--port", "host=0", "--port", "mobile-sync=\(syncPort)", "--port", "chat=0", "--port", "agent-runtime=0", "--port", "ai-bridge=0", "--data", data] + extra,
                                           environment: environment)
         let out = (process.standardOutput as! Pipe).fileHandleForReading
         var text = ""
         let deadline = Date().addingTimeInterval(30)
         // Every server has printed its lines once the last of these is out.
         while !((text.contains("dashboard:") || text.contains("no auth")) && text.contains("WebSocket:")
-                && (text.contains("token for app_id=") || text.contains("identifiers in paths"))), Date() < deadline {
+                && (text.contains("token for app_id=") || text.contains("identifiers in paths"))
+                && (text.contains("pairing PIN:") || text.contains("no daemon here"))), Date() < deadline {
             let chunk = out.availableData
             if chunk.isEmpty { break }
             text += String(decoding: chunk, as: UTF8.self)
@@ -51,6 +55,8 @@ public final class ServedFleetlab {
         chatURL = endpoint("chat")
         hostURL = endpoint("host")
         agentURL = endpoint("agent-runtime")
+        aiBridgeURL = endpoint("ai-bridge")
+        aiPIN = lines.first { $0.contains("pairing PIN:") }?.split(separator: " ").first { $0.count == 6 && $0.allSatisfy(\.isNumber) }.map(String.init) ?? ""
         agentToken = lines.first { $0.contains("token for app_id=") }?.split(separator: " ").last.map(String.init) ?? ""
         rootKey = lines.first { $0.contains("root API key:") }?.split(separator: " ").dropFirst(3).first.map(String.init) ?? ""
     }
