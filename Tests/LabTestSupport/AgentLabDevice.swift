@@ -20,16 +20,30 @@ extension AgentLabDevice {
     public func pump(until done: () -> Bool) async throws { try await pump(until: done, seconds: 10) }
 }
 
-/// The runtime core in process on the wall clock: requests are calls, frames wait in
-/// each connection's inbox, wake-ups fire when a device pumps past them.
+/// The runtime core in process in virtual time: requests are calls, frames wait in each
+/// connection's inbox, and a device's pump moves the clock to the next thing due (a
+/// server wake-up or its own timer), so a busy test machine cannot starve a scripted
+/// turn or reorder it against the phone's timers.
 public final class InProcessAgentHub: @unchecked Sendable {
     // Unchecked: every field is touched under `lock`.
     let lock = NSLock()
     var server: AgentServer
     var inbox: [Int: [String]] = [:]
     var wakeups: [AgentWakeup] = []
+    /// The virtual clock, from the wall time the hub was made (tokens carry real times).
+    var clock: Instant
 
-    public init(server: AgentServer) { self.server = server }
+    public init(server: AgentServer) {
+        self.server = server
+        clock = wallNow()
+    }
+
+    var now: Instant { lock.withLock { clock } }
+
+    /// The earliest server wake-up.
+    var nextWakeup: Instant? { lock.withLock { wakeups.map(\.at).min() } }
+
+    func advance(to instant: Instant) { lock.withLock { clock = max(clock, instant) } }
 
     func absorb(_ reply: AgentReply) {
         for output in reply.outputs {
@@ -40,7 +54,7 @@ public final class InProcessAgentHub: @unchecked Sendable {
 
     func handle(_ request: HTTPRequestMessage) -> HTTPResponseMessage {
         lock.withLock {
-            let reply = server.handle(request, now: wallNow())
+            let reply = server.handle(request, now: clock)
             absorb(reply)
             return reply.response
         }
@@ -49,14 +63,14 @@ public final class InProcessAgentHub: @unchecked Sendable {
     func connect(_ target: String) -> Int? {
         lock.withLock {
             let request = HTTPRequestMessage(method: "GET", target: target)
-            guard case .accepted(let id, let reply) = server.connect(path: request.path, query: request.query, now: wallNow()) else { return nil }
+            guard case .accepted(let id, let reply) = server.connect(path: request.path, query: request.query, now: clock) else { return nil }
             inbox[id] = []
             absorb(reply)
             return id
         }
     }
 
-    func receive(_ connection: Int, _ text: String) { lock.withLock { absorb(server.receive(connection, text: text, now: wallNow())) } }
+    func receive(_ connection: Int, _ text: String) { lock.withLock { absorb(server.receive(connection, text: text, now: clock)) } }
 
     func disconnect(_ connection: Int) {
         lock.withLock {
@@ -68,7 +82,7 @@ public final class InProcessAgentHub: @unchecked Sendable {
     /// Fires the wake-ups due by now (the runs go on whether or not a socket listens).
     func fireDue() {
         lock.withLock {
-            let now = wallNow()
+            let now = clock
             let due = wakeups.filter { $0.at <= now }
             wakeups.removeAll { $0.at <= now }
             for wakeup in due { absorb(server.runDue(wakeup.chatID, now: now)) }
@@ -86,23 +100,25 @@ public final class InProcessAgentHub: @unchecked Sendable {
     public var transcripts: [String: [String]] { lock.withLock { server.state.transcripts } }
 }
 
-/// Shared by both drivers: feed effects, keep the timer.
+/// Shared by both drivers: feed effects, keep the timer, on the driver's clock.
 open class AgentDeviceBase {
     public private(set) var client: AgentClient
     var timerAt: Instant?
+    let clock: () -> Instant
 
-    init(app: String, user: String, token: String?, seed: UInt64) {
+    init(app: String, user: String, token: String?, seed: UInt64, clock: @escaping () -> Instant) {
         client = AgentClient(snapshot: AgentClient.Snapshot(appID: app, userID: user, token: token, seed: StreamSeed(seed)))
+        self.clock = clock
     }
 
     func feed(_ input: AgentClientInput) -> [AgentClientEffect] {
-        let effects = client.handle(input, now: wallNow())
+        let effects = client.handle(input, now: clock())
         timerAt = client.nextDeadline
         return effects
     }
 
     func timerDue() -> Bool {
-        guard let at = timerAt, wallNow() >= at else { return false }
+        guard let at = timerAt, clock() >= at else { return false }
         timerAt = nil
         return true
     }
@@ -116,7 +132,7 @@ public final class InProcessAgentDevice: AgentDeviceBase, AgentLabDevice {
 
     public init(hub: InProcessAgentHub, app: String, user: String, token: String?, seed: UInt64) {
         self.hub = hub
-        super.init(app: app, user: user, token: token, seed: seed)
+        super.init(app: app, user: user, token: token, seed: seed) { hub.now }
     }
 
     public func run(_ input: AgentClientInput) async throws {
@@ -138,19 +154,21 @@ public final class InProcessAgentDevice: AgentDeviceBase, AgentLabDevice {
     }
 
     public func pump(until done: () -> Bool, seconds: Double) async throws {
-        let deadline = Date().addingTimeInterval(seconds)
-        while !done() {
-            if timerDue() { try await run(.timerFired) }
+        let deadline = hub.now + .nanoseconds(Int64(seconds * 1e9))
+        while true {
+            // The server's wake-ups due by now come before the phone's own timer.
             hub.fireDue()
+            if timerDue() { try await run(.timerFired) }
             if let connection { unread += hub.take(connection) }
-            let delivered = !unread.isEmpty
             // One frame at a time, as a socket reads them: what is left when `done` holds
             // stays unread (and is lost with the socket if the test drops it next).
             while !unread.isEmpty && !done() { try await run(.socketText(unread.removeFirst())) }
-            // Checked after a round of delivery: a test process whose threads were busy
-            // elsewhere for the whole wait still gets what came meanwhile.
-            guard Date() < deadline else { break }
-            if !delivered { try await Task.sleep(for: .milliseconds(5)) }
+            guard !done() else { return }
+            // Nothing to read: on to the next thing due, within the deadline.
+            guard unread.isEmpty else { continue }
+            let next = [hub.nextWakeup, timerAt].compactMap { $0 }.min()
+            guard let next, next <= deadline else { return }
+            hub.advance(to: next)
         }
     }
 
@@ -175,7 +193,7 @@ public final class LoopbackAgentDevice: AgentDeviceBase, AgentLabDevice {
     public init(base: String, app: String, user: String, token: String?, seed: UInt64) {
         self.base = base
         port = Int(base.split(separator: ":").last!)!
-        super.init(app: app, user: user, token: token, seed: seed)
+        super.init(app: app, user: user, token: token, seed: seed, clock: wallNow)
     }
 
     public func run(_ input: AgentClientInput) async throws {
