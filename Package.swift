@@ -102,7 +102,8 @@ let package = Package(
         .target(
             name: "Simulator",
             dependencies: ["LabKernel", "LabStore", "LabCrypto", "Orch8Wire", "DeviceWorkflows", "MobileSyncServer", "SecureChatServer", "SecureChatClient",
-                           "AgentRuntimeWire", "AgentRuntimeServer", "AgentRuntimeClient", .product(name: "Yams", package: "Yams")],
+                           "AgentRuntimeWire", "AgentRuntimeServer", "AgentRuntimeClient", "AIBridgeWire", "AIBridgeRelay", "AIBridgeDaemon", "AIBridgeClient",
+                           .product(name: "Yams", package: "Yams")],
             swiftSettings: strictSettings
         ),
 
@@ -174,7 +175,7 @@ let package = Package(
         .testTarget(name: "MobileSyncServerTests", dependencies: ["MobileSyncServer", "ServerStorage", "Orch8Wire", "DeviceWorkflows", "WorkflowHost", "LabCrypto", "LabStore", "LabKernel", "LabTestSupport"],
                     swiftSettings: strictSettings),
         .testTarget(name: "SimulatorTests", dependencies: ["Simulator", "Benchmarks", "DeviceWorkflows", "Orch8Wire", "MobileSyncServer", "SecureChatClient", "LabStore", "LabTestSupport", "SecureChatServer",
-                                                    "AgentRuntimeServer", "AgentRuntimeClient"], swiftSettings: strictSettings),
+                                                    "AgentRuntimeServer", "AgentRuntimeClient", "AIBridgeRelay", "AIBridgeClient"], swiftSettings: strictSettings),
         .testTarget(name: "ReportsTests", dependencies: ["Reports", "Simulator", "LabStore", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "LiveTests", dependencies: [
             "Live", "LabTestSupport", "LabKernel", "LabCrypto", "MobileSyncServer", "Orch8Wire", "DeviceWorkflows", "WorkflowHost", "SecureChatServer", "SecureChatClient",

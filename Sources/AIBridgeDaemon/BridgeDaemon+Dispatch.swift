@@ -1,6 +1,6 @@
 import AIBridgeWire
 import LabCrypto
-import LabKernel
+public import LabKernel
 
 extension BridgeDaemon {
     /// The commands this daemon serves, in the order `unknown_command` lists them.
@@ -148,7 +148,7 @@ extension BridgeDaemon {
     }
 
     /// The scripted model's answer: about the prompt's length, never its words.
-    static func answer(words: Int) -> String {
+    public static func answer(words: Int) -> String {
         "I read your \(words)-word message. Here is a considered answer, streamed in small pieces so the phone can show it as it comes. "
             + "Ask me to go deeper on any part of it."
     }

@@ -24,7 +24,7 @@ struct FleetBench: ParsableCommand {
     /// The stack sets, in the order they run.
     static let sets: [(name: String, stacks: Set<StackKind>)] = [
         ("device model", []), ("workflows", [.workflows]), ("workflows + sync", [.workflows, .sync]), ("chat", [.chat]), ("agent", [.agent]),
-        ("full stack", [.workflows, .sync, .chat, .agent]),
+        ("ai-bridge", [.aiBridge]), ("full stack", [.workflows, .sync, .chat, .agent, .aiBridge]),
     ]
 
     @Option(help: "The fixed scenario.")

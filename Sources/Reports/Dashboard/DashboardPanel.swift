@@ -75,6 +75,7 @@ public enum DashboardPanels {
         ServerLoadPanel(id: "sync-server", title: "Sync server load", stack: "sync"), SyncCommandsPanel(),
         ChatLatencyPanel(), ChatActivityPanel(), ServerLoadPanel(id: "chat-server", title: "Chat server load", stack: "chat"),
         AgentLatencyPanel(), AgentActivityPanel(), ServerLoadPanel(id: "agent-server", title: "Agent runtime load", stack: "agent"),
+        BridgeRequestsPanel(), BridgeOfflinePanel(), ServerLoadPanel(id: "ai-bridge-relay", title: "AI bridge relay load", stack: "bridge"),
         EndpointsPanel(), EnergyPanel(), PushPanel(),
     ]
 

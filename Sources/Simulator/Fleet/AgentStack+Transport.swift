@@ -6,7 +6,7 @@ import LabKernel
 /// How the agent stack's clients and its server reach each other.
 extension AgentStack {
     mutating func schedule(_ transit: Transit, after delay: TimeSpan, now: Instant, queue: inout EventQueue<FleetWorld.Event>) {
-        queue.schedule(.agent(.transit(slot: park(transit))), at: now + delay)
+        queue.schedule(.agent(.transit(slot: transits.park(transit))), at: now + delay)
     }
 
     func currentSession(_ device: Int) -> UInt32 { session[device] ?? 0 }
@@ -94,7 +94,7 @@ extension AgentStack {
     /// Something crossed a link: an input reaches its client (if that run still goes on),
     /// or a request, socket or frame reaches the server and waits for a worker.
     mutating func arrived(_ slot: UInt32, now: Instant, queue: inout EventQueue<FleetWorld.Event>, fleet: inout Fleet) {
-        guard let transit = transits.removeValue(forKey: slot) else { return }
+        guard let transit = transits.take(slot) else { return }
         guard case .input(let device, let run, let input) = transit else {
             switch serving.admit(transit, now: now, wait: metrics.serverWait, recorder: &fleet.recorder) {
             case .serving(let ticket, let epoch, let done): queue.schedule(.agent(.serviceDone(slot: ticket, epoch: epoch)), at: done)

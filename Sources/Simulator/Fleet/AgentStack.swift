@@ -89,8 +89,7 @@ public struct AgentStack {
     var session: [Int: UInt32] = [:]
     var connectionOf: [Int: Int] = [:]
     var deviceOfConnection: [Int: Int] = [:]
-    var transits: [UInt32: Transit] = [:]
-    var nextTransit: UInt32 = 0
+    var transits = InFlight<Transit>()
     var timerGeneration: [Int: UInt32] = [:]
     var timerAt: [Int: Instant] = [:]
     /// Chats with a wake-up in the queue, by slot.
@@ -153,13 +152,6 @@ public struct AgentStack {
             break  // the world opens the app first (`FleetWorld.agentSession`)
         case .act(let device, let generation): act(Int(device), generation: generation, now: now, queue: &queue, fleet: &fleet)
         }
-    }
-
-    mutating func park(_ transit: Transit) -> UInt32 {
-        let slot = nextTransit
-        nextTransit &+= 1
-        transits[slot] = transit
-        return slot
     }
 }
 

@@ -7,7 +7,7 @@ extension ChatStack {
     mutating func latency(_ device: Int, fleet: inout Fleet) -> TimeSpan? { links.latency(device, fleet: &fleet) }
 
     mutating func schedule(_ transit: ChatStack.Transit, after delay: TimeSpan, now: Instant, queue: inout EventQueue<FleetWorld.Event>) {
-        let slot = park(transit)
+        let slot = transits.park(transit)
         queue.schedule(.chat(.transit(slot: slot)), at: now + delay)
     }
 
@@ -131,7 +131,7 @@ extension ChatStack {
     /// Something crossed a link: an input reaches its client (if that run still goes on),
     /// or a request, socket or frame reaches the server and waits for a worker.
     mutating func arrived(_ slot: UInt32, now: Instant, queue: inout EventQueue<FleetWorld.Event>, fleet: inout Fleet) {
-        guard let transit = self.transits.removeValue(forKey: slot) else { return }
+        guard let transit = self.transits.take(slot) else { return }
         switch transit {
         case .input(let device, let run, let input):
             guard run == currentSession(device), awakeSince[device] != nil else { return }

@@ -109,8 +109,7 @@ public struct ChatStack {
     var devicesOfUser: [[Int]] = []
     var connectionOf: [Int: Int] = [:]
     var deviceOfConnection: [Int: Int] = [:]
-    var transits: [UInt32: Transit] = [:]
-    var nextTransit: UInt32 = 0
+    var transits = InFlight<Transit>()
     var timerGeneration: [Int: UInt32] = [:]
     /// Each client's wake-up in the queue (its `nextDeadline` when last scheduled).
     var timerAt: [Int: Instant] = [:]
@@ -236,13 +235,6 @@ public struct ChatStack {
         case .action(let user, let kind): act(Int(user), ChatAction(rawValue: kind) ?? .presence, now: now, queue: &queue, fleet: &fleet)
         case .followUp(let slot): followUp(slot, now: now, queue: &queue, fleet: &fleet)
         }
-    }
-
-    mutating func park(_ transit: Transit) -> UInt32 {
-        let slot = nextTransit
-        nextTransit &+= 1
-        transits[slot] = transit
-        return slot
     }
 }
 

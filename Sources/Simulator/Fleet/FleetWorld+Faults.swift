@@ -17,6 +17,7 @@ extension FleetWorld {
             case .sync: sync?.setServerDown(!ending, now: now)
             case .chat: chat?.setServerDown(!ending, fleet: &fleet, now: now, queue: &queue)
             case .agent: agent?.setServerDown(!ending, fleet: &fleet, now: now, queue: &queue)
+            case .aiBridge: bridge?.setRelayDown(!ending, fleet: &fleet, now: now, queue: &queue)
             case .workflows: break
             }
             fleet.sampler.offer(at: now, device: nil, kind: "fault") { "server-crash (\(server.rawValue)) \(phase)" }

@@ -14,6 +14,7 @@ extension FleetWorld {
                 workflows?.appLifecycle(device, from: from, to: to, fleet: &fleet, now: now, queue: &queue)
                 chat?.follow(device, fleet: &fleet, now: now, queue: &queue)
                 agent?.follow(device, fleet: &fleet, now: now, queue: &queue)
+                bridge?.follow(device, fleet: &fleet)
                 // What the dead app left in storage, and what the next launch restored from it.
                 if wasRunning && !running && survivesRelaunch != nil { storedAtKill[device] = storedFacts(device) }
                 if !wasRunning && running, let id = survivesRelaunch, let before = storedAtKill.removeValue(forKey: device) {
@@ -54,7 +55,8 @@ extension FleetWorld {
     func storedFacts(_ device: Int) -> StoredFacts {
         let chatFacts = chat?.storedFacts(device) ?? (messages: 0, pending: 0)
         let agentFacts = agent?.storedFacts(device) ?? (events: 0, pending: 0)
-        return StoredFacts(instances: workflows?.storedInstances(device) ?? 0, messages: chatFacts.messages + agentFacts.events,
+        return StoredFacts(instances: workflows?.storedInstances(device) ?? 0,
+                           messages: chatFacts.messages + agentFacts.events + (bridge?.storedFacts(device) ?? 0),
                            pending: chatFacts.pending + agentFacts.pending)
     }
 
@@ -77,6 +79,7 @@ extension FleetWorld {
     mutating func closeBucket(startingAt start: Int64, at now: Instant) {
         chat?.closeBucket(fleet: &fleet, start: start, now: now)
         agent?.closeBucket(fleet: &fleet, start: start, now: now)
+        bridge?.closeBucket(fleet: &fleet, start: start, now: now)
         var sample = FleetSample()
         for index in fleet.devices.indices {
             fleet.devices[index].closeBucket(at: now, env: fleet.environment, tally: &fleet.tally, sample: &sample, index: index)
@@ -135,6 +138,7 @@ extension FleetWorld {
         if let workflows { sync?.finish(fleet: &fleet, workflows: workflows) }
         chat?.finish(at: now, fleet: &fleet)
         agent?.finish(at: now, fleet: &fleet)
+        bridge?.finish(at: now, fleet: &fleet)
         fleet.recorder.closeRun()
         let thresholds = ThresholdEvaluator.evaluate(scenario.thresholds, recorder: fleet.recorder)
         var batch = fleet.recorder.takeBatch()

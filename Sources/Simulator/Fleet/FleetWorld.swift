@@ -29,6 +29,7 @@ public struct FleetWorld: SimulationWorld {
         case sync(SyncStack.Event)
         case chat(ChatStack.Event)
         case agent(AgentStack.Event)
+        case aiBridge(BridgeStack.Event)
     }
 
     public internal(set) var fleet: Fleet
@@ -36,6 +37,7 @@ public struct FleetWorld: SimulationWorld {
     var sync: SyncStack?
     var chat: ChatStack?
     var agent: AgentStack?
+    var bridge: BridgeStack?
     var metrics: FleetMetrics
     var invariantIDs: FleetInvariants
     var eventsInBucket: UInt64 = 0
@@ -65,7 +67,8 @@ public struct FleetWorld: SimulationWorld {
         if let settings = scenario.sync, workflows != nil, scenario.runs(.sync) { sync = SyncStack(settings, fleet: &fleet, workflows: &workflows!) }
         if let settings = scenario.chat, scenario.runs(.chat) { chat = ChatStack(settings, fleet: &fleet) }
         if let settings = scenario.agent, scenario.runs(.agent) { agent = AgentStack(settings, fleet: &fleet) }
-        if workflows != nil || chat != nil || agent != nil { survivesRelaunch = fleet.invariants.register("device.state_survives_relaunch") }
+        if let settings = scenario.bridge, scenario.runs(.aiBridge) { bridge = BridgeStack(settings, fleet: &fleet) }
+        if workflows != nil || chat != nil || agent != nil || bridge != nil { survivesRelaunch = fleet.invariants.register("device.state_survives_relaunch") }
         fleet.energy.register(Set(StackKind.allCases.filter(scenario.runs)), recorder: &fleet.recorder)
         fleet.push.register([StackKind.sync, .chat].filter(scenario.runs), recorder: &fleet.recorder)
         self.fleet = fleet
@@ -101,6 +104,7 @@ public struct FleetWorld: SimulationWorld {
         sync?.scheduleCampaigns(into: &queue)
         chat?.scheduleSetup(into: &queue)
         agent?.scheduleSessions(fleet, into: &queue)
+        bridge?.scheduleSetup(into: &queue)
         for index in fleet.devices.indices {
             let next = fleet.devices[index].nextWake(fleet.environment)
             if next < fleet.end { queue.schedule(.wake(device: UInt32(index), generation: 0), at: next) }
@@ -132,19 +136,36 @@ public struct FleetWorld: SimulationWorld {
             agentSession(Int(device), now: now, queue: &queue)
         case .agent(let event):
             agent?.handle(event, fleet: &fleet, now: now, queue: &queue)
+        case .aiBridge(.prompt(let device)):
+            bridgePrompt(Int(device), now: now, queue: &queue)
+        case .aiBridge(let event):
+            bridge?.handle(event, fleet: &fleet, now: now, queue: &queue)
         }
+    }
+
+    /// The user opens the app on `device` if it is not on screen (every stack sees the
+    /// launch); false when it cannot open (a dead battery, a phone that is off).
+    mutating func bringToScreen(_ device: Int, now: Instant, queue: inout EventQueue<Event>) -> Bool {
+        guard fleet.devices[device].app != .foreground else { return true }
+        guard fleet.devices[device].openApp(at: now, deviceClass: fleet.deviceClass(of: device), env: fleet.environment,
+                                            tally: &fleet.tally, log: &fleet.log) else { return false }
+        if !fleet.log.isEmpty { drainLog(device: device, at: now, queue: &queue) }
+        reschedule(device, at: now, queue: &queue)
+        return true
+    }
+
+    /// A user sends a prompt to their desktop: they open the app if it is not on screen.
+    mutating func bridgePrompt(_ device: Int, now: Instant, queue: inout EventQueue<Event>) {
+        guard bridge != nil, bridge!.promptDue(device, fleet: &fleet, now: now, queue: &queue) else { return }
+        guard bringToScreen(device, now: now, queue: &queue) else { return }
+        bridge!.prompt(device, fleet: &fleet, now: now, queue: &queue)
     }
 
     /// A user starts an agent chat: they open the app if it is not on screen (every stack
     /// sees the launch), then the chat starts (or, mid-chat, resumes).
     mutating func agentSession(_ device: Int, now: Instant, queue: inout EventQueue<Event>) {
         guard agent != nil, agent!.sessionDevice(device, fleet: &fleet, now: now, queue: &queue) != nil else { return }
-        if fleet.devices[device].app != .foreground {
-            guard fleet.devices[device].openApp(at: now, deviceClass: fleet.deviceClass(of: device), env: fleet.environment,
-                                                tally: &fleet.tally, log: &fleet.log) else { return }
-            if !fleet.log.isEmpty { drainLog(device: device, at: now, queue: &queue) }
-            reschedule(device, at: now, queue: &queue)
-        }
+        guard bringToScreen(device, now: now, queue: &queue) else { return }
         agent!.startChat(device, fleet: &fleet, now: now, queue: &queue)
     }
 
@@ -152,12 +173,7 @@ public struct FleetWorld: SimulationWorld {
     /// not on screen (every stack sees the launch), and the message goes out.
     mutating func talk(_ user: Int, now: Instant, queue: inout EventQueue<Event>) {
         guard chat != nil, let device = chat!.writer(user, fleet: &fleet, now: now, queue: &queue) else { return }
-        if fleet.devices[device].app != .foreground {
-            guard fleet.devices[device].openApp(at: now, deviceClass: fleet.deviceClass(of: device), env: fleet.environment,
-                                                tally: &fleet.tally, log: &fleet.log) else { return }
-            if !fleet.log.isEmpty { drainLog(device: device, at: now, queue: &queue) }
-            reschedule(device, at: now, queue: &queue)
-        }
+        guard bringToScreen(device, now: now, queue: &queue) else { return }
         chat!.talk(user, from: device, now: now, queue: &queue, fleet: &fleet)
     }
 

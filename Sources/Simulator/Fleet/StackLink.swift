@@ -144,3 +144,21 @@ struct EndpointLatency {
         return handles.count - 1
     }
 }
+
+/// What is on its way across a link: the kernel's event carries a slot, the stack keeps
+/// the payload until the event fires (events stay small and `Sendable`).
+struct InFlight<Value> {
+    private var values: [UInt32: Value] = [:]
+    private var next: UInt32 = 0
+
+    /// Keeps `value` and returns the slot its event carries.
+    mutating func park(_ value: Value) -> UInt32 {
+        let slot = next
+        next &+= 1
+        values[slot] = value
+        return slot
+    }
+
+    /// The payload of an arriving event, once.
+    mutating func take(_ slot: UInt32) -> Value? { values.removeValue(forKey: slot) }
+}

@@ -12,6 +12,8 @@ public enum StackKind: String, CaseIterable, Sendable, Hashable, Comparable, Dec
     case chat
     /// The Mozaiks agent-runtime client, against the runtime's server and its scripted agents.
     case agent
+    /// The Mobile AI Bridge client: a phone paired with its user's desktop daemon through the relay.
+    case aiBridge = "ai-bridge"
 
     public static func < (a: StackKind, b: StackKind) -> Bool {
         allCases.firstIndex(of: a)! < allCases.firstIndex(of: b)!

@@ -2,7 +2,7 @@ import LabKernel
 
 extension Scenario: Decodable {
     enum CodingKeys: String, CodingKey, CaseIterable {
-        case name, description, seed, duration, startAt, bucket, ticks, links, devices, faults, thresholds, eventSample, workflows, sync, chat, agent, push, energy
+        case name, description, seed, duration, startAt, bucket, ticks, links, devices, faults, thresholds, eventSample, workflows, sync, chat, agent, bridge, push, energy
     }
 
     public init(from decoder: any Decoder) throws {
@@ -38,8 +38,8 @@ extension Scenario: Decodable {
                 debugDescription: "population name '\(population.name)' is used twice"))
         }
         // A server-crash names its server; without the key, the one server the scenario has.
-        let sections: [StackKind: CodingKeys] = [.sync: .sync, .chat: .chat, .agent: .agent]
-        let servers: [StackKind] = [.sync, .chat, .agent].filter { c.contains(sections[$0]!) }
+        let sections: [StackKind: CodingKeys] = [.sync: .sync, .chat: .chat, .agent: .agent, .aiBridge: .bridge]
+        let servers: [StackKind] = [.sync, .chat, .agent, .aiBridge].filter { c.contains(sections[$0]!) }
         faults = try Fault.$defaultServer.withValue(servers.count > 1 ? nil : servers.first ?? .sync) {
             try c.decodeIfPresent([Fault].self, forKey: .faults) ?? []
         }
@@ -73,6 +73,7 @@ extension Scenario: Decodable {
         }
         chat = try c.decodeIfPresent(ChatSettings.self, forKey: .chat)
         agent = try c.decodeIfPresent(AgentSettings.self, forKey: .agent)
+        bridge = try c.decodeIfPresent(BridgeSettings.self, forKey: .bridge)
         push = try c.decodeIfPresent(PushSettings.self, forKey: .push) ?? PushSettings()
         energy = try c.decodeIfPresent(EnergySettings.self, forKey: .energy) ?? EnergySettings()
         sync = try c.decodeIfPresent(SyncSettings.self, forKey: .sync)
@@ -111,9 +112,10 @@ extension Scenario: Decodable {
             guard let listed = population.stacks else { continue }
             let path = c.codingPath + [CodingKeys.devices, IndexKey(index), Population.CodingKeys.stacks]
             func fail(_ message: String) -> DecodingError { .dataCorrupted(.init(codingPath: path, debugDescription: message)) }
-            let sections: [StackKind: Bool] = [.workflows: workflows != nil, .sync: sync != nil, .chat: chat != nil, .agent: agent != nil]
+            let sections: [StackKind: Bool] = [.workflows: workflows != nil, .sync: sync != nil, .chat: chat != nil, .agent: agent != nil, .aiBridge: bridge != nil]
             for stack in listed.sorted() where sections[stack] != true {
-                throw fail("'\(population.name)' runs \(stack.rawValue) but the scenario has no \(stack.rawValue): section")
+                let section = stack == .aiBridge ? "bridge" : stack.rawValue
+                throw fail("'\(population.name)' runs \(stack.rawValue) but the scenario has no \(section): section")
             }
             if listed.contains(.sync) && !listed.contains(.workflows) {
                 throw fail("sync needs workflows on the same devices: the engine is what syncs")

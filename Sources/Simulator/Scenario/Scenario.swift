@@ -26,6 +26,8 @@ public struct Scenario: Sendable {
     public var chat: ChatSettings?
     /// Agent chats with the Mozaiks runtime's scripted agents.
     public var agent: AgentSettings?
+    /// Phones paired with their users' desktops through the AI bridge relay.
+    public var bridge: BridgeSettings?
     /// The push service every stack's server wakes phones through.
     public var push = PushSettings()
     /// What the stacks' radio and CPU use costs the battery.
@@ -49,6 +51,7 @@ public struct Scenario: Sendable {
         }
         if chat != nil { stacks.insert(.chat) }
         if agent != nil { stacks.insert(.agent) }
+        if bridge != nil { stacks.insert(.aiBridge) }
         return stacks
     }
 
@@ -263,10 +266,10 @@ extension Fault: Decodable {
             if kind == "server-crash" {
                 guard let server = try c.decodeIfPresent(StackKind.self, forKey: .server) ?? Self.defaultServer else {
                     throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath, debugDescription:
-                        "the scenario has several servers: name the one that crashes (server: sync, chat or agent)"))
+                        "the scenario has several servers: name the one that crashes (server: sync, chat, agent or ai-bridge)"))
                 }
                 guard server != .workflows else {
-                    throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [CodingKeys.server], debugDescription: "expected sync, chat or agent"))
+                    throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [CodingKeys.server], debugDescription: "expected sync, chat, agent or ai-bridge"))
                 }
                 self = .serverCrash(at: at, duration: duration, server: server)
             } else {
