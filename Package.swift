@@ -93,9 +93,17 @@ let package = Package(
         // The bridge's phone client core: pairing, keychain, sealed requests, streamed answers, banners.
         .target(name: "AIBridgeClient", dependencies: ["LabKernel", "LabCrypto", "AIBridgeWire"], swiftSettings: strictSettings),
 
+        // The desktop bridge: JSON-RPC 2.0 read strictly, the two ACP dialects, session updates.
+        .target(name: "DesktopBridgeWire", dependencies: ["LabKernel"], swiftSettings: strictSettings),
+
+        // The desktop (the seed's macOS app) and the phone's client, as sans-I/O cores.
+        .target(name: "DesktopBridgeServer", dependencies: ["LabKernel", "DesktopBridgeWire"], swiftSettings: strictSettings),
+        .target(name: "DesktopBridgeClient", dependencies: ["LabKernel", "DesktopBridgeWire"], swiftSettings: strictSettings),
+
         // The reference servers' SQLite files: each request's rows committed, the whole
         // state loaded back at start, secrets sealed (an adapter: the cores never see SQLite).
-        .target(name: "ServerStorage", dependencies: ["LabKernel", "LabStore", "LabCrypto", "MobileSyncServer", "SecureChatServer", "AgentRuntimeServer", "AIBridgeRelay"],
+        .target(name: "ServerStorage", dependencies: ["LabKernel", "LabStore", "LabCrypto", "MobileSyncServer", "SecureChatServer", "AgentRuntimeServer", "AIBridgeRelay",
+                                                  "DesktopBridgeWire", "DesktopBridgeServer"],
                 swiftSettings: strictSettings),
 
         // Discrete-event kernel, virtual network, device model, scenarios, recorder.
@@ -103,6 +111,7 @@ let package = Package(
             name: "Simulator",
             dependencies: ["LabKernel", "LabStore", "LabCrypto", "Orch8Wire", "DeviceWorkflows", "MobileSyncServer", "SecureChatServer", "SecureChatClient",
                            "AgentRuntimeWire", "AgentRuntimeServer", "AgentRuntimeClient", "AIBridgeWire", "AIBridgeRelay", "AIBridgeDaemon", "AIBridgeClient",
+                           "DesktopBridgeWire", "DesktopBridgeServer", "DesktopBridgeClient",
                            .product(name: "Yams", package: "Yams")],
             swiftSettings: strictSettings
         ),
@@ -120,6 +129,7 @@ let package = Package(
             dependencies: [
                 "LabKernel", "LabCrypto", "MobileSyncServer", "Orch8Wire", "DeviceWorkflows", "WorkflowHost", "SecureChatServer", "ServerStorage",
                 "AgentRuntimeWire", "AgentRuntimeServer", "AgentRuntimeClient", "AIBridgeWire", "AIBridgeRelay", "AIBridgeDaemon", "AIBridgeClient",
+                "DesktopBridgeWire", "DesktopBridgeServer", "DesktopBridgeClient",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
@@ -154,7 +164,7 @@ let package = Package(
         ),
 
         .target(name: "LabTestSupport", dependencies: ["LabKernel", "SecureChatClient", "SecureChatServer", "AgentRuntimeWire", "AgentRuntimeServer", "AgentRuntimeClient",
-                                                 "AIBridgeWire", "AIBridgeRelay", "AIBridgeDaemon", "AIBridgeClient"], path: "Tests/LabTestSupport",
+                                                 "AIBridgeWire", "AIBridgeRelay", "AIBridgeDaemon", "AIBridgeClient", "DesktopBridgeWire", "DesktopBridgeServer", "DesktopBridgeClient"], path: "Tests/LabTestSupport",
                 swiftSettings: strictSettings),
         .testTarget(name: "LabKernelTests", dependencies: ["LabKernel", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "LabCryptoTests", dependencies: ["LabCrypto", "LabKernel", "LabTestSupport", "CSodium"], swiftSettings: strictSettings),
@@ -170,6 +180,8 @@ let package = Package(
                     swiftSettings: strictSettings),
         .testTarget(name: "AIBridgeTests", dependencies: ["AIBridgeWire", "AIBridgeRelay", "AIBridgeDaemon", "AIBridgeClient", "ServerStorage", "LabCrypto", "LabKernel",
                                                     "LabTestSupport"], swiftSettings: strictSettings),
+        .testTarget(name: "DesktopBridgeTests", dependencies: ["DesktopBridgeWire", "DesktopBridgeServer", "DesktopBridgeClient", "LabKernel", "LabTestSupport"],
+                    swiftSettings: strictSettings),
         .testTarget(name: "LabStoreTests", dependencies: ["LabStore", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "DeviceWorkflowsTests", dependencies: ["DeviceWorkflows", "Orch8Wire", "WorkflowHost", "Benchmarks", "LabStore", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "MobileSyncServerTests", dependencies: ["MobileSyncServer", "ServerStorage", "Orch8Wire", "DeviceWorkflows", "WorkflowHost", "LabCrypto", "LabStore", "LabKernel", "LabTestSupport"],
@@ -186,6 +198,7 @@ let package = Package(
         .testTarget(name: "ConformanceTests", dependencies: [
             "Live", "LabTestSupport", "LabKernel", "MobileSyncServer", "Orch8Wire", "DeviceWorkflows", "WorkflowHost", "SecureChatServer",
             "SecureChatClient", "LabCrypto", "AgentRuntimeWire", "AgentRuntimeServer", "AgentRuntimeClient", "AIBridgeWire", "AIBridgeDaemon", "AIBridgeClient",
+            "DesktopBridgeWire", "DesktopBridgeServer", "DesktopBridgeClient",
         ], swiftSettings: strictSettings),
         .testTarget(name: "LoadTestTests", dependencies: ["LoadTest", "LabKernel"], swiftSettings: strictSettings),
         .testTarget(name: "FleetlabCLITests", dependencies: ["LabKernel", "LabStore", "LabTestSupport", "AIBridgeWire"], swiftSettings: strictSettings),

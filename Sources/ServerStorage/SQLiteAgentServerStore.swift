@@ -15,12 +15,9 @@ public final class SQLiteAgentServerStore {
     let decoder = JSONDecoder()
 
     public init(path: String) throws {
-        database = try SQLiteDatabase(path: path)
         uploadsDirectory = ((path as NSString).deletingLastPathComponent as NSString).appendingPathComponent("agent-uploads")
         try FileManager.default.createDirectory(atPath: uploadsDirectory, withIntermediateDirectories: true)
-        try database.execute("""
-            PRAGMA journal_mode = WAL;
-            PRAGMA synchronous = NORMAL;
+        database = try .serverStore(path: path, schema: """
             CREATE TABLE IF NOT EXISTS chats (id TEXT PRIMARY KEY, json TEXT NOT NULL);
             CREATE TABLE IF NOT EXISTS events (chat_id TEXT NOT NULL, idx INTEGER NOT NULL, text TEXT NOT NULL, PRIMARY KEY (chat_id, idx));
             CREATE TABLE IF NOT EXISTS tool_calls (id TEXT PRIMARY KEY, json TEXT NOT NULL);

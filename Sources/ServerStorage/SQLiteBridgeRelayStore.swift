@@ -11,10 +11,7 @@ public final class SQLiteBridgeRelayStore {
     let decoder = JSONDecoder()
 
     public init(path: String) throws {
-        database = try SQLiteDatabase(path: path)
-        try database.execute("""
-            PRAGMA journal_mode = WAL;
-            PRAGMA synchronous = NORMAL;
+        database = try .serverStore(path: path, schema: """
             CREATE TABLE IF NOT EXISTS daemons (id TEXT PRIMARY KEY, json TEXT NOT NULL);
             CREATE TABLE IF NOT EXISTS tokens (hash TEXT PRIMARY KEY, json TEXT NOT NULL);
             """)

@@ -15,10 +15,7 @@ public final class SQLiteChatServerStore {
     let decoder = JSONDecoder()
 
     public init(path: String) throws {
-        database = try SQLiteDatabase(path: path)
-        try database.execute("""
-            PRAGMA journal_mode = WAL;
-            PRAGMA synchronous = NORMAL;
+        database = try .serverStore(path: path, schema: """
             CREATE TABLE IF NOT EXISTS rows (kind TEXT NOT NULL, key TEXT NOT NULL, json TEXT NOT NULL, PRIMARY KEY (kind, key));
             """)
         encoder.outputFormatting = [.sortedKeys]

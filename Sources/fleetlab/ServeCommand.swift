@@ -3,6 +3,7 @@ import Foundation
 import LabCrypto
 import Live
 import AgentRuntimeWire
+import DesktopBridgeServer
 import SecureChatServer
 import Simulator
 
@@ -41,6 +42,16 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("without"), help: "Skip a server by name (repeatable), e.g. --without agent-runtime.")
     var without: [String] = []
 
+    @Option(name: .customLong("workspace"), help: "The desktop bridge's workspace: files and terminals are confined to it (default <data>/workspace).")
+    var workspace: String?
+
+    @Flag(name: .customLong("allow-terminal"), help: "Let phones run programs in the workspace with terminal/run (off by default).")
+    var allowTerminal = false
+
+    @Option(name: .customLong("desktop-agent"),
+            help: "An agent program speaking ACP on stdio for a desktop bridge mode, as MODE=COMMAND (repeatable), e.g. --desktop-agent 'claude-code=claude-code-acp'.")
+    var desktopAgents: [String] = []
+
     /// Set by the supervisor on the worker processes it starts: run this one server.
     @Option(help: .hidden)
     var worker: String?
@@ -64,7 +75,38 @@ struct ServeCommand: AsyncParsableCommand {
         Served(name: "ai-bridge", defaultPort: 7740) { options in
             try AIBridgeRelayLiveServer(dataDirectory: options.data, withDaemon: !options.without.contains("ai-daemon"))
         },
+        Served(name: "desktop-bridge", defaultPort: 9099) { options in
+            try DesktopBridgeLiveServer(dataDirectory: options.data, workspace: options.workspace, allowTerminal: options.allowTerminal,
+                                        agents: try options.parseDesktopAgents())
+        },
     ]
+
+    /// The command line of the worker process that runs server `name`: this one's options.
+    func workerArguments(_ name: String) -> [String] {
+        var arguments = ["serve", "--worker", name, "--host", host, "--data", data, "--agent-workflows", agentWorkflows]
+        if noAuth { arguments.append("--no-auth") }
+        for skipped in without { arguments += ["--without", skipped] }
+        if chatLegacyPlaintext { arguments.append("--chat-legacy-plaintext") }
+        if let workspace { arguments += ["--workspace", workspace] }
+        if allowTerminal { arguments.append("--allow-terminal") }
+        for agent in desktopAgents { arguments += ["--desktop-agent", agent] }
+        return arguments
+    }
+
+    /// `--desktop-agent MODE=COMMAND`: the program (split on spaces) each mode runs.
+    func parseDesktopAgents() throws -> [String: [String]] {
+        var agents: [String: [String]] = [:]
+        let modes = DesktopMode.defaults.map(\.id).filter { $0 != DesktopMode.defaults[0].id }
+        for entry in desktopAgents {
+            let parts = entry.split(separator: "=", maxSplits: 1).map(String.init)
+            let argv = parts.count == 2 ? parts[1].split(separator: " ").map(String.init) : []
+            guard parts.count == 2, modes.contains(parts[0]), !argv.isEmpty else {
+                throw CLIFailure.badInput("--desktop-agent takes MODE=COMMAND with MODE one of \(modes.joined(separator: ", ")), got '\(entry)'")
+            }
+            agents[parts[0]] = argv
+        }
+        return agents
+    }
 
     /// Names `--without` takes besides the servers: parts that run inside one.
     static let parts = ["ai-daemon"]
@@ -90,6 +132,10 @@ struct ServeCommand: AsyncParsableCommand {
         if !without.contains("agent-runtime") {
             do { _ = try loadAgentWorkflows() } catch { throw CLIFailure.badInput("\(error)") }
         }
+        _ = try parseDesktopAgents()
+        if let workspace, !FileManager.default.fileExists(atPath: workspace) {
+            throw CLIFailure.badInput("--workspace: no directory \(workspace)")
+        }
         let hostPort = portMap["host"] ?? 7700
         do {
             try LiveHost.checkPorts(host: host, [("host", hostPort)] + chosen.map { ($0.name, portMap[$0.name] ?? $0.defaultPort) })
@@ -99,9 +145,7 @@ struct ServeCommand: AsyncParsableCommand {
         try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
         let supervisor = ServerSupervisor(executable: ServerSupervisor.currentExecutable, workers: chosen.map { server in
             let name = server.name
-            let base = ["serve", "--worker", name, "--host", host, "--data", data, "--agent-workflows", agentWorkflows] + (noAuth ? ["--no-auth"] : [])
-                + without.flatMap { ["--without", $0] }
-                + (chatLegacyPlaintext ? ["--chat-legacy-plaintext"] : [])
+            let base = workerArguments(name)
             return (name, portMap[name] ?? server.defaultPort, { port in base + ["--port", "\(name)=\(port)"] })
         }, log: { Console.error($0) })
         let ready: [ServerSupervisor.Ready]
@@ -120,8 +164,9 @@ struct ServeCommand: AsyncParsableCommand {
         let live = LiveHost(configuration: .init(host: host, ports: ["host": hostPort]), servers: [hostServer])
         do {
             try await live.run { endpoints in
-                let all = (endpoints.map { ($0.name, $0.url, $0.summary, [String]()) } + ready.map { ($0.name, $0.url, $0.summary, $0.details) })
-                    .sorted { Int($0.1.split(separator: ":").last ?? "") ?? 0 < Int($1.1.split(separator: ":").last ?? "") ?? 0 }
+                var all: [(name: String, url: String, summary: String, details: [String])] = endpoints.map { ($0.name, $0.url, $0.summary, []) }
+                all += ready.map { ($0.name, $0.url, $0.summary, $0.details) }
+                all.sort { (Int($0.url.split(separator: ":").last ?? "") ?? 0) < (Int($1.url.split(separator: ":").last ?? "") ?? 0) }
                 var lines = ["fleetlab serve \(FleetlabVersion.string) — listening (Ctrl-C to stop)"]
                 for (name, url, summary, details) in all {
                     lines.append("  \(name)  \(url)  \(summary)")

@@ -11,6 +11,8 @@ public final class ServedFleetlab {
     public let hostURL: String
     public let agentURL: String
     public let aiBridgeURL: String
+    /// The desktop bridge's `ws://` endpoint.
+    public let desktopURL: String
     /// The pairing PIN the in-process AI bridge daemon offered first.
     public let aiPIN: String
     /// The development token it printed for the agent runtime (empty with --no-auth).
@@ -28,7 +30,7 @@ public final class ServedFleetlab {
     }
 
     public init(syncPort: Int = 0, data: String, extra: [String] = [], environment: [String: String] = [:]) throws {
-        process = try CommandRunner.start(["serve", "--port", "host=0", "--port", "mobile-sync=\(syncPort)", "--port", "chat=0", "--port", "agent-runtime=0", "--port", "ai-bridge=0", "--data", data] + extra,
+        process = try CommandRunner.start(["serve", "--port", "host=0", "--port", "mobile-sync=\(syncPort)", "--port", "chat=0", "--port", "agent-runtime=0", "--port", "ai-bridge=0", "--port", "desktop-bridge=0", "--data", data] + extra,
                                           environment: environment)
         let out = (process.standardOutput as! Pipe).fileHandleForReading
         var text = ""
@@ -36,7 +38,8 @@ public final class ServedFleetlab {
         // Every server has printed its lines once the last of these is out.
         while !((text.contains("dashboard:") || text.contains("no auth")) && text.contains("WebSocket:")
                 && (text.contains("token for app_id=") || text.contains("identifiers in paths"))
-                && (text.contains("pairing PIN:") || text.contains("no daemon here"))), Date() < deadline {
+                && (text.contains("pairing PIN:") || text.contains("no daemon here"))
+                && (text.contains("modes: ") || extra.contains("desktop-bridge"))), Date() < deadline {
             let chunk = out.availableData
             if chunk.isEmpty { break }
             text += String(decoding: chunk, as: UTF8.self)
@@ -56,6 +59,7 @@ public final class ServedFleetlab {
         hostURL = endpoint("host")
         agentURL = endpoint("agent-runtime")
         aiBridgeURL = endpoint("ai-bridge")
+        desktopURL = lines.first { $0.hasPrefix("  desktop-bridge ") }?.split(separator: " ").first { $0.hasPrefix("ws://") }.map(String.init) ?? ""
         aiPIN = lines.first { $0.contains("pairing PIN:") }?.split(separator: " ").first { $0.count == 6 && $0.allSatisfy(\.isNumber) }.map(String.init) ?? ""
         agentToken = lines.first { $0.contains("token for app_id=") }?.split(separator: " ").last.map(String.init) ?? ""
         rootKey = lines.first { $0.contains("root API key:") }?.split(separator: " ").dropFirst(3).first.map(String.init) ?? ""

@@ -11,7 +11,9 @@ public struct LiveEndpoint: Sendable, Hashable {
     public var summary: String
     public var host: String
     public var port: Int
-    public var url: String { "http://\(host):\(port)" }
+    /// `http`, or `ws` for a server that is a WebSocket endpoint only.
+    public var scheme = "http"
+    public var url: String { "\(scheme)://\(host):\(port)" }
 }
 
 /// Why the host could not start.
@@ -86,9 +88,9 @@ public final class LiveHost: Sendable {
             let config = ApplicationConfiguration(
                 address: .hostname(configuration.host, port: port(for: server)), serverName: "fleetlab-\(server.name)",
                 reuseAddress: true)
-            let name = server.name, summary = server.summary, host = configuration.host
+            let name = server.name, summary = server.summary, host = configuration.host, scheme = server.scheme
             services.append(try server.makeService(configuration: config) { [state] (channel: any Channel) in
-                let endpoint = LiveEndpoint(name: name, summary: summary, host: host, port: channel.localAddress?.port ?? 0)
+                let endpoint = LiveEndpoint(name: name, summary: summary, host: host, port: channel.localAddress?.port ?? 0, scheme: scheme)
                 let ready: [LiveEndpoint]? = state.withLock { s in
                     s.endpoints.append(endpoint)
                     return s.endpoints.count == expected ? s.endpoints : nil

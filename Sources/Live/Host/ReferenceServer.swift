@@ -19,6 +19,8 @@ public protocol ReferenceServer: Sendable {
     var summary: String { get }
     /// Lines printed under the endpoint once it listens (keys a developer needs, …).
     var details: [String] { get }
+    /// The URL scheme printed: `http`, or `ws` for a WebSocket-only endpoint.
+    var scheme: String { get }
     /// The service to run. `onRunning` must be passed to the application so the host
     /// learns the bound port (which differs from the requested one when it is 0).
     func makeService(
@@ -29,4 +31,5 @@ public protocol ReferenceServer: Sendable {
 
 extension ReferenceServer {
     public var details: [String] { [] }
+    public var scheme: String { "http" }
 }

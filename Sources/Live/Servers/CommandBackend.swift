@@ -24,16 +24,11 @@ final class CommandBackend: @unchecked Sendable {
     }
 
     @discardableResult
-    func run(argv: [String], input: String, timeout: TimeSpan, report: @escaping @Sendable (Event) -> Void) -> Running {
+    func run(argv: [String], input: String, timeout: TimeSpan, directory: String? = nil, report: @escaping @Sendable (Event) -> Void) -> Running {
         let process = Process()
+        if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
+        LineProcess.prepare(process, argv: argv)
         let executable = argv[0]
-        if executable.contains("/") {
-            process.executableURL = URL(fileURLWithPath: executable)
-            process.arguments = Array(argv.dropFirst())
-        } else {
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = argv
-        }
         let stdin = Pipe(), output = Pipe()
         process.standardInput = stdin
         process.standardOutput = output
