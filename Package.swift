@@ -191,7 +191,8 @@ let package = Package(
         .testTarget(name: "ReportsTests", dependencies: ["Reports", "Simulator", "LabStore", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "LiveTests", dependencies: [
             "Live", "LabTestSupport", "LabKernel", "LabCrypto", "MobileSyncServer", "Orch8Wire", "DeviceWorkflows", "WorkflowHost", "SecureChatServer", "SecureChatClient",
-            "AgentRuntimeWire", "AgentRuntimeServer", "AgentRuntimeClient", .product(name: "Hummingbird", package: "hummingbird"), .product(name: "NIOCore", package: "swift-nio"),
+            "AgentRuntimeWire", "AgentRuntimeServer", "AgentRuntimeClient", "DesktopBridgeWire", "DesktopBridgeServer",
+            .product(name: "Hummingbird", package: "hummingbird"), .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ], swiftSettings: strictSettings),
         // One test body per protocol, run on the simulated and the loopback driver.
