@@ -187,7 +187,7 @@ let package = Package(
         .testTarget(name: "MobileSyncServerTests", dependencies: ["MobileSyncServer", "ServerStorage", "Orch8Wire", "DeviceWorkflows", "WorkflowHost", "LabCrypto", "LabStore", "LabKernel", "LabTestSupport"],
                     swiftSettings: strictSettings),
         .testTarget(name: "SimulatorTests", dependencies: ["Simulator", "Benchmarks", "DeviceWorkflows", "Orch8Wire", "MobileSyncServer", "SecureChatClient", "LabStore", "LabTestSupport", "SecureChatServer",
-                                                    "AgentRuntimeServer", "AgentRuntimeClient", "AIBridgeRelay", "AIBridgeClient"], swiftSettings: strictSettings),
+                                                    "AgentRuntimeServer", "AgentRuntimeClient", "AIBridgeRelay", "AIBridgeClient", "DesktopBridgeClient", "DesktopBridgeWire", "DesktopBridgeServer"], swiftSettings: strictSettings),
         .testTarget(name: "ReportsTests", dependencies: ["Reports", "Simulator", "LabStore", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "LiveTests", dependencies: [
             "Live", "LabTestSupport", "LabKernel", "LabCrypto", "MobileSyncServer", "Orch8Wire", "DeviceWorkflows", "WorkflowHost", "SecureChatServer", "SecureChatClient",

@@ -36,6 +36,17 @@ extension DesktopClient {
             }
         case .socketClosed:
             lost(now: now, &out)
+        case .suspend:
+            switch link {
+            case .opening, .handshaking, .connected: out.append(.closeSocket)
+            case .idle, .waiting, .gaveUp: break
+            }
+            for id in inFlight.keys.sorted() { out.append(.failed(.disconnected(inFlight[id]!.intent))) }
+            for entry in queued { out.append(.failed(.disconnected(entry.intent))) }
+            inFlight = [:]
+            queued = []
+            timers = TimerTable()
+            link = .idle
         case .timerFired:
             for timer in timers.popExpired(now: now) {
                 switch timer {

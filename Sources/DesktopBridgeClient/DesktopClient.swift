@@ -129,6 +129,9 @@ public enum DesktopClientInput: Sendable, Equatable {
     case socketOpened
     case socketText(String)
     case socketClosed
+    /// The app leaves the screen: the socket closes, requests in flight fail, nothing
+    /// dials again until `connect`. The timelines stay (the app's store keeps them).
+    case suspend
     case timerFired
     case newSession(cwd: String?)
     case prompt(session: String, text: String)

@@ -108,6 +108,18 @@ public struct DesktopBridge: Sendable {
 
     public var connectedCount: Int { connections.count }
 
+    /// Whether a turn of `session` is running.
+    public func isTurnRunning(_ session: String) -> Bool { turns[session] != nil }
+
+    /// The desktop goes to sleep: every turn ends `cancelled`, every phone is let go (its
+    /// socket is the driver's to close). History stays.
+    public mutating func sleep(now: Instant) -> DesktopReply {
+        var reply = DesktopReply()
+        for session in turns.keys.sorted() { _ = cancel(session, now: now, &reply) }
+        for connection in connections.keys.sorted() { disconnect(connection) }
+        return reply
+    }
+
     public var nextDeadline: Instant? { timers.nextDeadline }
 
     /// One text frame from a phone.

@@ -19,7 +19,7 @@ struct DashboardTests {
             duration: 3h
             startAt: "21:00"
             devices:
-              - {name: phones, count: 30, stacks: [workflows, sync, chat, agent, ai-bridge]}
+              - {name: phones, count: 30, stacks: [workflows, sync, chat, agent, ai-bridge, desktop-bridge]}
               - {name: "kiosks", count: 10, lifecycle: kiosk, power: low-battery, stacks: [workflows, sync]}
             thresholds:
               - {metric: battery.level, percentile: 50, min: 1}
@@ -38,6 +38,9 @@ struct DashboardTests {
               promptsPerPhoneDay: 100
               awakeUntil: "22:30"
               asleepShare: 30%
+            desktop:
+              promptsPerPhoneDay: 200
+              asleepShare: 0%
             faults:
               - {kind: server-crash, at: 1h, duration: 15m, server: sync}
             """, file: "dash.yaml", directory: TestPaths.packageRoot.appendingPathComponent("simulations").path)

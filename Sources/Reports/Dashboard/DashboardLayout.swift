@@ -17,7 +17,7 @@ public struct DashboardLayout: Codable, Equatable, Sendable {
         panels: ["summary", "thresholds", "endpoints", "energy", "workflows", "workflow-activity", "workflow-latency", "workflow-steps",
                  "workflow-ticks", "sync-latency", "sync-cadence", "sync-commands", "sync-outbox", "sync-server", "pushes", "chat-latency",
                  "chat-activity", "chat-server", "agent-latency", "agent-activity", "agent-server", "ai-bridge-requests", "ai-bridge-offline",
-                 "ai-bridge-relay", "battery", "power-states", "ticks", "app-states", "lifecycle", "network", "throughput",
+                 "ai-bridge-relay", "desktop-turns", "desktop-activity", "battery", "power-states", "ticks", "app-states", "lifecycle", "network", "throughput",
                  "sessions", "invariants", "populations", "events", "scenario"])
 
     /// Reads a layout file and checks that every panel exists.

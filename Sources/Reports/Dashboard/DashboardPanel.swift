@@ -76,6 +76,7 @@ public enum DashboardPanels {
         ChatLatencyPanel(), ChatActivityPanel(), ServerLoadPanel(id: "chat-server", title: "Chat server load", stack: "chat"),
         AgentLatencyPanel(), AgentActivityPanel(), ServerLoadPanel(id: "agent-server", title: "Agent runtime load", stack: "agent"),
         BridgeRequestsPanel(), BridgeOfflinePanel(), ServerLoadPanel(id: "ai-bridge-relay", title: "AI bridge relay load", stack: "bridge"),
+        DesktopTurnsPanel(), DesktopActivityPanel(),
         EndpointsPanel(), EnergyPanel(), PushPanel(),
     ]
 

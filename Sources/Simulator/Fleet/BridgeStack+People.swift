@@ -140,14 +140,7 @@ extension BridgeStack {
 
     /// The next wake and sleep of a desktop (its own times; some days it stays closed).
     mutating func planDay(_ user: Int, from now: Instant, queue: inout EventQueue<FleetWorld.Event>, fleet: inout Fleet) {
-        let day: Int64 = 86_400_000_000_000
-        let clock = fleet.scenario.startAt.nanoseconds + now.nanoseconds
-        let midnight = now - .nanoseconds(clock % day)
-        func jitter() -> TimeSpan { .nanoseconds(Int64(desks[user].stream.nextUnit() * Double(settings.jitter.nanoseconds))) }
-        var wake = midnight + settings.awakeFrom + jitter()
-        var sleep = midnight + settings.awakeUntil - jitter()
-        if sleep <= now { (wake, sleep) = (wake + .nanoseconds(day), sleep + .nanoseconds(day)) }
-        let closed = desks[user].stream.chance(settings.asleepShare)
+        let (wake, sleep, closed) = settings.hours.day(from: now, startAt: fleet.scenario.startAt, stream: &desks[user].stream)
         if now >= wake && now < sleep && !closed {
             if !desks[user].awake { desk(user, awake: true, now: now, queue: &queue, fleet: &fleet) }
         } else if desks[user].awake {

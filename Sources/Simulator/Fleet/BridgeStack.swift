@@ -121,9 +121,7 @@ public struct BridgeStack {
         var plan = seed.child("plan").generator()
         var cursor = 0
         while cursor < ordered.count {
-            let draw = plan.nextUnit()
-            let shares = settings.phonesPerUser
-            let n = draw < shares[0].fraction ? 1 : draw < shares[0].fraction + shares[1].fraction ? 2 : 3
+            let n = CountShares.count(settings.phonesPerUser, draw: plan.nextUnit())
             let owned = Array(ordered[cursor..<min(ordered.count, cursor + n)])
             cursor += n
             let userSeed = fleet.deviceSeed(owned[0]).child("bridge-desk")

@@ -18,7 +18,7 @@ extension FleetWorld {
             case .chat: chat?.setServerDown(!ending, fleet: &fleet, now: now, queue: &queue)
             case .agent: agent?.setServerDown(!ending, fleet: &fleet, now: now, queue: &queue)
             case .aiBridge: bridge?.setRelayDown(!ending, fleet: &fleet, now: now, queue: &queue)
-            case .workflows: break
+            case .workflows, .desktopBridge: break  // no server (desktops sleep by their day instead)
             }
             fleet.sampler.offer(at: now, device: nil, kind: "fault") { "server-crash (\(server.rawValue)) \(phase)" }
             return

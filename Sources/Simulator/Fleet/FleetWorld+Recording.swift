@@ -15,6 +15,7 @@ extension FleetWorld {
                 chat?.follow(device, fleet: &fleet, now: now, queue: &queue)
                 agent?.follow(device, fleet: &fleet, now: now, queue: &queue)
                 bridge?.follow(device, fleet: &fleet)
+                desktop?.follow(device, fleet: &fleet, now: now, queue: &queue)
                 // What the dead app left in storage, and what the next launch restored from it.
                 if wasRunning && !running && survivesRelaunch != nil { storedAtKill[device] = storedFacts(device) }
                 if !wasRunning && running, let id = survivesRelaunch, let before = storedAtKill.removeValue(forKey: device) {
@@ -39,6 +40,7 @@ extension FleetWorld {
                 sync?.networkChanged(device, to: to)
                 chat?.networkChanged(device, to: to, now: now, queue: &queue, fleet: &fleet)
                 agent?.networkChanged(device, to: to, now: now, queue: &queue, fleet: &fleet)
+                desktop?.networkChanged(device, to: to, now: now, queue: &queue, fleet: &fleet)
                 fleet.sampler.offer(at: now, device: fleet.fleetIndex(device), kind: "network") { "\(from) -> \(to)" }
             case .execution:
                 chat?.follow(device, fleet: &fleet, now: now, queue: &queue)
@@ -56,7 +58,7 @@ extension FleetWorld {
         let chatFacts = chat?.storedFacts(device) ?? (messages: 0, pending: 0)
         let agentFacts = agent?.storedFacts(device) ?? (events: 0, pending: 0)
         return StoredFacts(instances: workflows?.storedInstances(device) ?? 0,
-                           messages: chatFacts.messages + agentFacts.events + (bridge?.storedFacts(device) ?? 0),
+                           messages: chatFacts.messages + agentFacts.events + (bridge?.storedFacts(device) ?? 0) + (desktop?.storedFacts(device) ?? 0),
                            pending: chatFacts.pending + agentFacts.pending)
     }
 
@@ -80,6 +82,7 @@ extension FleetWorld {
         chat?.closeBucket(fleet: &fleet, start: start, now: now)
         agent?.closeBucket(fleet: &fleet, start: start, now: now)
         bridge?.closeBucket(fleet: &fleet, start: start, now: now)
+        desktop?.closeBucket(fleet: &fleet)
         var sample = FleetSample()
         for index in fleet.devices.indices {
             fleet.devices[index].closeBucket(at: now, env: fleet.environment, tally: &fleet.tally, sample: &sample, index: index)
@@ -139,6 +142,7 @@ extension FleetWorld {
         chat?.finish(at: now, fleet: &fleet)
         agent?.finish(at: now, fleet: &fleet)
         bridge?.finish(at: now, fleet: &fleet)
+        desktop?.finish(at: now, fleet: &fleet)
         fleet.recorder.closeRun()
         let thresholds = ThresholdEvaluator.evaluate(scenario.thresholds, recorder: fleet.recorder)
         var batch = fleet.recorder.takeBatch()

@@ -30,6 +30,7 @@ public struct FleetWorld: SimulationWorld {
         case chat(ChatStack.Event)
         case agent(AgentStack.Event)
         case aiBridge(BridgeStack.Event)
+        case desktop(DesktopStack.Event)
     }
 
     public internal(set) var fleet: Fleet
@@ -38,6 +39,7 @@ public struct FleetWorld: SimulationWorld {
     var chat: ChatStack?
     var agent: AgentStack?
     var bridge: BridgeStack?
+    var desktop: DesktopStack?
     var metrics: FleetMetrics
     var invariantIDs: FleetInvariants
     var eventsInBucket: UInt64 = 0
@@ -68,7 +70,8 @@ public struct FleetWorld: SimulationWorld {
         if let settings = scenario.chat, scenario.runs(.chat) { chat = ChatStack(settings, fleet: &fleet) }
         if let settings = scenario.agent, scenario.runs(.agent) { agent = AgentStack(settings, fleet: &fleet) }
         if let settings = scenario.bridge, scenario.runs(.aiBridge) { bridge = BridgeStack(settings, fleet: &fleet) }
-        if workflows != nil || chat != nil || agent != nil || bridge != nil { survivesRelaunch = fleet.invariants.register("device.state_survives_relaunch") }
+        if let settings = scenario.desktop, scenario.runs(.desktopBridge) { desktop = DesktopStack(settings, fleet: &fleet) }
+        if workflows != nil || chat != nil || agent != nil || bridge != nil || desktop != nil { survivesRelaunch = fleet.invariants.register("device.state_survives_relaunch") }
         fleet.energy.register(Set(StackKind.allCases.filter(scenario.runs)), recorder: &fleet.recorder)
         fleet.push.register([StackKind.sync, .chat].filter(scenario.runs), recorder: &fleet.recorder)
         self.fleet = fleet
@@ -105,6 +108,7 @@ public struct FleetWorld: SimulationWorld {
         chat?.scheduleSetup(into: &queue)
         agent?.scheduleSessions(fleet, into: &queue)
         bridge?.scheduleSetup(into: &queue)
+        desktop?.scheduleSetup(into: &queue)
         for index in fleet.devices.indices {
             let next = fleet.devices[index].nextWake(fleet.environment)
             if next < fleet.end { queue.schedule(.wake(device: UInt32(index), generation: 0), at: next) }
@@ -140,6 +144,10 @@ public struct FleetWorld: SimulationWorld {
             bridgePrompt(Int(device), now: now, queue: &queue)
         case .aiBridge(let event):
             bridge?.handle(event, fleet: &fleet, now: now, queue: &queue)
+        case .desktop(.prompt(let device)):
+            desktopPrompt(Int(device), now: now, queue: &queue)
+        case .desktop(let event):
+            desktop?.handle(event, fleet: &fleet, now: now, queue: &queue)
         }
     }
 
@@ -159,6 +167,13 @@ public struct FleetWorld: SimulationWorld {
         guard bridge != nil, bridge!.promptDue(device, fleet: &fleet, now: now, queue: &queue) else { return }
         guard bringToScreen(device, now: now, queue: &queue) else { return }
         bridge!.prompt(device, fleet: &fleet, now: now, queue: &queue)
+    }
+
+    /// A user prompts their desktop from a phone: they open the app if it is not on screen.
+    mutating func desktopPrompt(_ device: Int, now: Instant, queue: inout EventQueue<Event>) {
+        guard desktop != nil, desktop!.promptDue(device, fleet: &fleet, now: now, queue: &queue) else { return }
+        guard bringToScreen(device, now: now, queue: &queue) else { return }
+        desktop!.prompt(device, fleet: &fleet, now: now, queue: &queue)
     }
 
     /// A user starts an agent chat: they open the app if it is not on screen (every stack

@@ -59,10 +59,7 @@ public struct AgentSettings: Sendable, Decodable {
         }
         chatsPerDeviceDay = try c.decodeIfPresent(Double.self, forKey: .chatsPerDeviceDay) ?? chatsPerDeviceDay
         guard (0...10_000).contains(chatsPerDeviceDay) else { throw fail(.chatsPerDeviceDay, "expected 0...10000") }
-        byHour = try c.decodeIfPresent([Double].self, forKey: .byHour) ?? []
-        guard byHour.isEmpty || (byHour.count == 24 && byHour.allSatisfy { $0 >= 0 } && byHour.contains { $0 > 0 }) else {
-            throw fail(.byHour, "24 weights, one per hour from 00:00, none negative and not all zero")
-        }
+        byHour = try HourWeights.decode(c, key: .byHour)
         thinkTime = try c.decodeIfPresent(Distribution.self, forKey: .thinkTime) ?? thinkTime
         toolThinkTime = try c.decodeIfPresent(Distribution.self, forKey: .toolThinkTime) ?? toolThinkTime
         inputsPerChat = try c.decodeIfPresent(Int.self, forKey: .inputsPerChat) ?? inputsPerChat
@@ -73,10 +70,7 @@ public struct AgentSettings: Sendable, Decodable {
 
     /// The rate at the busiest hour (per device per day), and the chance of keeping a
     /// draw at `hour` (thinning).
-    var peakRate: Double {
-        guard !byHour.isEmpty else { return chatsPerDeviceDay }
-        return chatsPerDeviceDay * byHour.max()! / (byHour.reduce(0, +) / 24)
-    }
+    var peakRate: Double { HourWeights.peak(chatsPerDeviceDay, byHour) }
 
-    func keep(hour: Int) -> Double { byHour.isEmpty ? 1 : byHour[hour] / byHour.max()! }
+    func keep(hour: Int) -> Double { HourWeights.keep(byHour, hour: hour) }
 }

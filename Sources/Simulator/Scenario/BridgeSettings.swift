@@ -14,12 +14,8 @@ public struct BridgeSettings: Sendable, Decodable {
     public var wholeShare = Ratio(numerator: 10, denominator: 100)
     /// Share of phones that seal their requests to the daemon (the rest send plaintext envelopes).
     public var sealedShare = Ratio.one
-    /// When desktops are awake: from `awakeFrom` to `awakeUntil` (each user's own times drawn
-    /// within `jitter`), and a `asleepShare` of days a desktop stays closed.
-    public var awakeFrom: TimeSpan = .hours(8)
-    public var awakeUntil: TimeSpan = .hours(23)
-    public var jitter: TimeSpan = .hours(1)
-    public var asleepShare = Ratio(numerator: 10, denominator: 100)
+    /// When desktops are awake (`awakeFrom`, `awakeUntil`, `jitter`, `asleepShare`).
+    public var hours = DeskHours()
     /// Daemon restarts (an update, a crash) per awake desktop per day: a new key pair, so
     /// its phones must pair again.
     public var restartsPerDay = 0.2
@@ -44,31 +40,13 @@ public struct BridgeSettings: Sendable, Decodable {
         func fail(_ key: CodingKeys, _ message: String) -> DecodingError {
             .dataCorrupted(.init(codingPath: c.codingPath + [key], debugDescription: message))
         }
-        if let shares = try c.decodeIfPresent([String: Ratio].self, forKey: .phonesPerUser) {
-            guard Set(shares.keys).isSubset(of: ["1", "2", "3"]) else { throw fail(.phonesPerUser, "keys are 1, 2 and 3 (phones per user)") }
-            phonesPerUser = ["1", "2", "3"].map { shares[$0] ?? .zero }
-            let total = phonesPerUser.reduce(0.0) { $0 + $1.fraction }
-            guard abs(total - 1) < 1e-9 else { throw fail(.phonesPerUser, "shares add up to \(Int((total * 100).rounded()))%, not 100%") }
-        }
+        phonesPerUser = try CountShares.decode(c, key: .phonesPerUser, noun: "phones per user", defaults: phonesPerUser)
         promptsPerPhoneDay = try c.decodeIfPresent(Double.self, forKey: .promptsPerPhoneDay) ?? promptsPerPhoneDay
         guard (0...100_000).contains(promptsPerPhoneDay) else { throw fail(.promptsPerPhoneDay, "expected 0...100000") }
-        byHour = try c.decodeIfPresent([Double].self, forKey: .byHour) ?? []
-        guard byHour.isEmpty || (byHour.count == 24 && byHour.allSatisfy { $0 >= 0 } && byHour.contains { $0 > 0 }) else {
-            throw fail(.byHour, "24 weights, one per hour from 00:00, none negative and not all zero")
-        }
+        byHour = try HourWeights.decode(c, key: .byHour)
         wholeShare = try c.decodeIfPresent(Ratio.self, forKey: .wholeShare) ?? wholeShare
         sealedShare = try c.decodeIfPresent(Ratio.self, forKey: .sealedShare) ?? sealedShare
-        for key in [CodingKeys.awakeFrom, .awakeUntil] {
-            guard let text = try c.decodeIfPresent(String.self, forKey: key) else { continue }
-            guard let time = text == "24:00" ? .hours(24) : parseTimeOfDay(text) else { throw fail(key, "expected a time of day like 08:00, found '\(text)'") }
-            if key == .awakeFrom { awakeFrom = time } else { awakeUntil = time }
-        }
-        guard awakeFrom >= .zero, awakeUntil <= .hours(24), awakeFrom < awakeUntil else {
-            throw fail(.awakeUntil, "awakeFrom < awakeUntil, both within the day (e.g. 08:00 and 23:00)")
-        }
-        jitter = try c.decodeIfPresent(TimeSpan.self, forKey: .jitter) ?? jitter
-        guard jitter >= .zero, jitter <= .hours(6) else { throw fail(.jitter, "0 to 6h") }
-        asleepShare = try c.decodeIfPresent(Ratio.self, forKey: .asleepShare) ?? asleepShare
+        hours = try DeskHours(from: c, defaults: hours)
         restartsPerDay = try c.decodeIfPresent(Double.self, forKey: .restartsPerDay) ?? restartsPerDay
         guard (0...1_000).contains(restartsPerDay) else { throw fail(.restartsPerDay, "expected 0...1000") }
         repairDelay = try c.decodeIfPresent(Distribution.self, forKey: .repairDelay) ?? repairDelay
@@ -80,10 +58,7 @@ public struct BridgeSettings: Sendable, Decodable {
         relay = try ServerCapacity.decode(c, key: .relay, defaults: relay)
     }
 
-    var peakRate: Double {
-        guard !byHour.isEmpty else { return promptsPerPhoneDay }
-        return promptsPerPhoneDay * byHour.max()! / (byHour.reduce(0, +) / 24)
-    }
+    var peakRate: Double { HourWeights.peak(promptsPerPhoneDay, byHour) }
 
-    func keep(hour: Int) -> Double { byHour.isEmpty ? 1 : byHour[hour] / byHour.max()! }
+    func keep(hour: Int) -> Double { HourWeights.keep(byHour, hour: hour) }
 }

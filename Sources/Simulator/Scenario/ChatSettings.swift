@@ -59,23 +59,17 @@ public struct ChatSettings: Sendable, Decodable {
         messagesPerUserHour = try c.decodeIfPresent(Double.self, forKey: .messagesPerUserHour) ?? messagesPerUserHour
         guard (0...3_600).contains(messagesPerUserHour) else { throw fail(.messagesPerUserHour, "expected 0...3600") }
         groupShare = try c.decodeIfPresent(Ratio.self, forKey: .groupShare) ?? groupShare
-        byHour = try c.decodeIfPresent([Double].self, forKey: .byHour) ?? []
+        byHour = try HourWeights.decode(c, key: .byHour)
         typingShare = try c.decodeIfPresent(Ratio.self, forKey: .typingShare) ?? typingShare
         churn = try c.decodeIfPresent(ChatChurn.self, forKey: .churn) ?? churn
         actions = try c.decodeIfPresent(ChatActions.self, forKey: .actions) ?? actions
         server = try ServerCapacity.decode(c, key: .server, defaults: server)
-        guard byHour.isEmpty || (byHour.count == 24 && byHour.allSatisfy { $0 >= 0 } && byHour.contains { $0 > 0 }) else {
-            throw fail(.byHour, "24 weights, one per hour from 00:00, none negative and not all zero")
-        }
     }
 
     /// The rate at the busiest hour, and the chance of keeping a draw at `hour` (thinning).
-    var peakRate: Double {
-        guard !byHour.isEmpty else { return messagesPerUserHour }
-        return messagesPerUserHour * byHour.max()! / (byHour.reduce(0, +) / 24)
-    }
+    var peakRate: Double { HourWeights.peak(messagesPerUserHour, byHour) }
 
-    func keep(hour: Int) -> Double { byHour.isEmpty ? 1 : byHour[hour] / byHour.max()! }
+    func keep(hour: Int) -> Double { HourWeights.keep(byHour, hour: hour) }
 }
 
 /// `chat.churn`: users add phones and remove them (a lost phone, removed from another of

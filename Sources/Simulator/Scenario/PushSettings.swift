@@ -14,6 +14,8 @@ public enum StackKind: String, CaseIterable, Sendable, Hashable, Comparable, Dec
     case agent
     /// The Mobile AI Bridge client: a phone paired with its user's desktop daemon through the relay.
     case aiBridge = "ai-bridge"
+    /// The OpenAgents desktop bridge client: a phone at home mirroring and driving its user's desktop app over the LAN.
+    case desktopBridge = "desktop-bridge"
 
     public static func < (a: StackKind, b: StackKind) -> Bool {
         allCases.firstIndex(of: a)! < allCases.firstIndex(of: b)!

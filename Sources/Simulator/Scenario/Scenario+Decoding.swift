@@ -2,7 +2,8 @@ import LabKernel
 
 extension Scenario: Decodable {
     enum CodingKeys: String, CodingKey, CaseIterable {
-        case name, description, seed, duration, startAt, bucket, ticks, links, devices, faults, thresholds, eventSample, workflows, sync, chat, agent, bridge, push, energy
+        case name, description, seed, duration, startAt, bucket, ticks, links, devices, faults, thresholds, eventSample, workflows, sync, chat, agent, bridge, desktop,
+             push, energy
     }
 
     public init(from decoder: any Decoder) throws {
@@ -74,6 +75,7 @@ extension Scenario: Decodable {
         chat = try c.decodeIfPresent(ChatSettings.self, forKey: .chat)
         agent = try c.decodeIfPresent(AgentSettings.self, forKey: .agent)
         bridge = try c.decodeIfPresent(BridgeSettings.self, forKey: .bridge)
+        desktop = try c.decodeIfPresent(DesktopSettings.self, forKey: .desktop)
         push = try c.decodeIfPresent(PushSettings.self, forKey: .push) ?? PushSettings()
         energy = try c.decodeIfPresent(EnergySettings.self, forKey: .energy) ?? EnergySettings()
         sync = try c.decodeIfPresent(SyncSettings.self, forKey: .sync)
@@ -112,9 +114,10 @@ extension Scenario: Decodable {
             guard let listed = population.stacks else { continue }
             let path = c.codingPath + [CodingKeys.devices, IndexKey(index), Population.CodingKeys.stacks]
             func fail(_ message: String) -> DecodingError { .dataCorrupted(.init(codingPath: path, debugDescription: message)) }
-            let sections: [StackKind: Bool] = [.workflows: workflows != nil, .sync: sync != nil, .chat: chat != nil, .agent: agent != nil, .aiBridge: bridge != nil]
+            let sections: [StackKind: Bool] = [.workflows: workflows != nil, .sync: sync != nil, .chat: chat != nil, .agent: agent != nil, .aiBridge: bridge != nil,
+                                               .desktopBridge: desktop != nil]
             for stack in listed.sorted() where sections[stack] != true {
-                let section = stack == .aiBridge ? "bridge" : stack.rawValue
+                let section = stack == .aiBridge ? "bridge" : stack == .desktopBridge ? "desktop" : stack.rawValue
                 throw fail("'\(population.name)' runs \(stack.rawValue) but the scenario has no \(section): section")
             }
             if listed.contains(.sync) && !listed.contains(.workflows) {

@@ -28,6 +28,8 @@ public struct Scenario: Sendable {
     public var agent: AgentSettings?
     /// Phones paired with their users' desktops through the AI bridge relay.
     public var bridge: BridgeSettings?
+    /// Phones mirroring their users' desktops over the desktop bridge, at home.
+    public var desktop: DesktopSettings?
     /// The push service every stack's server wakes phones through.
     public var push = PushSettings()
     /// What the stacks' radio and CPU use costs the battery.
@@ -52,6 +54,7 @@ public struct Scenario: Sendable {
         if chat != nil { stacks.insert(.chat) }
         if agent != nil { stacks.insert(.agent) }
         if bridge != nil { stacks.insert(.aiBridge) }
+        if desktop != nil { stacks.insert(.desktopBridge) }
         return stacks
     }
 
@@ -268,7 +271,7 @@ extension Fault: Decodable {
                     throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath, debugDescription:
                         "the scenario has several servers: name the one that crashes (server: sync, chat, agent or ai-bridge)"))
                 }
-                guard server != .workflows else {
+                guard server != .workflows, server != .desktopBridge else {
                     throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [CodingKeys.server], debugDescription: "expected sync, chat, agent or ai-bridge"))
                 }
                 self = .serverCrash(at: at, duration: duration, server: server)
