@@ -86,8 +86,9 @@ extension DesktopBridge {
         case .success(.read(let content)): answer(pending.reply, .response(id: id, result: ["content": .string(content)]), &reply)
         case .success(.written): answer(pending.reply, .response(id: id, result: d == .legacy ? ["_meta": .null] : .object([:])), &reply)
         case .success(.terminal(let output, let truncated, let status)):
-            var fields: [String: JSONValue] = ["output": .string(output), "truncated": .bool(truncated)]
-            if let status { fields["exitStatus"] = .number(Double(status)) }
+            // exitStatus is null for a program stopped at its deadline or output cap.
+            let fields: [String: JSONValue] = ["output": .string(output), "truncated": .bool(truncated),
+                                               "exitStatus": status.map { .number(Double($0)) } ?? .null]
             answer(pending.reply, .response(id: id, result: d.object(fields)), &reply)
         }
         return reply

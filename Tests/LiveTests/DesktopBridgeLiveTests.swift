@@ -115,7 +115,11 @@ struct DesktopBridgeLiveTests {
         let pwd = try await socket.call("terminal/run", ["sessionId": .string(session), "command": ["pwd"]])
         #expect(pwd["result"]?["output"] == .string(server.workspace + "\n") && pwd["result"]?["exitStatus"] == 0 && pwd["result"]?["truncated"] == false)
         let capped = try await socket.call("terminal/run", ["sessionId": .string(session), "command": ["yes"], "outputByteLimit": 100])
-        #expect(capped["result"]?["output"]?.stringValue?.utf8.count == 100 && capped["result"]?["truncated"] == true)
+        #expect(capped["result"]?["output"]?.stringValue?.utf8.count == 100 && capped["result"]?["truncated"] == true
+                && capped["result"]?["exitStatus"] == .null, "a program past the cap is stopped there")
+        let slow = try await socket.call("terminal/run", ["sessionId": .string(session), "command": ["sh", "-c", "echo started; sleep 30"]])
+        #expect(slow["result"]?["output"] == "started\n" && slow["result"]?["exitStatus"] == .null && slow["result"]?["truncated"] == true,
+                "the 2 s limit stops it: \(slow)")
         let failing = try await socket.call("terminal/run", ["sessionId": .string(session), "command": ["sh", "-c", "exit 4"]])
         #expect(failing["result"]?["exitStatus"] == 4)
         let outside = try await socket.call("terminal/run", ["sessionId": .string(session), "command": ["pwd"], "cwd": "/tmp"])

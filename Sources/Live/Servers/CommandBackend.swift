@@ -19,7 +19,7 @@ final class CommandBackend: @unchecked Sendable {
         let process: Process?
         func stop() {
             guard let process, process.isRunning else { return }
-            kill(process.processIdentifier, SIGKILL)
+            LineProcess.killGroup(process)
         }
     }
 
@@ -43,6 +43,8 @@ final class CommandBackend: @unchecked Sendable {
             if let text = state.take(data, limit: Self.outputLimit) { report(.output(text)) }
         }
         process.terminationHandler = { process in
+            // What the program left running dies with it (its run is over).
+            LineProcess.killGroup(process)
             output.fileHandleForReading.readabilityHandler = nil
             if let rest = try? output.fileHandleForReading.readToEnd(), let text = state.take(rest, limit: Self.outputLimit) { report(.output(text)) }
             if let tail = state.flush() { report(.output(tail)) }
@@ -63,7 +65,7 @@ final class CommandBackend: @unchecked Sendable {
             state.markTimedOut()
             // SIGKILL: a child inherits the signal mask of a server that blocks SIGTERM for
             // its own graceful shutdown, so a SIGTERM could wait forever.
-            kill(process.processIdentifier, SIGKILL)
+            LineProcess.killGroup(process)
         }
         return Running(process: process)
     }

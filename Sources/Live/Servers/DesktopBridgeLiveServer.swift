@@ -122,15 +122,18 @@ public final class DesktopBridgeLiveServer: ReferenceServer, @unchecked Sendable
                 return
             }
             let collected = TerminalOutput(limit: limit)
-            backend.run(argv: argv, input: "", timeout: timeout, directory: real) { [self] event in
+            let running = backend.run(argv: argv, input: "", timeout: timeout, directory: real) { [self] event in
                 switch event {
                 case .output(let text): collected.append(text)
                 case .finished(let status, let reason):
                     if status == -1 { finished(id, .failure(.invalidParams(reason ?? "the program could not be started", field: "command"))); return }
                     let (output, truncated) = collected.result
-                    finished(id, .success(.terminal(output: output, truncated: truncated || reason != nil, exitStatus: status == -2 ? nil : status)))
+                    // A program stopped at the cap or the deadline did not exit on its own.
+                    let stopped = truncated || reason != nil
+                    finished(id, .success(.terminal(output: output, truncated: stopped, exitStatus: stopped ? nil : status)))
                 }
             }
+            collected.whenFull(running.stop)
         case .startProgram(let run, let argv, let cwd):
             programs[run] = LineProcess(argv: argv, directory: cwd) { [self] event in
                 lock.withLock {
@@ -227,22 +230,36 @@ enum DesktopServerError: Error, CustomStringConvertible {
     }
 }
 
-/// A terminal run's output, kept up to its byte limit.
+/// A terminal run's output, kept up to its byte limit. A program that writes past the
+/// limit is stopped there (`yes` would otherwise burn a core until its deadline).
 final class TerminalOutput: @unchecked Sendable {
     private let lock = NSLock()
     private var bytes: [UInt8] = []
     private var truncated = false
+    private var stop: (@Sendable () -> Void)?
     let limit: Int
 
     init(limit: Int) { self.limit = limit }
 
     func append(_ text: String) {
-        lock.withLock {
+        let stopNow: (@Sendable () -> Void)? = lock.withLock {
             let room = limit - bytes.count
             let piece = Array(text.utf8)
-            if piece.count > room { truncated = true }
             bytes += piece.prefix(max(0, room))
+            guard piece.count > room, !truncated else { return nil }
+            truncated = true
+            return stop
         }
+        stopNow?()
+    }
+
+    /// Runs `stop` once the output is over the limit (at once if it already is).
+    func whenFull(_ stop: @escaping @Sendable () -> Void) {
+        let full = lock.withLock {
+            self.stop = stop
+            return truncated
+        }
+        if full { stop() }
     }
 
     var result: (String, Bool) { lock.withLock { (String(decoding: bytes, as: UTF8.self), truncated) } }

@@ -3,7 +3,7 @@ import Foundation
 /// A local program spoken to one line at a time (an ACP agent over stdio): lines written
 /// to its stdin as they come, each line of its stdout reported, its end reported once.
 /// Its stderr is discarded (agents log prompts there). `stop` kills it with SIGKILL (see
-/// `CommandBackend` for why not SIGTERM).
+/// `CommandBackend` for why not SIGTERM), and with it every process it started.
 final class LineProcess: @unchecked Sendable {
     enum Event: Sendable {
         case line(String)
@@ -44,6 +44,7 @@ final class LineProcess: @unchecked Sendable {
             for line in take(data) { report(.line(line)) }
         }
         process.terminationHandler = { [self] process in
+            Self.killGroup(process)
             output.fileHandleForReading.readabilityHandler = nil
             if let rest = try? output.fileHandleForReading.readToEnd() { for line in take(rest) { report(.line(line)) } }
             if finish() { report(.exited(status: process.terminationStatus)) }
@@ -54,8 +55,6 @@ final class LineProcess: @unchecked Sendable {
             if finish() { report(.exited(status: -1)) }
         }
     }
-
-    /// Splits what was read into whole lines; a line over `maxLine` kills the program.
     /// Points `process` at `argv`: a path runs as given, a bare name is looked up on PATH
     /// (through `env`); SIGPIPE is ignored from now on.
     static func prepare(_ process: Process, argv: [String]) {
@@ -70,6 +69,16 @@ final class LineProcess: @unchecked Sendable {
         }
     }
 
+    /// Kills a program and what it started. Foundation starts each program as the leader
+    /// of its own process group; a child left behind (`sh -c 'sleep 30'`) would hold the
+    /// output pipe open, and the read of the last output would wait for it.
+    static func killGroup(_ process: Process) {
+        let pid = process.processIdentifier
+        guard pid > 0 else { return }
+        kill(-pid, SIGKILL)
+    }
+
+    /// Splits what was read into whole lines; a line over `maxLine` kills the program.
     private func take(_ data: Data) -> [String] {
         lock.withLock {
             buffer.append(contentsOf: data)
@@ -80,7 +89,7 @@ final class LineProcess: @unchecked Sendable {
             }
             if buffer.count > Self.maxLine {
                 buffer = []
-                if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+                if process.isRunning { Self.killGroup(process) }
             }
             return lines
         }
@@ -100,6 +109,6 @@ final class LineProcess: @unchecked Sendable {
 
     func stop() {
         guard process.isRunning else { return }
-        kill(process.processIdentifier, SIGKILL)
+        Self.killGroup(process)
     }
 }
