@@ -26,7 +26,7 @@ struct SyncConformanceTests {
         let down = Switch()
         var served: ServedFleetlab?
 
-        init(_ driver: Driver) throws {
+        init(_ driver: Driver) async throws {
             switch driver {
             case .simulated:
                 let clock = LiveClock()
@@ -37,7 +37,7 @@ struct SyncConformanceTests {
                 let server = Mutex(core)
                 inner = InProcessTransport { request in server.withLock { $0.handle(request, now: clock.now).response } }
             case .loopback:
-                let served = try ServedFleetlab(data: TestPaths.scratchDirectory("conformance-sync").path)
+                let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("conformance-sync").path)
                 self.served = served
                 baseURL = served.syncURL
                 rootKey = served.rootKey
@@ -90,7 +90,7 @@ struct SyncConformanceTests {
 
     @Test("register, approval round trip, offline outbox, telemetry, campaign dedup and a manifest update", arguments: Driver.allCases)
     func deviceAndOperator(driver: Driver) async throws {
-        let lab = try Lab(driver)
+        let lab = try await Lab(driver)
         let device = try lab.device("phone-\(driver.rawValue)")
         try await device.register(pushToken: "tok")
         _ = try device.host.loadSequence(json: workflowJSON("payment-verification"))

@@ -6,7 +6,7 @@ import Testing
 struct DeviceCommandTests {
     @Test("a live device registers, runs a workflow with an answer, syncs it and its telemetry to the server, and says so")
     func runsAgainstServe() async throws {
-        let served = try ServedFleetlab(data: TestPaths.scratchDirectory("device-serve").path)
+        let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("device-serve").path)
         defer { served.stop() }
         let state = TestPaths.scratchDirectory("device-state").path
         let run = try await CommandRunner.fleetlabAsync(["device", "--sync", served.syncURL, "--key", served.rootKey, "--device-id", "cli-phone",
@@ -43,7 +43,7 @@ struct DeviceCommandTests {
     @Test("GET /version reports the ports the servers really listen on when --port moves them")
     func versionReportsMovedPorts() async throws {
         let port = try ServedFleetlab.freePort()
-        let served = try ServedFleetlab(syncPort: port, data: TestPaths.scratchDirectory("version-serve").path)
+        let served = try await ServedFleetlab.start(syncPort: port, data: TestPaths.scratchDirectory("version-serve").path)
         defer { served.stop() }
         let version = try await HTTPProbe.get(served.hostURL + "/version")
         let servers = (version.json as? [String: Any])?["servers"] as? [[String: Any]] ?? []

@@ -28,7 +28,7 @@ func loadScenario(p99: String = "2s", extra: String = "") -> String {
 struct LoadtestCommandTests {
     @Test("closed and open models drive fleetlab serve over real sockets; results, dashboard and thresholds as a simulation's; the key stays out of the results")
     func againstServe() async throws {
-        let served = try ServedFleetlab(data: TestPaths.scratchDirectory("load-serve").path)
+        let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("load-serve").path)
         defer { served.stop() }
         let dir = TestPaths.scratchDirectory("loadtest")
         let scenario = try writeScenario(loadScenario(), in: dir, name: "load.yaml")
@@ -82,7 +82,7 @@ struct LoadtestCommandTests {
 
     @Test("app-paced phones tick their engines and sync when their client says so: one registration and one first sync each in a few seconds")
     func appPaced() async throws {
-        let served = try ServedFleetlab(data: TestPaths.scratchDirectory("load-serve").path)
+        let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("load-serve").path)
         defer { served.stop() }
         let dir = TestPaths.scratchDirectory("loadtest")
         let scenario = try writeScenario(loadScenario(extra: "  - {metric: sync.interval, labels: {power_state: LowBattery}, percentile: 50, max: 2m}"),
@@ -102,7 +102,7 @@ struct LoadtestCommandTests {
 
     @Test("a wrong key and a closed port are failures counted per endpoint, each request within its deadline")
     func failures() async throws {
-        let served = try ServedFleetlab(data: TestPaths.scratchDirectory("load-serve").path)
+        let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("load-serve").path)
         defer { served.stop() }
         let dir = TestPaths.scratchDirectory("loadtest")
         let scenario = try writeScenario(loadScenario(), in: dir, name: "load.yaml")
@@ -185,7 +185,7 @@ struct LoadtestCommandTests {
 
     @Test("Ctrl-C stops the test, writes the results so far and exits 130")
     func interrupted() async throws {
-        let served = try ServedFleetlab(data: TestPaths.scratchDirectory("load-serve").path)
+        let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("load-serve").path)
         defer { served.stop() }
         let dir = TestPaths.scratchDirectory("loadtest")
         let scenario = try writeScenario(loadScenario(), in: dir, name: "load.yaml")

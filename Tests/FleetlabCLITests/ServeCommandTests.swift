@@ -8,7 +8,7 @@ import LabTestSupport
 struct ServeCommandTests {
     @Test("serves on loopback, prints its endpoints and the sync server's key, and stops cleanly on SIGTERM")
     func serveAndStop() async throws {
-        let served = try ServedFleetlab(data: TestPaths.scratchDirectory("serve-data").path)
+        let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("serve-data").path)
         let host = try #require(served.output.split(separator: "\n").first { $0.contains("  host") }?
             .split(separator: " ").first { $0.hasPrefix("http://") }.map(String.init))
         let health = try await HTTPProbe.get(host + "/health")
@@ -55,7 +55,7 @@ struct ServeCommandTests {
 struct ServeIsolationTests {
     @Test("the requests that used to crash every server are 4xx answers, and every server is still up")
     func formerCrashers() async throws {
-        let served = try ServedFleetlab(data: TestPaths.scratchDirectory("serve-crashers").path)
+        let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("serve-crashers").path)
         defer { served.stop() }
         let json = ["content-type": "application/json"]
         let account = try await HTTPProbe.request("POST", served.chatURL + "/api/v1/auth/register",
@@ -81,7 +81,7 @@ struct ServeIsolationTests {
 
     @Test("a handler that traps costs only its own server a restart: the others keep answering, its data survives", .timeLimit(.minutes(2)))
     func trapRestartsOneServer() async throws {
-        let served = try ServedFleetlab(data: TestPaths.scratchDirectory("serve-trap").path, environment: ["FLEETLAB_FAULT_TRAP_PATH": "/trap"])
+        let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("serve-trap").path, environment: ["FLEETLAB_FAULT_TRAP_PATH": "/trap"])
         defer { served.stop() }
         let json = ["content-type": "application/json"]
         let registered = try await HTTPProbe.request("POST", served.chatURL + "/api/v1/auth/register",
@@ -118,7 +118,7 @@ struct ServeAgentRuntimeTests {
     @Test("serve prints the agent runtime and its development token, which starts a chat; fleetlab token mints one for any tenant")
     func tokenLines() async throws {
         let data = TestPaths.scratchDirectory("serve-agent").path
-        let served = try ServedFleetlab(data: data)
+        let served = try await ServedFleetlab.start(data: data)
         defer { served.stop() }
         let line = try #require(served.output.split(separator: "\n").first { $0.hasPrefix("  agent-runtime  http://127.0.0.1:") })
         #expect(line.contains("/ws/{workflow}/{app}/{chat}/{user}"))
@@ -173,7 +173,7 @@ struct ServeAIBridgeTests {
     @Test("prompts and tokens reach no log line and no file under --data, sealed or plain; wrong PINs are throttled per address")
     func nothingLeaks() async throws {
         let data = TestPaths.scratchDirectory("serve-ai-bridge").path
-        let served = try ServedFleetlab(data: data)
+        let served = try await ServedFleetlab.start(data: data)
         let marker = "MARKER-purple-elephant-\(UInt32.random(in: 0...UInt32.max))"
         let paired = try await post(served.aiBridgeURL + "/v1/pair/confirm", #"{"pin":"\#(served.aiPIN)","device_id":"cli-test"}"#)
         let pairing = try #require(paired.json as? [String: Any])

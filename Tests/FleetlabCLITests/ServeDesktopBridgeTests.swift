@@ -17,7 +17,7 @@ struct ServeDesktopBridgeTests {
             Issue.record("the ACP SDK is not installed: run scripts/install-deps (it creates .venv-acp)")
             return
         }
-        let served = try ServedFleetlab(data: TestPaths.scratchDirectory("serve-desktop").path)
+        let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("serve-desktop").path)
         defer { served.stop() }
         #expect(served.desktopURL.hasPrefix("ws://127.0.0.1:"), "serve prints the desktop bridge as a ws:// endpoint")
         let url = served.desktopURL

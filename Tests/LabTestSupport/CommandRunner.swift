@@ -36,7 +36,7 @@ public enum CommandRunner {
     /// `fleetlab(_:in:)` for async tests: the waiting happens off Swift's cooperative
     /// threads (two on this machine), which in-process servers of other tests need.
     public static func fleetlabAsync(_ arguments: [String], in directory: URL? = nil, environment: [String: String] = [:]) async throws -> Result {
-        try await offPool { try wait(for: start(arguments, in: directory, environment: environment)) }
+        try await cpuBound { try wait(for: start(arguments, in: directory, environment: environment)) }
     }
 
     /// Starts `fleetlab arguments` without waiting; stdout and stderr are pipes.

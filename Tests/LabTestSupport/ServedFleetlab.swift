@@ -29,6 +29,12 @@ public final class ServedFleetlab {
         return listener.port
     }
 
+    /// Starts it and waits for its lines off the cooperative pool (a start takes seconds on
+    /// a busy machine, and the pool's two threads serve every other test meanwhile).
+    public static func start(syncPort: Int = 0, data: String, extra: [String] = [], environment: [String: String] = [:]) async throws -> ServedFleetlab {
+        try await offPool { try ServedFleetlab(syncPort: syncPort, data: data, extra: extra, environment: environment) }
+    }
+
     public init(syncPort: Int = 0, data: String, extra: [String] = [], environment: [String: String] = [:]) throws {
         process = try CommandRunner.start(["serve", "--port", "host=0", "--port", "mobile-sync=\(syncPort)", "--port", "chat=0", "--port", "agent-runtime=0", "--port", "ai-bridge=0", "--port", "desktop-bridge=0", "--data", data] + extra,
                                           environment: environment)

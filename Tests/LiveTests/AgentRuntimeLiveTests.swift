@@ -60,7 +60,7 @@ struct AgentRuntimeLiveTests {
         let chat = try await Self.start(base, token: token, workflow: "quick")
         for query in ["", "?access_token=nope", "?access_token=\(try AgentRuntimeLiveServer.mint(app: "acme", user: "bob", dataDirectory: data))"] {
             let socket = try await offPool { try WebSocketProbe(port: port, target: "/ws/quick/acme/\(chat)/ada\(query)") }
-            #expect(try await offPool { try socket.receive(timeout: 5) } == .close(1008), "\(query.prefix(20))")
+            #expect(try await offPool { try socket.receive(timeout: 30) } == .close(1008), "\(query.prefix(20))")
         }
         let socket = try await offPool { try WebSocketProbe(port: port, target: "/ws/quick/acme/\(chat)/ada?access_token=\(token)&resume=client") }
         _ = try await Self.read(socket) { $0.contains { $0.type == .chatMeta } }

@@ -57,7 +57,7 @@ struct ChatLoopbackTests {
                     try await Task.sleep(for: .milliseconds(10))
                 }
                 let replay = try WebSocketProbe(port: bob.port, target: "/ws?ticket=\(ticket)")
-                #expect(try replay.receive(timeout: 5) == .close(4001))
+                #expect(try await offPool { try replay.receive(timeout: 30) } == .close(4001))
                 withExtendedLifetime(first) {}
             }
         } catch {

@@ -36,7 +36,7 @@ struct LoopbackDeviceTests {
     func loopback() async throws {
         let data = TestPaths.scratchDirectory("loopback-serve").path
         let port = try ServedFleetlab.freePort()
-        var served = try ServedFleetlab(syncPort: port, data: data)
+        var served = try await ServedFleetlab.start(syncPort: port, data: data)
         let url = served.syncURL, key = served.rootKey
         let rootPublic = try await get(url + "/api/v1/mobile/manifest/root-key", key: key)["public_key"]?.stringValue ?? ""
         let device = try Self.device(url, key: key, dir: TestPaths.scratchDirectory("loopback-device"), rootKey: rootPublic)
@@ -65,7 +65,7 @@ struct LoopbackDeviceTests {
         try device.step()
         #expect(try await device.syncNow() == nil, "the sync fails while the server is down")
         #expect(try device.host.store.outboxCount() >= 2)
-        served = try ServedFleetlab(syncPort: port, data: data)
+        served = try await ServedFleetlab.start(syncPort: port, data: data)
         #expect(served.rootKey == key, "the restarted server kept its state")
         #expect(try await device.syncNow() != nil)
         #expect(try device.host.store.outboxCount() == 0)

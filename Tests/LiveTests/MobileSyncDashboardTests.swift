@@ -13,7 +13,7 @@ import Testing
 struct MobileSyncDashboardTests {
     @Test("sign in with the form; resolving an approval in the page delivers complete_step; the form starts a workflow; rows expand; events show")
     func resolveInPage() async throws {
-        let served = try ServedFleetlab(data: TestPaths.scratchDirectory("dashboard-serve").path)
+        let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("dashboard-serve").path)
         defer { served.stop() }
         let device = try LoopbackDeviceTests.device(served.syncURL, key: served.rootKey, dir: TestPaths.scratchDirectory("dashboard-device"))
         try await device.register()

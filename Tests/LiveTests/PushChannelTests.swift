@@ -22,7 +22,7 @@ struct PushChannelTests {
 
     @Test("a resolved approval and a queued command wake a subscribed device within a second; a foreign key cannot subscribe")
     func wakeWithinASecond() async throws {
-        let served = try ServedFleetlab(data: TestPaths.scratchDirectory("push-serve").path)
+        let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("push-serve").path)
         defer { served.stop() }
         let key = served.rootKey
         let device = try LoopbackDeviceTests.device(served.syncURL, key: key, dir: TestPaths.scratchDirectory("push-device"))

@@ -147,9 +147,9 @@ struct ComparisonTests {
         let dir = TestPaths.scratchDirectory("compare")
         let file = dir.appendingPathComponent("compare.html")
         try ComparisonPage.render(compare(ComparisonFixture(), slower)).write(to: file, atomically: true, encoding: .utf8)
-        let load = try await offPool { try HeadlessChromium.load(file: file, width: 1200, height: 1600) }
+        let load = try await cpuBound { try HeadlessChromium.load(file: file, width: 1200, height: 1600) }
         #expect(load.pageRequests.isEmpty)
-        let (verdict, lines) = try await offPool { () throws -> (String, Int) in
+        let (verdict, lines) = try await cpuBound { () throws -> (String, Int) in
             let page = try ChromiumSession(url: file.absoluteString, width: 1200, height: 1600)
             try page.wait(until: "document.querySelector('#verdict') !== null")
             let verdict = try page.evaluate("document.querySelector('#verdict .verdict.fail').textContent") as? String ?? ""

@@ -45,7 +45,7 @@ struct DashboardTests {
               - {kind: server-crash, at: 1h, duration: 15m, server: sync}
             """, file: "dash.yaml", directory: TestPaths.packageRoot.appendingPathComponent("simulations").path)
         let path = dir.appendingPathComponent("results.sqlite").path
-        let results = try await offPool {
+        let results = try await cpuBound {
             _ = try FleetRun(scenario: scenario, resultsPath: path).run()
             return try ResultsDatabase.open(at: path).load()
         }
@@ -126,7 +126,7 @@ struct DashboardTests {
         let (results, dir) = try await Self.sampleRun()
         let page = dir.appendingPathComponent("dashboard.html")
         try Dashboard.render(results).write(to: page, atomically: true, encoding: .utf8)
-        let load = try HeadlessChromium.load(file: page)
+        let load = try await cpuBound { try HeadlessChromium.load(file: page) }
         #expect(load.pageRequests.isEmpty, "the dashboard fetched \(load.pageRequests)")
         let png = try #require(load.screenshot)
         #expect(png.count > 20_000, "a blank page compresses to far less")
@@ -134,12 +134,12 @@ struct DashboardTests {
     }
 
     @Test("the request detector does catch a page that fetches from elsewhere")
-    func chromiumDetectorWorks() throws {
+    func chromiumDetectorWorks() async throws {
         let dir = TestPaths.scratchDirectory()
         let page = dir.appendingPathComponent("leaky.html")
         try #"<!DOCTYPE html><html><body><img src="https://cdn.example.invalid/logo.png"></body></html>"#
             .write(to: page, atomically: true, encoding: .utf8)
-        let load = try HeadlessChromium.load(file: page, width: 400, height: 300)
+        let load = try await cpuBound { try HeadlessChromium.load(file: page, width: 400, height: 300) }
         #expect(load.pageRequests == ["https://cdn.example.invalid/logo.png"])
     }
 }

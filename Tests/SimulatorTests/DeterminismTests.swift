@@ -10,7 +10,7 @@ struct DeterminismTests {
     /// Runs `scenario` into `dir/name` and returns the digest of its results database.
     static func digest(of scenario: Scenario, in dir: URL, name: String) async throws -> String {
         let path = dir.appendingPathComponent(name).path
-        return try await offPool {
+        return try await cpuBound {
             _ = try FleetRun(scenario: scenario, resultsPath: path).run()
             return try ResultsDigest.compute(ResultsDatabase.open(at: path))
         }

@@ -40,7 +40,7 @@ struct FullStackTests {
         let killAt = Instant.zero + .minutes(50)
         let scenario = try Self.fullStack(kill: "  - {kind: mass-app-kill, at: 50m, fraction: 100%}")
         typealias Stored = (instances: Int, chat: Int, launches: UInt64)
-        let (killed, stored, after) = try await offPool { () -> ([Int], [Int: Stored], FleetWorld) in
+        let (killed, stored, after) = try await cpuBound { () -> ([Int], [Int: Stored], FleetWorld) in
             var kernel = Kernel(world: FleetWorld(scenario: scenario, sink: nil), queue: EventQueue())
             kernel.queue = kernel.world.initialEvents()
             _ = kernel.run(until: .time(killAt + .milliseconds(1)))

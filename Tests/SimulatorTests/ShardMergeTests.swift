@@ -35,7 +35,7 @@ struct ShardMergeTests {
         sliced.shard = shard
         let path = dir.appendingPathComponent("\(name).sqlite").path
         let run = sliced
-        let results = try await offPool {
+        let results = try await cpuBound {
             _ = try FleetRun(scenario: run, resultsPath: path).run()
             return try ResultsDatabase.open(at: path).load()
         }

@@ -42,11 +42,11 @@ struct WorkflowSimulationTests {
             """, file: "wf.yaml")
     }
 
-    /// Runs a scenario to its end (off the cooperative pool: `offPool`).
+    /// Runs a scenario to its end (off the cooperative pool, a core at a time: `cpuBound`).
     static func run(_ scenario: Scenario, mode: TickMode? = nil) async -> FleetWorld {
         var s = scenario
         if let mode { s.ticks.mode = mode }
-        return try! await offPool { [s] in
+        return try! await cpuBound { [s] in
             var kernel = Kernel(world: FleetWorld(scenario: s, sink: nil), queue: EventQueue())
             kernel.queue = kernel.world.initialEvents()
             _ = kernel.run(until: .time(.zero + s.duration))
