@@ -24,7 +24,8 @@ struct FleetBench: ParsableCommand {
     /// The stack sets, in the order they run.
     static let sets: [(name: String, stacks: Set<StackKind>)] = [
         ("device model", []), ("workflows", [.workflows]), ("workflows + sync", [.workflows, .sync]), ("chat", [.chat]), ("agent", [.agent]),
-        ("ai-bridge", [.aiBridge]), ("full stack", [.workflows, .sync, .chat, .agent, .aiBridge]),
+        ("ai-bridge", [.aiBridge]), ("desktop-bridge", [.desktopBridge]),
+        ("full stack", [.workflows, .sync, .chat, .agent, .aiBridge, .desktopBridge]),
     ]
 
     @Option(help: "The fixed scenario.")

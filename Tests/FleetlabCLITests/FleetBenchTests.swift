@@ -14,7 +14,7 @@ struct FleetBenchTests {
     func stackSets() async throws {
         let result = try await CommandRunner.fleetlabAsync(["bench", "fleet", "--devices", "60", "--duration", "2h"])
         #expect(result.status == 0, "\(result.stderr)")
-        for name in ["device model", "workflows", "workflows + sync", "chat", "agent", "ai-bridge", "full stack"] {
+        for name in ["device model", "workflows", "workflows + sync", "chat", "agent", "ai-bridge", "desktop-bridge", "full stack"] {
             let columns = try #require(Self.row(name, in: result.stdout), "\(name): \(result.stdout)")
             #expect(columns.contains("MiB"), "\(name): \(columns)")
         }

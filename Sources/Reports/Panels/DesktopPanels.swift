@@ -26,23 +26,25 @@ struct DesktopTurnsPanel: DashboardPanel {
     }
 }
 
-/// Answer chunks per second reaching phones, beside the phones connected and desktops awake.
+/// Answer chunks per second reaching phones, and below it the phones connected and
+/// desktops awake (two charts: chunks per second and device counts differ by orders of
+/// magnitude, and one scale would flatten the chunks).
 struct DesktopActivityPanel: DashboardPanel {
     let id = "desktop-activity"
     let title = "Desktop bridge: chunks per second"
-    let caption = "Answer chunks applied to phones' timelines per second (every mirroring phone counts), and at each bucket end the phones connected to their desktop and the desktops awake (dashed, counts on the same scale)."
+    let caption = "Answer chunks applied to phones' timelines per second (every mirroring phone counts); below, at each bucket end, the phones connected to their desktop and the desktops awake."
     var wide: Bool { true }
 
     func body(for results: RunResults, context: DashboardContext) -> String? {
         guard let chunks = results.metric(named: "desktop.chunks") else { return nil }
         let seconds = Double(context.bucket) / 1e9
-        let lines = [
-            TimeChart.Line(name: "chunks per second", color: Palette.series[0], points: atEnds(context, context.values(results, chunks).map { $0 / seconds })),
-            TimeChart.Line(name: "phones connected", color: Palette.series[2], points: atEnds(context, context.values(results, results.metric(named: "desktop.phones_connected"))),
-                           dashed: true),
+        let rate = [TimeChart.Line(name: "chunks per second", color: Palette.series[0], points: atEnds(context, context.values(results, chunks).map { $0 / seconds }))]
+        let counts = [
+            TimeChart.Line(name: "phones connected", color: Palette.series[2], points: atEnds(context, context.values(results, results.metric(named: "desktop.phones_connected")))),
             TimeChart.Line(name: "desktops awake", color: Palette.series[4], points: atEnds(context, context.values(results, results.metric(named: "desktop.desktops_awake"))),
                            dashed: true),
         ]
-        return context.timeChart { MetricUnit.decimal($0, digits: 1) }.lines(lines) + HTML.legend(lines.map { ($0.name, $0.color) })
+        return context.timeChart { MetricUnit.decimal($0, digits: 2) }.lines(rate) + HTML.legend(rate.map { ($0.name, $0.color) })
+            + context.timeChart { MetricUnit.decimal($0, digits: 0) }.lines(counts) + HTML.legend(counts.map { ($0.name, $0.color) })
     }
 }
