@@ -11,15 +11,18 @@ struct LoadtestCommand: AsyncParsableCommand {
         commandName: "loadtest",
         abstract: "Drive a real server with the scenario's client cores on the wall clock; results and dashboard as a simulation's.",
         discussion: """
-        Virtual phones run the same engine and sync client cores as the simulator against \
-        the targets named with --target, and nothing else. Closed model (default): --devices \
+        Virtual phones run the same client cores as the simulator against the targets named \
+        with --target, and nothing else: sync (the engine and its sync client) and agent (the \
+        agent runtime's client: one chat per iteration). With both, each iteration syncs, then chats. Closed model (default): --devices \
         phones, each waiting --think between iterations. Open model: --rate iterations per \
         second (ramped over --ramp), each taken by an idle phone of --devices; with none idle \
         it is dropped and counted. Latency counts from each iteration's intended start, so a \
-        lagging generator cannot hide it. Only the sync stack can be a target so far.
+        lagging generator cannot hide it.
 
         The key for a target comes from --key NAME=KEY or the environment variable \
-        FLEETLAB_KEY_<NAME> (e.g. FLEETLAB_KEY_SYNC), and is never written to the results.
+        FLEETLAB_KEY_<NAME> (e.g. FLEETLAB_KEY_SYNC), and is never written to the results: \
+        sync's API key (a root key makes a tenant for the run), agent's bearer token (its \
+        app_id and user_id are who the phones chat as; none for a runtime without auth).
 
         Exit status: 0 thresholds held, 2 bad input, 3 a threshold failed, 130 interrupted \
         (the results so far are written).
@@ -28,7 +31,7 @@ struct LoadtestCommand: AsyncParsableCommand {
     @Argument(help: "A scenario file: its workflows, thresholds and seed are used.")
     var scenario: String
 
-    @Option(name: .customLong("target"), help: "A server to drive, NAME=URL, e.g. sync=http://127.0.0.1:7710 (repeatable).")
+    @Option(name: .customLong("target"), help: "A server to drive, NAME=URL: sync=http://127.0.0.1:7710, agent=http://127.0.0.1:7730 (repeatable).")
     var targets: [String] = []
 
     @Option(name: .customLong("key"), help: "A target's API key, NAME=KEY (or FLEETLAB_KEY_<NAME> in the environment).")
@@ -81,18 +84,22 @@ struct LoadtestCommand: AsyncParsableCommand {
             guard parts.count == 2, let url = URL(string: parts[1]), url.scheme == "http", url.host != nil else {
                 throw CLIFailure.badInput("--target \(target): expected NAME=http://host:port")
             }
-            guard parts[0] == "sync" else {
-                throw CLIFailure.badInput("--target \(parts[0]): loadtest drives the sync stack so far (--target sync=URL); chat and the other stacks are to come")
+            guard Self.stacks.contains(parts[0]) else {
+                throw CLIFailure.badInput("--target \(parts[0]): loadtest drives \(Self.stacks.joined(separator: " and ")) so far (--target sync=URL, --target agent=URL); chat and the bridges are to come")
             }
             urls[parts[0]] = parts[1].hasSuffix("/") ? String(parts[1].dropLast()) : parts[1]
         }
-        guard let syncURL = urls["sync"] else { throw CLIFailure.badInput("name the server to drive: --target sync=http://host:port") }
-        var key = ProcessInfo.processInfo.environment["FLEETLAB_KEY_SYNC"] ?? ""
+        guard !urls.isEmpty else { throw CLIFailure.badInput("name the server to drive: --target sync=http://host:port or --target agent=http://host:port") }
+        var keyOf: [String: String] = [:]
+        for name in Self.stacks { keyOf[name] = ProcessInfo.processInfo.environment["FLEETLAB_KEY_\(name.uppercased())"] }
         for entry in keys {
             let parts = entry.split(separator: "=", maxSplits: 1).map(String.init)
             guard parts.count == 2 else { throw CLIFailure.badInput("--key takes NAME=KEY") }
             guard urls[parts[0]] != nil else { throw CLIFailure.badInput("--key \(parts[0]): no --target of that name") }
-            key = parts[1]
+            keyOf[parts[0]] = parts[1]
+        }
+        if urls["agent"] != nil, let token = keyOf["agent"], AgentIdentity(token: token) == nil {
+            throw CLIFailure.badInput("--key agent: expected the runtime's bearer token (a JWT with app_id and user_id, as fleetlab serve prints it)")
         }
         let model: WorkloadModel
         if let rate {
@@ -105,6 +112,7 @@ struct LoadtestCommand: AsyncParsableCommand {
         } else {
             guard ramp == nil, maxWait == nil else { throw CLIFailure.badInput("--ramp and --max-wait are for the open model (--rate)") }
             guard !(appPaced && think != nil) else { throw CLIFailure.badInput("--app-paced phones wait as the app does; leave out --think") }
+            guard !appPaced || urls.keys.sorted() == ["sync"] else { throw CLIFailure.badInput("--app-paced paces the sync stack: --target sync=URL alone") }
             model = appPaced ? .app(devices: devices) : .closed(devices: devices, thinkTime: think?.span ?? .seconds(1))
         }
         let directory = out ?? "runs/\(loaded.name)-loadtest"
@@ -115,22 +123,28 @@ struct LoadtestCommand: AsyncParsableCommand {
 
         // Buckets of wall time fine enough for a short test: at most 120 of them.
         let runTag = String(UInt64(Date().timeIntervalSince1970 * 1000), radix: 36)
-        let setup = await TenantSetup.prepare(syncURL: syncURL, key: key, tenant: loaded.sync?.tenant ?? "fleet", runTag: runTag)
+        var setup: TenantSetup.Outcome?
+        if let syncURL = urls["sync"] {
+            setup = await TenantSetup.prepare(syncURL: syncURL, key: keyOf["sync"] ?? "", tenant: loaded.sync?.tenant ?? "fleet", runTag: runTag)
+        }
         let bucket = ([1, 5, 10, 30, 60, 300, 600, 900, 1_800, 3_600] as [Int64]).map { TimeSpan(nanoseconds: $0 * 1_000_000_000) }
             .first { duration.span.nanoseconds / $0.nanoseconds <= 120 } ?? .hours(1)
         let startedAt = WallClock.timestamp()
+        let targetList = urls.keys.sorted().map { "\($0)=\(urls[$0]!)" }.joined(separator: " ")
         // Thresholds on what a live run does not measure (battery, ticks, cadence, stacks not
         // targeted) are listed as skipped, not failed for lack of data.
         var live = loaded
         var measurable = Self.liveMetrics
         if case .app = model { measurable.insert("sync.interval") }
+        if urls["agent"] != nil { measurable.insert("agent.first_chunk") }
         let (measured, skipped) = Self.liveThresholds(loaded.thresholds, stacks: Set(urls.keys), metrics: measurable)
         live.thresholds = measured
-        let settings = LoadRun.Settings(scenario: live, model: model, duration: duration.span, bucket: bucket, syncURL: syncURL,
-                                        apiKey: setup.key, runTag: runTag)
+        let settings = LoadRun.Settings(scenario: live, model: model, duration: duration.span, bucket: bucket,
+                                        sync: urls["sync"].map { ($0, setup?.key ?? "") }, agent: urls["agent"].map { ($0, keyOf["agent"]) }, runTag: runTag)
         let pipeline: ResultsPipeline
         do { pipeline = try ResultsPipeline(path: resultsPath) } catch { throw CLIFailure.badInput("cannot write \(resultsPath): \(error)") }
-        pipeline.submit(LoadtestCommand.openingBatch(loaded, model: model, duration: duration.span, bucket: bucket))
+        pipeline.submit(LoadtestCommand.openingBatch(loaded, model: model, duration: duration.span, bucket: bucket,
+                                                     stacks: (urls["sync"] != nil ? ["workflows", "sync"] : []) + (urls["agent"] != nil ? ["agent"] : [])))
         Interrupt.install()
         let line = LoadProgressLine(enabled: !quiet, duration: duration.span.seconds)
         let run = LoadRun(settings)
@@ -138,7 +152,7 @@ struct LoadtestCommand: AsyncParsableCommand {
         line.finish()
         var metadata = ResultsBatch()
         metadata.runMetadata = [
-            ("mode", "loadtest"), ("targets", "sync=\(syncURL)"), ("tenant", setup.createdTenant ?? "(the key's)"), ("model", Self.describe(model)), ("seed", String(loaded.seed)),
+            ("mode", "loadtest"), ("targets", targetList), ("tenant", setup.map { $0.createdTenant ?? "(the key's)" } ?? "(no sync target)"), ("model", Self.describe(model)), ("seed", String(loaded.seed)),
             ("scenario_sha256", SHA256Hex.of(loaded.text)), ("build", BuildInfo.description), ("started_at", startedAt),
             ("wall_seconds", String(outcome.wallSeconds)), ("generator_cpu_percent", String(outcome.cpuPercentMean)),
             ("generator_cpu_percent_max", String(outcome.cpuPercentMax)), ("interrupted", outcome.interrupted ? "true" : "false"),
@@ -148,9 +162,10 @@ struct LoadtestCommand: AsyncParsableCommand {
         do { try pipeline.finish() } catch { throw CLIFailure(message: "writing \(resultsPath) failed: \(error)", status: 1) }
 
         let results = try ResultsDatabase.open(at: resultsPath).load()
+        let tenantNote = setup?.createdTenant.map { " (tenant \($0), created for this run)" } ?? ""
         try OutputPaths.write(Dashboard.render(results), to: dashboardPath)
         let summary = LoadtestSummary(results: results, outcome: outcome, model: model,
-                                      target: syncURL + (setup.createdTenant.map { " (tenant \($0), created for this run)" } ?? ""), skipped: skipped,
+                                      target: targetList + tenantNote, skipped: skipped,
                                       resultsPath: resultsPath, dashboardPath: dashboardPath).text
         print(summary)
         let passed = outcome.thresholds.allSatisfy { $0.passed }
@@ -164,6 +179,9 @@ struct LoadtestCommand: AsyncParsableCommand {
         if outcome.interrupted { throw ExitCode(ExitStatus.interrupted) }
         if !passed { throw ExitCode(ExitStatus.checksFailed) }
     }
+
+    /// The stacks a load test can drive.
+    static let stacks = ["sync", "agent"]
 
     /// Metrics a load test records.
     static let liveMetrics: Set<String> = ["http.latency", "http.failures", "loadtest.iterations", "loadtest.start_lag",
@@ -191,7 +209,7 @@ struct LoadtestCommand: AsyncParsableCommand {
     }
 
     /// The scenario row, marked as a live run: its origin is the wall-clock time of day.
-    static func openingBatch(_ scenario: Scenario, model: WorkloadModel, duration: TimeSpan, bucket: TimeSpan) -> ResultsBatch {
+    static func openingBatch(_ scenario: Scenario, model: WorkloadModel, duration: TimeSpan, bucket: TimeSpan, stacks: [String]) -> ResultsBatch {
         var batch = ResultsBatch()
         let now = Date().timeIntervalSince1970
         let timeOfDay = Int64((now.truncatingRemainder(dividingBy: 86_400)) * 1e9)
@@ -199,7 +217,7 @@ struct LoadtestCommand: AsyncParsableCommand {
                                      startTimeOfDay: timeOfDay, durationNanoseconds: duration.nanoseconds, bucketNanoseconds: bucket.nanoseconds,
                                      devices: model.devices, tickMode: "live")
         batch.deviceClasses = [DeviceClassRow(id: 0, name: "loadtest", count: model.devices, firstDevice: 0,
-                                              parameters: (["model": .string(describe(model)), "stacks": ["workflows", "sync"]] as JSONValue).canonicalText)]
+                                              parameters: (["model": .string(describe(model)), "stacks": .array(stacks.map { .string($0) })] as JSONValue).canonicalText)]
         return batch
     }
 }

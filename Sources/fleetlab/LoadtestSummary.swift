@@ -61,7 +61,7 @@ struct LoadtestSummary {
         let passed = outcome.thresholds.allSatisfy(\.passed)
         lines.append("fleetlab loadtest \(results.scenario.name) — \(outcome.interrupted ? "INTERRUPTED" : passed ? "PASSED" : "FAILED")")
         lines.append("")
-        lines.append(row("target", "sync \(target)"))
+        lines.append(row("target", target))
         lines.append(row("model", LoadtestCommand.describe(model)))
         let ok = results.total("loadtest.iterations", labels: "outcome=ok") ?? 0
         let failed = results.total("loadtest.iterations", labels: "outcome=failed") ?? 0
@@ -71,10 +71,19 @@ struct LoadtestSummary {
         let requests = endpoints.reduce(0.0) { $0 + Double($1.requests) }
         lines.append(row("requests", "\(n(requests)) (\(MetricUnit.decimal(requests / max(outcome.wallSeconds, 1e-9), digits: 1))/s), "
             + "\(n(endpoints.reduce(0) { $0 + $1.failures })) failed"))
-        lines.append(row("latency", "p50 / p90 / p99 from each iteration's intended start"))
+        let chats = endpoints.contains { $0.stack == "agent" }
+        lines.append(row("latency", "p50 / p90 / p99 from each iteration's intended start" + (chats ? " (a chat's later requests from their send)" : "")))
+        let width = endpoints.map { $0.stack.count + $0.endpoint.count + 1 }.max() ?? 0
         for e in endpoints {
-            lines.append("      \(e.endpoint)  \(MetricUnit.formatDuration(e.p50)) / \(MetricUnit.formatDuration(e.p90)) / \(MetricUnit.formatDuration(e.p99))"
+            let name = "\(e.stack) \(e.endpoint)"
+            lines.append("      " + name + String(repeating: " ", count: width - name.count + 2)
+                + "\(MetricUnit.formatDuration(e.p50)) / \(MetricUnit.formatDuration(e.p90)) / \(MetricUnit.formatDuration(e.p99))"
                 + "  (\(n(Double(e.requests))), \(n(e.failures)) failed)")
+        }
+        if let metric = results.metric(named: "agent.first_chunk") {
+            let h = results.histogram(metric)
+            lines.append(row("agent", "first chunk after an input \(MetricUnit.formatDuration(Double(h.value(atPercentile: 50)))) / "
+                + "\(MetricUnit.formatDuration(Double(h.value(atPercentile: 90)))) / \(MetricUnit.formatDuration(Double(h.value(atPercentile: 99))))  (\(n(Double(h.totalCount))) answers)"))
         }
         let lag = results.metric(named: "loadtest.start_lag").map { results.histogram($0) }
         let lagP99 = Double(lag?.value(atPercentile: 99) ?? 0)

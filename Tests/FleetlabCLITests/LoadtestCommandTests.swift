@@ -119,13 +119,51 @@ struct LoadtestCommandTests {
         #expect(closed.stdout.contains("0 ok"), "\(closed.stdout)")
     }
 
+    @Test("the agent runtime as a target: each iteration is a chat with the printed token's user, recorded by route and first chunk; the token stays out of the results")
+    func agentChats() async throws {
+        let workflows = TestPaths.packageRoot.appendingPathComponent("simulations/agent-workflows").path
+        let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("load-agent-serve").path, extra: ["--agent-workflows", workflows])
+        defer { served.stop() }
+        let dir = TestPaths.scratchDirectory("loadtest-agent")
+        // The scenario's agent: section names workflows of the folder beside it, as the server's.
+        try FileManager.default.createSymbolicLink(atPath: dir.appendingPathComponent("agent-workflows").path, withDestinationPath: workflows)
+        let scenario = try writeScenario("""
+            name: chats
+            seed: 6
+            duration: 1h
+            devices:
+              - {name: phones, count: 4, stacks: [agent]}
+            agent: {workflows: {support-triage: 50%, trip-planner: 50%}, inputsPerChat: 2}
+            thresholds:
+              - {metric: agent.first_chunk, percentile: 90, max: 10s}
+              - {metric: http.latency, labels: {stack: agent}, percentile: 99, max: 10s}
+            """, in: dir, name: "chats.yaml")
+        let run = try await CommandRunner.fleetlabAsync(["loadtest", scenario, "--target", "agent=\(served.agentURL)", "--duration", "3s", "--devices", "4",
+                                                         "--think", "200ms", "--out", "agent", "--quiet"], in: dir,
+                                                        environment: ["FLEETLAB_KEY_AGENT": served.agentToken])
+        #expect(run.status == 0, "\(run.stdout)\(run.stderr)")
+        let results = try ResultsDatabase.open(at: dir.appendingPathComponent("agent/results.sqlite").path).load()
+        let start = try #require(results.metric(named: "http.latency", labels: "endpoint=POST /api/chats/{app}/{workflow}/start,stack=agent"))
+        #expect(results.histogram(start).totalCount >= 4, "every phone started at least one chat")
+        let firstChunk = try #require(results.metric(named: "agent.first_chunk"))
+        #expect(results.histogram(firstChunk).totalCount >= 4)
+        #expect(results.total("loadtest.iterations", labels: "outcome=ok") ?? 0 >= 4)
+        #expect((results.total("loadtest.iterations", labels: "outcome=failed") ?? 0) == 0)
+        #expect(results.thresholds.count == 2 && results.thresholdsPassed, "both thresholds are measured, none skipped")
+        #expect(results.runMetadata["targets"] == "agent=\(served.agentURL)")
+        let file = try Data(contentsOf: dir.appendingPathComponent("agent/results.sqlite"))
+        #expect(file.range(of: Data(served.agentToken.utf8)) == nil, "the token is not in the results")
+    }
+
     @Test("bad input is exit 2 before anything is contacted: no target, an unsupported stack, a model's option on the other model, no duration")
     func badInput() async throws {
         let dir = TestPaths.scratchDirectory("loadtest")
         let scenario = try writeScenario(loadScenario(), in: dir, name: "load.yaml")
         for (arguments, message) in [
             (["--duration", "1s"], "--target sync="),
-            (["--duration", "1s", "--target", "chat=http://127.0.0.1:9"], "sync stack so far"),
+            (["--duration", "1s", "--target", "chat=http://127.0.0.1:9"], "loadtest drives sync and agent so far"),
+            (["--duration", "1s", "--target", "agent=http://127.0.0.1:9", "--key", "agent=not-a-jwt"], "expected the runtime's bearer token"),
+            (["--duration", "1s", "--target", "agent=http://127.0.0.1:9", "--app-paced"], "--app-paced paces the sync stack"),
             (["--duration", "1s", "--target", "sync=ftp://x"], "expected NAME=http://host:port"),
             (["--duration", "1s", "--target", "sync=http://127.0.0.1:9", "--rate", "10", "--think", "1s"], "--think and --app-paced are for the closed model"),
             (["--duration", "1s", "--target", "sync=http://127.0.0.1:9", "--ramp", "1s"], "--ramp and --max-wait are for the open model"),

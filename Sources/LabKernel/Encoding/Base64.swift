@@ -85,3 +85,19 @@ extension Array where Element == UInt8 {
         self = out
     }
 }
+
+/// Base64 with the URL alphabet and no padding (RFC 7515 §2).
+public enum Base64URL {
+    public static func encode(_ bytes: [UInt8]) -> String {
+        var text = Base64.encode(bytes)
+        while text.hasSuffix("=") { text.removeLast() }
+        return String(text.map { $0 == "+" ? "-" : $0 == "/" ? "_" : $0 })
+    }
+
+    public static func decode(_ text: String) -> [UInt8]? {
+        guard text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) else { return nil }
+        var standard = String(text.map { $0 == "-" ? "+" : $0 == "_" ? "/" : $0 })
+        while standard.utf8.count % 4 != 0 { standard += "=" }
+        return Base64.decode(standard)
+    }
+}

@@ -20,14 +20,22 @@ public actor LiveAgentPhone {
     let continuation: AsyncStream<AgentClientEffect>.Continuation
     /// What the core tells the app, as it happens.
     public nonisolated let effects: AsyncStream<AgentClientEffect>
+    /// Hears each HTTP exchange as it ends: the request, its time from the send, and
+    /// whether it failed (no answer, or a 5xx). A load test records them.
+    let exchanged: (@Sendable (HTTPRequestMessage, Duration, Bool) -> Void)?
+    /// Each request's deadline.
+    let requestTimeout: Duration
 
-    public init(base: String, client: AgentClient, http: HTTPClient) throws {
+    public init(base: String, client: AgentClient, http: HTTPClient, requestTimeout: Duration = .seconds(20),
+                exchanged: (@Sendable (HTTPRequestMessage, Duration, Bool) -> Void)? = nil) throws {
         guard let url = URL(string: base), url.scheme == "http", let host = url.host, let port = url.port else { throw HTTPClientError.badURL(base) }
         self.base = base
         self.host = host
         self.port = port
         self.client = client
         self.http = http
+        self.requestTimeout = requestTimeout
+        self.exchanged = exchanged
         (effects, continuation) = AsyncStream<AgentClientEffect>.makeStream()
     }
 
@@ -40,9 +48,15 @@ public actor LiveAgentPhone {
         for effect in effects {
             switch effect {
             case .request(let id, let request):
-                Task { [http, base] in
+                Task { [http, base, requestTimeout, exchanged] in
                     let answer: AgentClientInput
-                    do { answer = .response(id: id, try await http.send(request, to: base, timeout: .seconds(20))) } catch { answer = .transportFailed(id: id) }
+                    let sent = ContinuousClock.now
+                    do { answer = .response(id: id, try await http.send(request, to: base, timeout: requestTimeout)) } catch { answer = .transportFailed(id: id) }
+                    if let exchanged {
+                        let failed: Bool
+                        if case .response(_, let response) = answer { failed = response.status >= 500 } else { failed = true }
+                        exchanged(request, ContinuousClock.now - sent, failed)
+                    }
                     await self.feed(answer)
                 }
             case .openSocket(let target):

@@ -14,6 +14,7 @@ public final class LoadRecorder: Sendable {
         var latency: [String: MetricHandle] = [:]
         var failures: [String: MetricHandle] = [:]
         var intervals: [String: MetricHandle] = [:]
+        var firstChunk: MetricHandle?
         var ok: MetricHandle
         var failed: MetricHandle
         var dropped: MetricHandle
@@ -28,11 +29,8 @@ public final class LoadRecorder: Sendable {
     }
 
     let state: Mutex<State>
-    /// The stack the endpoints belong to (`sync`).
-    let stack: String
 
-    public init(stack: String) {
-        self.stack = stack
+    public init() {
         var recorder = Recorder()
         let ok = recorder.register("loadtest.iterations", labels: [("outcome", "ok")])
         let failed = recorder.register("loadtest.iterations", labels: [("outcome", "failed")])
@@ -43,22 +41,31 @@ public final class LoadRecorder: Sendable {
         state = Mutex(State(recorder: recorder, ok: ok, failed: failed, dropped: dropped, lag: lag, cpu: cpu, busyGauge: busy))
     }
 
-    /// One request: its latency from the iteration's intended start, and whether it failed.
-    public func request(_ endpoint: String, latency: Duration, failed: Bool) {
-        let stack = self.stack
+    /// One request of `stack`: its latency (from the iteration's intended start for the
+    /// requests that open an iteration), and whether it failed.
+    public func request(_ endpoint: String, stack: String = "sync", latency: Duration, failed: Bool) {
+        let key = stack + " " + endpoint
         state.withLock { s in
-            if s.latency[endpoint] == nil {
-                s.latency[endpoint] = s.recorder.register("http.latency", labels: [("stack", stack), ("endpoint", endpoint)])
-                s.failures[endpoint] = s.recorder.register("http.failures", labels: [("stack", stack), ("endpoint", endpoint)])
+            if s.latency[key] == nil {
+                s.latency[key] = s.recorder.register("http.latency", labels: [("stack", stack), ("endpoint", endpoint)])
+                s.failures[key] = s.recorder.register("http.failures", labels: [("stack", stack), ("endpoint", endpoint)])
             }
             let ns = UInt64(max(0, latency.nanoseconds))
-            s.recorder.observe(s.latency[endpoint]!, ns)
+            s.recorder.observe(s.latency[key]!, ns)
             s.recent.record(ns)
             s.requests += 1
             if failed {
-                s.recorder.add(s.failures[endpoint]!)
+                s.recorder.add(s.failures[key]!)
                 s.errors += 1
             }
+        }
+    }
+
+    /// An agent chat's first answer chunk, from the iteration's intended start.
+    public func agentFirstChunk(_ latency: Duration) {
+        state.withLock { s in
+            if s.firstChunk == nil { s.firstChunk = s.recorder.register("agent.first_chunk") }
+            s.recorder.observe(s.firstChunk!, UInt64(max(0, latency.nanoseconds)))
         }
     }
 

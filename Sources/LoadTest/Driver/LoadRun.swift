@@ -1,3 +1,4 @@
+import AgentRuntimeWire
 import Foundation
 public import LabKernel
 public import LabStore
@@ -25,19 +26,23 @@ public final class LoadRun: Sendable {
         public var model: WorkloadModel
         public var duration: TimeSpan
         public var bucket: TimeSpan
-        public var syncURL: String
-        public var apiKey: String
+        /// The sync server and its key (nil: sync is not a target).
+        public var sync: (url: String, apiKey: String)?
+        /// The agent runtime and the token its phones chat with (nil: not a target; a nil
+        /// token: a runtime without auth, chatted with as app `loadtest`).
+        public var agent: (url: String, token: String?)?
         public var requestTimeout: Duration = .seconds(10)
         /// Distinguishes this run's phones on a server that kept earlier runs' devices.
         public var runTag: String
 
-        public init(scenario: Scenario, model: WorkloadModel, duration: TimeSpan, bucket: TimeSpan, syncURL: String, apiKey: String, runTag: String) {
+        public init(scenario: Scenario, model: WorkloadModel, duration: TimeSpan, bucket: TimeSpan, sync: (url: String, apiKey: String)?,
+                    agent: (url: String, token: String?)? = nil, runTag: String) {
             self.scenario = scenario
             self.model = model
             self.duration = duration
             self.bucket = bucket
-            self.syncURL = syncURL
-            self.apiKey = apiKey
+            self.sync = sync
+            self.agent = agent
             self.runTag = runTag
         }
     }
@@ -59,8 +64,10 @@ public final class LoadRun: Sendable {
     }
 
     public let settings: Settings
-    let recorder = LoadRecorder(stack: "sync")
+    let recorder = LoadRecorder()
+    /// Device `i`'s phone of each targeted stack (an empty list: not a target).
     let phones: [SyncPhone]
+    let agentPhones: [AgentLoadPhone]
     /// One executor per event loop of the HTTP client's group; phone `i` runs on `i % count`.
     let executors: [EventLoopTaskExecutor]
 
@@ -69,11 +76,21 @@ public final class LoadRun: Sendable {
         let http = HTTPClient(idlePerHost: max(8, settings.model.devices))
         let sequences = (settings.scenario.workflows?.workloads ?? []).map { ($0.sequenceName, $0.sequenceJSON) }
         let root = StreamSeed(settings.scenario.seed).child("loadtest")
-        phones = (0..<settings.model.devices).map { index in
-            var draw = root.child(UInt64(index)).generator()
-            return SyncPhone(baseURL: settings.syncURL, apiKey: settings.apiKey, deviceID: "loadtest-\(settings.runTag)-\(index)",
-                             seed: draw.next(), http: http, requestTimeout: settings.requestTimeout, sequences: sequences)
-        }
+        phones = settings.sync.map { sync in
+            (0..<settings.model.devices).map { index in
+                var draw = root.child(UInt64(index)).generator()
+                return SyncPhone(baseURL: sync.url, apiKey: sync.apiKey, deviceID: "loadtest-\(settings.runTag)-\(index)",
+                                 seed: draw.next(), http: http, requestTimeout: settings.requestTimeout, sequences: sequences)
+            }
+        } ?? []
+        agentPhones = settings.agent.map { agent in
+            let identity = agent.token.flatMap(AgentIdentity.init(token:)) ?? AgentIdentity(appID: "loadtest", userID: "loadtest-\(settings.runTag)")
+            let mix = (settings.scenario.agent?.mix ?? []).map { (name: $0.workflow.name, weight: $0.weight) }
+            return (0..<settings.model.devices).map { index in
+                AgentLoadPhone(base: agent.url, identity: identity, http: http, mix: mix, inputsPerChat: settings.scenario.agent?.inputsPerChat ?? 2,
+                               seed: root.child(UInt64(index)).child("agent"), requestTimeout: settings.requestTimeout)
+            }
+        } ?? []
         executors = MultiThreadedEventLoopGroup.singleton.makeIterator().map { EventLoopTaskExecutor($0) }
     }
 
@@ -116,7 +133,7 @@ public final class LoadRun: Sendable {
             switch settings.model {
             case .closed(let devices, let think):
                 for index in 0..<devices {
-                    group.addTask(executorPreference: executors[index % executors.count]) { [phones, recorder, settings, executors] in
+                    group.addTask(executorPreference: executors[index % executors.count]) { [self, settings, executors] in
                         var thinkTime = ThinkTime(mean: think, seed: StreamSeed(settings.scenario.seed).child("think").child(UInt64(index)))
                         // Phones start spread over one think time, not all in the first millisecond.
                         var intended = start + .nanoseconds(think.nanoseconds * Int64(index) / Int64(max(1, devices)))
@@ -124,7 +141,7 @@ public final class LoadRun: Sendable {
                         while intended < end && !shouldStop() {
                             await executor.sleep(until: intended, clock: clock)
                             guard !shouldStop() else { return }
-                            _ = await Self.iterate(phones[index], intended: intended, clock: clock, recorder: recorder)
+                            _ = await self.iterate(index, intended: intended, clock: clock)
                             intended = clock.now + .nanoseconds(thinkTime.next().nanoseconds)
                         }
                     }
@@ -180,7 +197,7 @@ public final class LoadRun: Sendable {
                             var next: ContinuousClock.Instant? = intended
                             var waited = false
                             while let due = next {
-                                _ = await Self.iterate(phones[index], intended: due, waited: waited, clock: clock, recorder: recorder)
+                                _ = await self.iterate(index, intended: due, waited: waited, clock: clock)
                                 waited = true
                                 let (following, expired) = pool.next(for: index, now: clock.now, stopping: shouldStop())
                                 for _ in 0..<expired { recorder.dropped() }
@@ -203,14 +220,20 @@ public final class LoadRun: Sendable {
         return outcome
     }
 
-    /// Runs one iteration of `phone` meant to start at `intended`; latency counts from then.
-    /// `waited`: it waited for an idle phone (the open model's backlog), so its late start
-    /// is the system's saturation, not the generator's lag.
-    static func iterate(_ phone: SyncPhone, intended: ContinuousClock.Instant, waited: Bool = false, clock: ContinuousClock,
-                        recorder: LoadRecorder) async -> Bool {
+    /// Runs one iteration of device `index` meant to start at `intended`: a sync, then an
+    /// agent chat, for the stacks that are targets; latency counts from then. `waited`: it
+    /// waited for an idle phone (the open model's backlog), so its late start is the
+    /// system's saturation, not the generator's lag.
+    func iterate(_ index: Int, intended: ContinuousClock.Instant, waited: Bool = false, clock: ContinuousClock) async -> Bool {
         recorder.iterationStarted(lag: waited ? nil : clock.now - intended)
-        let ok = await phone.iterate { endpoint, failed in
-            recorder.request(endpoint, latency: clock.now - intended, failed: failed)
+        var ok = true
+        if !phones.isEmpty {
+            ok = await phones[index].iterate { [recorder] endpoint, failed in
+                recorder.request(endpoint, latency: clock.now - intended, failed: failed)
+            }
+        }
+        if !agentPhones.isEmpty {
+            ok = await agentPhones[index].iterate(intended: intended, clock: clock, recorder: recorder) && ok
         }
         recorder.iterationEnded(ok: ok)
         return ok

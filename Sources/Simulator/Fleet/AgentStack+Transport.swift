@@ -33,7 +33,7 @@ extension AgentStack {
         for effect in effects {
             switch effect {
             case .request(let id, let request):
-                endpoints.began(device, id: id, route: Self.route(request), now: now, recorder: &fleet.recorder)
+                endpoints.began(device, id: id, route: AgentRoute.template(request), now: now, recorder: &fleet.recorder)
                 transfer(device, bytes: request.wireSize, .up, now: now, queue: &queue, fleet: &fleet)
                 if let latency = links.latency(device, fleet: &fleet) {
                     schedule(.request(device: device, session: run, id: id, request), after: latency, now: now, queue: &queue)
@@ -58,16 +58,6 @@ extension AgentStack {
             case .chatReady, .applied, .toolCall, .toolCallResolved, .inputRequested, .runCompleted, .resumed, .uploaded, .surfaced, .authRequired:
                 observe(effect, on: device, now: now, queue: &queue, fleet: &fleet)
             }
-        }
-    }
-
-    /// The route a request is recorded under: its path with the ids taken out.
-    static func route(_ request: HTTPRequestMessage) -> String {
-        let segments = request.segments
-        switch (segments.first, segments.count) {
-        case ("api", 5) where segments[1] == "chats" && segments[4] == "start": return "\(request.method) /api/chats/{app}/{workflow}/start"
-        case ("chat", 5): return "\(request.method) /chat/{app}/{chat}/{user}/input"
-        default: return "\(request.method) \(request.path)"
         }
     }
 
