@@ -19,7 +19,7 @@ struct ChatRestartTests {
     }
 
     @Test("messages keep their created_at and order, and an access token still expires when it said it would")
-    func nothingMoves() throws {
+    func nothingMoves() async throws {
         let data = TestPaths.scratchDirectory("chat-restart").path
         let shortTokens: (inout ChatServerConfig) -> Void = {
             $0.accessTokenLifetime = .seconds(1)
@@ -27,7 +27,7 @@ struct ChatRestartTests {
         }
         let first = try SecureChatLiveServer(dataDirectory: data, passwordCost: .minimum, seed: 1, configure: shortTokens)
         // The first process has been up a while when it stamps and issues.
-        Thread.sleep(forTimeInterval: 1.5)
+        try await Task.sleep(for: .milliseconds(1_500))
         let account = send(first, "POST", "/auth/register", ["username": "clock", "password": "long enough pass"]).jsonBody
         let access = try #require(account?["access_token"]?.stringValue)
         let channel = try #require(send(first, "POST", "/channels", ["name": "g", "legacy_plaintext": true], token: access).jsonBody?["id"]?.stringValue)
@@ -35,7 +35,7 @@ struct ChatRestartTests {
         let issuedAt = Date()
 
         let second = try SecureChatLiveServer(dataDirectory: data, passwordCost: .minimum, seed: 2, configure: shortTokens)
-        Thread.sleep(forTimeInterval: max(0, 1.2 - Date().timeIntervalSince(issuedAt)))
+        try await Task.sleep(for: .milliseconds(Int(max(0, 1.2 - Date().timeIntervalSince(issuedAt)) * 1_000)))
         #expect(send(second, "GET", "/users/me", token: access).status == 401, "the token's second is over, whatever the new process's uptime")
         let login = try #require(send(second, "POST", "/auth/login", ["username": "clock", "password": "long enough pass"]).jsonBody)
         let fresh = try #require(login["access_token"]?.stringValue)
@@ -53,7 +53,7 @@ struct ChatRestartTests {
 @Suite("Chat server: password hashing outside the lock", .serialized)
 struct ChatPasswordWorkTests {
     @Test("while logins hash passwords at the interactive cost, other requests are answered without waiting for them")
-    func hashingDoesNotStall() throws {
+    func hashingDoesNotStall() async throws {
         let server = try SecureChatLiveServer(dataDirectory: TestPaths.scratchDirectory("chat-argon").path, passwordCost: .interactive, seed: 5,
                                               configure: { $0.authRequestsPerMinute = 10_000 })
         @Sendable func call(_ method: String, _ path: String, _ body: String = "", token: String? = nil) -> HTTPResponseMessage {
@@ -61,28 +61,34 @@ struct ChatPasswordWorkTests {
             if let token { headers["authorization"] = "Bearer \(token)" }
             return server.handle(HTTPRequestMessage(method: method, target: "/api/v1" + path, headers: headers, body: Array(body.utf8), peer: "127.0.0.1"))
         }
-        let started = Date()
-        let account = call("POST", "/auth/register", #"{"username":"busy","password":"long enough pass"}"#).jsonBody
-        let hashTime = Date().timeIntervalSince(started)
-        let token = try #require(account?["access_token"]?.stringValue)
-        let stop = LockedFlag()
-        let logins = DispatchGroup()
-        for _ in 0..<2 {
-            DispatchQueue.global().async(group: logins) {
-                while !stop.isSet { _ = call("POST", "/auth/login", #"{"username":"busy","password":"long enough pass"}"#) }
+        // Hashing is the point: the run takes its turn for a core with the suite's other
+        // CPU-bound work, and its waits are measured off the cooperative pool.
+        let (hashTime, waits, statuses) = try await cpuBound { () throws -> (TimeInterval, [TimeInterval], [Int]) in
+            let started = Date()
+            let account = call("POST", "/auth/register", #"{"username":"busy","password":"long enough pass"}"#).jsonBody
+            let hashTime = Date().timeIntervalSince(started)
+            guard let token = account?["access_token"]?.stringValue else { return (hashTime, [], []) }
+            let stop = LockedFlag()
+            let logins = DispatchGroup()
+            for _ in 0..<2 {
+                DispatchQueue.global().async(group: logins) {
+                    while !stop.isSet { _ = call("POST", "/auth/login", #"{"username":"busy","password":"long enough pass"}"#) }
+                }
             }
+            Thread.sleep(forTimeInterval: hashTime / 2)
+            var waits: [TimeInterval] = [], statuses: [Int] = []
+            for _ in 0..<15 {
+                let t = Date()
+                statuses.append(call("GET", "/users/me", token: token).status)
+                waits.append(Date().timeIntervalSince(t))
+                Thread.sleep(forTimeInterval: hashTime / 5)
+            }
+            stop.set()
+            logins.wait()
+            return (hashTime, waits, statuses)
         }
-        Thread.sleep(forTimeInterval: hashTime / 2)
-        var waits: [TimeInterval] = []
-        for _ in 0..<15 {
-            let t = Date()
-            #expect(call("GET", "/users/me", token: token).status == 200)
-            waits.append(Date().timeIntervalSince(t))
-            Thread.sleep(forTimeInterval: hashTime / 5)
-        }
-        stop.set()
-        logins.wait()
-        let median = waits.sorted()[waits.count / 2]
+        #expect(statuses.count == 15 && statuses.allSatisfy { $0 == 200 }, "\(statuses)")
+        let median = waits.sorted().dropFirst(waits.count / 2).first ?? .infinity
         #expect(median < hashTime / 2, "median wait \(median) s against one hash of \(hashTime) s")
     }
 }

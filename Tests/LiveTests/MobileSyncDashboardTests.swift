@@ -67,7 +67,7 @@ struct MobileSyncDashboardTests {
         try page.type(#"{"amount": 12}"#, into: "#start-input")
         try page.click("#start-button")
         try page.wait(until: "document.getElementById('error').style.display !== 'block'")
-        usleep(300_000)
+        try await Task.sleep(for: .milliseconds(300))
         _ = try device.host.loadSequence(json: workflowJSON("payment-verification"))
         let started = try #require(try await device.syncNow())
         #expect(started.applied.count == 1)
@@ -77,7 +77,7 @@ struct MobileSyncDashboardTests {
         try page.click("tr.instance[data-instance='\(id)'] button[data-action='update']")
         try page.wait(until: "document.querySelectorAll('tr.instance[data-instance=\"\(id)\"] button[data-policy]').length === 5")
         try page.click("tr.instance[data-instance='\(id)'] button[data-policy='cancel']")
-        usleep(300_000)
+        try await Task.sleep(for: .milliseconds(300))
         try await device.syncNow()
         #expect(device.host.engine.instance(id)?.state == .cancelled)
     }

@@ -21,8 +21,7 @@ struct ListingIndexTests {
                 reference.remove(at: at)
             } else {
                 chunks.insert(key)
-                reference.append(key)
-                reference.sort()
+                reference.insert(key, at: reference.firstIndex { $0 > key } ?? reference.count)
             }
         }
         #expect(chunks.count == reference.count)
