@@ -16,7 +16,8 @@ public actor LiveAgentPhone {
     let port: Int
     var socket: WebSocketConnection?
     var socketRun = 0
-    var timer: Task<Void, Never>?
+    let timer = DeadlineTimer()
+    let clock = LiveClock()
     let continuation: AsyncStream<AgentClientEffect>.Continuation
     /// What the core tells the app, as it happens.
     public nonisolated let effects: AsyncStream<AgentClientEffect>
@@ -39,7 +40,7 @@ public actor LiveAgentPhone {
         (effects, continuation) = AsyncStream<AgentClientEffect>.makeStream()
     }
 
-    var now: Instant { Instant(nanoseconds: Int64(Date().timeIntervalSince1970 * 1e9)) }
+    var now: Instant { clock.now }
 
     /// Feeds the core one input and carries out what it asks.
     public func feed(_ input: AgentClientInput) {
@@ -100,21 +101,14 @@ public actor LiveAgentPhone {
         feed(input)
     }
 
-    /// One task sleeping until the core's next deadline (a later input re-arms it).
+    /// The core's next deadline, armed (a later input re-arms it).
     func armTimer() {
-        timer?.cancel()
-        guard let deadline = client.nextDeadline else { return }
-        let delay = max(0, (deadline - now).nanoseconds)
-        timer = Task {
-            try? await Task.sleep(nanoseconds: UInt64(delay))
-            guard !Task.isCancelled else { return }
-            await self.feed(.timerFired)
-        }
+        timer.arm(client.nextDeadline, now: now) { await self.feed(.timerFired) }
     }
 
     /// Stops: the socket closes, timers stop, `effects` ends.
     public func stop() {
-        timer?.cancel()
+        timer.cancel()
         socketRun += 1
         socket?.close()
         socket = nil

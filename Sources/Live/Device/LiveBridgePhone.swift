@@ -11,7 +11,8 @@ public actor LiveBridgePhone {
     public private(set) var client: BridgeClient
     let http: HTTPClient
     var requests: [Int: Task<Void, Never>] = [:]
-    var timer: Task<Void, Never>?
+    let timer = DeadlineTimer()
+    let clock = LiveClock()
     let continuation: AsyncStream<BridgeClientEffect>.Continuation
     public nonisolated let effects: AsyncStream<BridgeClientEffect>
 
@@ -21,7 +22,7 @@ public actor LiveBridgePhone {
         (effects, continuation) = AsyncStream<BridgeClientEffect>.makeStream()
     }
 
-    var now: Instant { Instant(nanoseconds: Int64(Date().timeIntervalSince1970 * 1e9)) }
+    var now: Instant { clock.now }
 
     public func feed(_ input: BridgeClientInput) {
         let effects = client.handle(input, now: now)
@@ -59,19 +60,12 @@ public actor LiveBridgePhone {
     func done(_ id: Int) { requests[id] = nil }
 
     func armTimer() {
-        timer?.cancel()
-        guard let deadline = client.nextDeadline else { return }
-        let delay = max(0, (deadline - now).nanoseconds)
-        timer = Task {
-            try? await Task.sleep(nanoseconds: UInt64(delay))
-            guard !Task.isCancelled else { return }
-            await self.feed(.timerFired)
-        }
+        timer.arm(client.nextDeadline, now: now) { await self.feed(.timerFired) }
     }
 
     /// Stops: requests and timers end, `effects` ends.
     public func stop() {
-        timer?.cancel()
+        timer.cancel()
         for task in requests.values { task.cancel() }
         requests = [:]
         continuation.finish()

@@ -28,7 +28,8 @@ public final class AIBridgeDaemonDriver: @unchecked Sendable {
     let port: Int
     var socket: WebSocketConnection?
     var socketRun = 0
-    var timer: Task<Void, Never>?
+    let timer = DeadlineTimer()
+    let clock = LiveClock()
     var programs: [Int: CommandBackend.Running] = [:]
     let backend = CommandBackend()
     let report: @Sendable (Event) -> Void
@@ -64,7 +65,7 @@ public final class AIBridgeDaemonDriver: @unchecked Sendable {
         core = try BridgeDaemon(config: config, identitySeed: identity, seed: StreamSeed(seed))
     }
 
-    var now: Instant { Instant(nanoseconds: Int64(Date().timeIntervalSince1970 * 1e9)) }
+    var now: Instant { clock.now }
 
     /// Opens a pairing session and dials the relay.
     public func start() {
@@ -75,10 +76,7 @@ public final class AIBridgeDaemonDriver: @unchecked Sendable {
     /// Stops dialing and drops the tunnel (the desktop app quits or sleeps).
     public func stop() {
         feed(.sleep)
-        lock.withLock {
-            timer?.cancel()
-            timer = nil
-        }
+        timer.cancel()
     }
 
     /// The PIN on offer now, if any.
@@ -151,15 +149,8 @@ public final class AIBridgeDaemonDriver: @unchecked Sendable {
 
     func current(_ run: Int) -> Bool { lock.withLock { run == socketRun } }
 
-    /// One task sleeping until the core's next deadline (under the lock).
+    /// The core's next deadline, armed (under the lock).
     func armTimer() {
-        timer?.cancel()
-        guard let deadline = core.nextDeadline else { return }
-        let delay = max(0, (deadline - now).nanoseconds)
-        timer = Task { [weak self] in
-            try? await Task.sleep(nanoseconds: UInt64(delay))
-            guard !Task.isCancelled else { return }
-            self?.feed(.timerFired)
-        }
+        timer.arm(core.nextDeadline, now: now) { [weak self] in self?.feed(.timerFired) }
     }
 }
