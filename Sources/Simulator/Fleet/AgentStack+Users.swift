@@ -41,7 +41,7 @@ extension AgentStack {
     /// or nil when it is not this time (the hour's weight, a phone that is off).
     mutating func sessionDevice(_ device: Int, fleet: inout Fleet, now: Instant, queue: inout EventQueue<FleetWorld.Event>) -> Int? {
         scheduleSession(device, after: now, queue: &queue)
-        let hour = Int(((fleet.scenario.startAt.nanoseconds + now.nanoseconds) / 3_600_000_000_000) % 24)
+        let hour = HourWeights.hour(at: now, startAt: fleet.scenario.startAt)
         guard users[device]!.stream.nextUnit() < settings.keep(hour: hour), fleet.devices[device].app != .poweredOff else { return nil }
         return device
     }

@@ -132,14 +132,12 @@ public struct AgentStack {
         guard settings.peakRate > 0 else { return }
         for device in agents {
             var stream = fleet.deviceSeed(device).child("agent-first").generator()
-            let gap = Distribution.exponential(mean: 86_400 / settings.peakRate).sample(using: &stream)
-            queue.schedule(.agent(.session(device: UInt32(device))), at: .zero + .milliseconds(max(1, Int64(gap * 1_000))))
+            queue.schedule(.agent(.session(device: UInt32(device))), at: .zero + HourWeights.gap(mean: 86_400 / settings.peakRate, using: &stream))
         }
     }
 
     mutating func scheduleSession(_ device: Int, after now: Instant, queue: inout EventQueue<FleetWorld.Event>) {
-        let gap = Distribution.exponential(mean: 86_400 / settings.peakRate).sample(using: &users[device]!.stream)
-        queue.schedule(.agent(.session(device: UInt32(device))), at: now + .milliseconds(max(1, Int64(gap * 1_000))))
+        queue.schedule(.agent(.session(device: UInt32(device))), at: now + HourWeights.gap(mean: 86_400 / settings.peakRate, using: &users[device]!.stream))
     }
 
     mutating func handle(_ event: Event, fleet: inout Fleet, now: Instant, queue: inout EventQueue<FleetWorld.Event>) {

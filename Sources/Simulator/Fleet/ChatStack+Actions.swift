@@ -26,8 +26,7 @@ extension ChatStack {
     }
 
     mutating func scheduleAction(_ user: Int, _ action: ChatAction, rate: Double, after now: Instant, queue: inout EventQueue<FleetWorld.Event>, fleet: inout Fleet) {
-        let gap = Distribution.exponential(mean: 86_400 / rate).sample(using: &userStreams[user])
-        queue.schedule(.chat(.action(user: UInt32(user), kind: action.rawValue)), at: now + .milliseconds(max(1, Int64(gap * 1_000))))
+        queue.schedule(.chat(.action(user: UInt32(user), kind: action.rawValue)), at: now + HourWeights.gap(mean: 86_400 / rate, using: &userStreams[user]))
     }
 
     mutating func act(_ user: Int, _ action: ChatAction, now: Instant, queue: inout EventQueue<FleetWorld.Event>, fleet: inout Fleet) {

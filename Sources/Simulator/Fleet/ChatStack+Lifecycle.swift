@@ -125,9 +125,8 @@ extension ChatStack {
     /// the phone they write on, one with the app on screen if they have one, else the first
     /// of theirs that is on (the world opens the app on it). Nil: not this time.
     mutating func writer(_ user: Int, fleet: inout Fleet, now: Instant, queue: inout EventQueue<FleetWorld.Event>) -> Int? {
-        let gap = Distribution.exponential(mean: 3_600 / settings.peakRate).sample(using: &userStreams[user])
-        queue.schedule(.chat(.talk(user: UInt32(user))), at: now + .milliseconds(max(1, Int64(gap * 1_000))))
-        let hour = Int(((fleet.scenario.startAt.nanoseconds + now.nanoseconds) / 3_600_000_000_000) % 24)
+        queue.schedule(.chat(.talk(user: UInt32(user))), at: now + HourWeights.gap(mean: 3_600 / settings.peakRate, using: &userStreams[user]))
+        let hour = HourWeights.hour(at: now, startAt: fleet.scenario.startAt)
         guard userStreams[user].nextUnit() < settings.keep(hour: hour) else { return nil }
         let signedIn = devicesOfUser[user].filter { active.contains($0) && clients[$0]?.isSignedIn == true }
         if let open = signedIn.first(where: { awakeSince[$0] != nil && fleet.devices[$0].app == .foreground }) { return open }

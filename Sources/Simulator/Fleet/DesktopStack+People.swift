@@ -6,14 +6,13 @@ import LabKernel
 /// The people: users with their phones at home, their desktops' days, what the run checks.
 extension DesktopStack {
     mutating func schedulePrompt(_ device: Int, after now: Instant, queue: inout EventQueue<FleetWorld.Event>) {
-        let gap = Distribution.exponential(mean: 86_400 / settings.peakRate).sample(using: &phones[device]!.stream)
-        queue.schedule(.desktop(.prompt(device: UInt32(device))), at: now + .milliseconds(max(1, Int64(gap * 1_000))))
+        queue.schedule(.desktop(.prompt(device: UInt32(device))), at: now + HourWeights.gap(mean: 86_400 / settings.peakRate, using: &phones[device]!.stream))
     }
 
     /// Whether a prompt goes out now (the hour's weight, a phone that is on), and its next one.
     mutating func promptDue(_ device: Int, fleet: inout Fleet, now: Instant, queue: inout EventQueue<FleetWorld.Event>) -> Bool {
         schedulePrompt(device, after: now, queue: &queue)
-        let hour = Int(((fleet.scenario.startAt.nanoseconds + now.nanoseconds) / 3_600_000_000_000) % 24)
+        let hour = HourWeights.hour(at: now, startAt: fleet.scenario.startAt)
         return phones[device]!.stream.nextUnit() < settings.keep(hour: hour) && fleet.devices[device].app != .poweredOff
     }
 
