@@ -59,9 +59,13 @@ public final class WebSocketProbe: @unchecked Sendable {
     /// The next frame, or nil when none arrives within `timeout` seconds.
     public func receive(timeout: Double) throws -> Frame? {
         guard let header = try read(2, timeout: timeout) else { return nil }
+        // 126 and 127 mark 16- and 64-bit lengths; a 16-bit length of 127 is just a length.
         var length = Int(header[1] & 0x7F)
-        if length == 126 { length = try read(2, timeout: 5)!.reduce(0) { $0 << 8 | Int($1) } }
-        if length == 127 { length = try read(8, timeout: 5)!.reduce(0) { $0 << 8 | Int($1) } }
+        switch length {
+        case 126: length = try read(2, timeout: 5)!.reduce(0) { $0 << 8 | Int($1) }
+        case 127: length = try read(8, timeout: 5)!.reduce(0) { $0 << 8 | Int($1) }
+        default: break
+        }
         let payload = length == 0 ? [] : try read(length, timeout: 5) ?? []
         switch header[0] & 0x0F {
         case 0x1: return .text(String(decoding: payload, as: UTF8.self))
