@@ -34,19 +34,13 @@ final class CommandBackend: @unchecked Sendable {
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         let state = RunState()
-        output.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            guard !data.isEmpty else {
-                handle.readabilityHandler = nil
-                return
-            }
+        let reader = ProgramOutput(output) { data in
             if let text = state.take(data, limit: Self.outputLimit) { report(.output(text)) }
         }
         process.terminationHandler = { process in
             // What the program left running dies with it (its run is over).
             LineProcess.killGroup(process)
-            output.fileHandleForReading.readabilityHandler = nil
-            if let rest = try? output.fileHandleForReading.readToEnd(), let text = state.take(rest, limit: Self.outputLimit) { report(.output(text)) }
+            reader.waitForEnd()
             if let tail = state.flush() { report(.output(tail)) }
             let reason = state.timedOut ? "timed out after \(timeout)" : state.truncated ? "output over \(Self.outputLimit) bytes" : nil
             report(.finished(status: state.timedOut ? -2 : process.terminationStatus, reason: reason))
@@ -54,6 +48,7 @@ final class CommandBackend: @unchecked Sendable {
         do {
             try process.run()
         } catch {
+            ProgramOutput.abandon(output)
             report(.finished(status: -1, reason: "cannot run \(executable)"))
             return Running(process: nil)
         }

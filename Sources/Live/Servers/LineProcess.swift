@@ -35,23 +35,18 @@ final class LineProcess: @unchecked Sendable {
         process.standardInput = stdin
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
-        output.fileHandleForReading.readabilityHandler = { [self] handle in
-            let data = handle.availableData
-            guard !data.isEmpty else {
-                handle.readabilityHandler = nil
-                return
-            }
+        let reader = ProgramOutput(output) { [self] data in
             for line in take(data) { report(.line(line)) }
         }
         process.terminationHandler = { [self] process in
             Self.killGroup(process)
-            output.fileHandleForReading.readabilityHandler = nil
-            if let rest = try? output.fileHandleForReading.readToEnd() { for line in take(rest) { report(.line(line)) } }
+            reader.waitForEnd()
             if finish() { report(.exited(status: process.terminationStatus)) }
         }
         do {
             try process.run()
         } catch {
+            ProgramOutput.abandon(output)
             if finish() { report(.exited(status: -1)) }
         }
     }
