@@ -103,10 +103,7 @@ struct AgentBench: AsyncParsableCommand {
         defer { try? FileManager.default.removeItem(at: directory) }
         let server = try AgentRuntimeLiveServer(dataDirectory: directory.path, workflows: [Self.workflow], authRequired: false, seed: 1)
         let host = LiveHost(configuration: .init(ports: [server.name: 0]), servers: [server])
-        let (ready, continuation) = AsyncStream<[LiveEndpoint]>.makeStream()
-        let running = Task { try await host.run { continuation.yield($0) } }
-        var iterator = ready.makeAsyncIterator()
-        guard let base = await iterator.next()?.first?.url else { throw CLIFailure.badInput("the loopback runtime did not start") }
+        guard let base = try await host.start().first?.url else { throw CLIFailure.badInput("the loopback runtime did not start") }
         let http = HTTPClient()
         let span = TimeSpan(duration)!.seconds
         let latencies = LatencyLog()
@@ -145,8 +142,7 @@ struct AgentBench: AsyncParsableCommand {
         let seconds = WallClock.seconds() - began
         let cpu = WallClock.cpuSeconds() - cpuBefore
         http.shutdown()
-        await host.shutdown()
-        _ = try? await running.value
+        try? await host.stop()
         let (p50, p99) = latencies.percentiles()
         return Loopback(chats: counts, seconds: seconds, rate: Double(counts) / seconds, perCPU: cpu > 0 ? Double(counts) / cpu : 0, p50: p50, p99: p99)
     }

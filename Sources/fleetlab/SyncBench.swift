@@ -118,10 +118,7 @@ struct SyncBench: AsyncParsableCommand {
         let live = try MobileSyncLiveServer(dataDirectory: directory.appendingPathComponent("served").path, seed: 1)
         let key = live.rootAPIKey
         let host = LiveHost(configuration: .init(ports: [live.name: 0]), servers: [live])
-        let (ready, continuation) = AsyncStream<[LiveEndpoint]>.makeStream()
-        let running = Task { try await host.run { continuation.yield($0) } }
-        var iterator = ready.makeAsyncIterator()
-        guard let base = await iterator.next()?.first?.url else { throw CLIFailure.badInput("the loopback server did not start") }
+        guard let base = try await host.start().first?.url else { throw CLIFailure.badInput("the loopback server did not start") }
         for n in 0..<devices {
             try await post(base + "/api/v1/mobile/devices/register", key: key,
                            body: Array(JSONValue.object(["device_id": .string("device-\(n)"), "platform": "ios"]).canonicalText.utf8))
@@ -143,8 +140,7 @@ struct SyncBench: AsyncParsableCommand {
             try await group.waitForAll()
         }
         let httpSeconds = WallClock.seconds() - began
-        await host.shutdown()
-        try await running.value
+        try await host.stop()
 
         // 4. What a dashboard poll costs under the lock, with few and with many approvals.
         let small = pollsPerSecond(memory, root: root)

@@ -48,16 +48,10 @@ struct AgentConformanceTests {
                     $0.tokenKey = AgentConformanceTests.key
                 }
                 let host = LiveHost(configuration: .init(ports: [server.name: 0]), servers: [server])
-                let (ready, continuation) = AsyncStream<[LiveEndpoint]>.makeStream()
-                let running = Task { try await host.run { continuation.yield($0) } }
-                var iterator = ready.makeAsyncIterator()
-                guard let base = await iterator.next()?.first?.url else { throw CancellationError() }
+                let base = try #require(try await host.start().first).url
                 makeDevice = { LoopbackAgentDevice(base: base, app: "acme", user: "ada", token: $0, seed: $1) }
                 transcript = { chat in server.lock.withLock { server.server.state.transcripts[chat] ?? [] } }
-                stop = {
-                    await host.shutdown()
-                    _ = try? await running.value
-                }
+                stop = { try? await host.stop() }
             }
         }
     }

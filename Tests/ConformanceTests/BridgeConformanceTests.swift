@@ -63,7 +63,6 @@ struct BridgeConformanceTests {
 final class LoopbackBridgeLab: BridgeLab, @unchecked Sendable {
     let server: AIBridgeRelayLiveServer
     let host: LiveHost
-    let running: Task<Void, any Error>
     let base: String
     let data = TestPaths.scratchDirectory("conformance-bridge").path
     var daemon: AIBridgeDaemonDriver?
@@ -73,11 +72,7 @@ final class LoopbackBridgeLab: BridgeLab, @unchecked Sendable {
         server = try AIBridgeRelayLiveServer(dataDirectory: data, withDaemon: false, seed: 3, output: { _ in })
         let host = LiveHost(configuration: .init(ports: [server.name: 0]), servers: [server])
         self.host = host
-        let (ready, continuation) = AsyncStream<[LiveEndpoint]>.makeStream()
-        running = Task { try await host.run { continuation.yield($0) } }
-        var iterator = ready.makeAsyncIterator()
-        guard let base = await iterator.next()?.first?.url else { throw CancellationError() }
-        self.base = base
+        base = try #require(try await host.start().first).url
         try await startDaemon()
     }
 
@@ -110,8 +105,7 @@ final class LoopbackBridgeLab: BridgeLab, @unchecked Sendable {
     func stop() async {
         daemon?.stop()
         http.shutdown()
-        await host.shutdown()
-        _ = try? await running.value
+        try? await host.stop()
     }
 
     final class Device: BridgePhoneDevice, @unchecked Sendable {

@@ -35,16 +35,10 @@ struct ChatConformanceTests {
             case .loopback:
                 let server = try SecureChatLiveServer(dataDirectory: TestPaths.scratchDirectory("conformance-chat").path, passwordCost: .minimum, seed: 9)
                 let host = LiveHost(configuration: .init(ports: [server.name: 0]), servers: [server])
-                let (ready, continuation) = AsyncStream<[LiveEndpoint]>.makeStream()
-                let running = Task { try await host.run { continuation.yield($0) } }
-                var iterator = ready.makeAsyncIterator()
-                guard let base = await iterator.next()?.first?.url else { throw CancellationError() }
+                let base = try #require(try await host.start().first).url
                 makeDevice = { LoopbackChatDevice(base: base, seed: $0) }
                 contents = { server.lock.withLock { server.server.state.messages.values.map(\.content).joined() } }
-                stop = {
-                    await host.shutdown()
-                    _ = try? await running.value
-                }
+                stop = { try? await host.stop() }
             }
         }
     }

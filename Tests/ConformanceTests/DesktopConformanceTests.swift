@@ -22,14 +22,8 @@ struct DesktopConformanceTests {
         case .loopback:
             let server = try DesktopBridgeLiveServer(dataDirectory: TestPaths.scratchDirectory("conformance-desktop").path, seed: 5)
             let host = LiveHost(configuration: .init(ports: [server.name: 0]), servers: [server])
-            let (ready, continuation) = AsyncStream<[LiveEndpoint]>.makeStream()
-            let running = Task { try await host.run { continuation.yield($0) } }
-            var iterator = ready.makeAsyncIterator()
-            guard let port = await iterator.next()?.first?.port else { throw CancellationError() }
-            return LoopbackDesktopLab(port: port, history: { server.lock.withLock { server.bridge.state.history } }) {
-                await host.shutdown()
-                _ = try? await running.value
-            }
+            let port = try #require(try await host.start().first).port
+            return LoopbackDesktopLab(port: port, history: { server.lock.withLock { server.bridge.state.history } }) { try? await host.stop() }
         }
     }
 

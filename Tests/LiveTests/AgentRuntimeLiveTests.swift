@@ -23,14 +23,8 @@ struct AgentRuntimeLiveTests {
     static func serve(_ data: String, maxUpload: Int = 1 << 20) async throws -> (AgentRuntimeLiveServer, String, () async -> Void) {
         let server = try AgentRuntimeLiveServer(dataDirectory: data, workflows: [quick, echo, stuck], seed: 3) { $0.maxUploadBytes = maxUpload }
         let host = LiveHost(configuration: .init(ports: [server.name: 0]), servers: [server])
-        let (ready, continuation) = AsyncStream<[LiveEndpoint]>.makeStream()
-        let running = Task { try await host.run { continuation.yield($0) } }
-        var iterator = ready.makeAsyncIterator()
-        guard let base = await iterator.next()?.first?.url else { throw CancellationError() }
-        return (server, base, {
-            await host.shutdown()
-            _ = try? await running.value
-        })
+        let base = try #require(try await host.start().first).url
+        return (server, base, { try? await host.stop() })
     }
 
     static func start(_ base: String, token: String, workflow: String) async throws -> String {

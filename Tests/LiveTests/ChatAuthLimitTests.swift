@@ -15,10 +15,7 @@ struct ChatAuthLimitTests {
         let server = try SecureChatLiveServer(dataDirectory: TestPaths.scratchDirectory("chat-auth-limits").path, passwordCost: .minimum,
                                               configure: { $0.authRequestsPerMinute = 5 })
         let host = LiveHost(configuration: .init(ports: ["chat": 0]), servers: [server])
-        let ready = AsyncStream<Int>.makeStream()
-        let running = Task { try await host.run { endpoints in ready.continuation.yield(endpoints[0].port) } }
-        var iterator = ready.stream.makeAsyncIterator()
-        let port = try #require(await iterator.next())
+        let port = try #require(try await host.start().first).port
         defer { Task { await host.shutdown() } }
         let base = "http://127.0.0.1:\(port)/api/v1/auth/login"
         let json = ["content-type": "application/json"]
@@ -33,7 +30,6 @@ struct ChatAuthLimitTests {
         #expect(attacker.prefix(5).allSatisfy { $0 == 401 } && attacker.suffix(3).allSatisfy { $0 == 429 }, "\(attacker)")
         let other = try await attempt(from: "127.0.0.1")
         #expect(other == 401, "the other client's bucket is its own")
-        await host.shutdown()
-        try await running.value
+        try await host.stop()
     }
 }

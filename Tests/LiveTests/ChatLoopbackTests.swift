@@ -14,10 +14,7 @@ struct ChatLoopbackTests {
         let data = TestPaths.scratchDirectory("chat-live").path
         let server = try SecureChatLiveServer(dataDirectory: data, passwordCost: .minimum, seed: 9)
         let host = LiveHost(configuration: .init(ports: [server.name: 0]), servers: [server])
-        let (ready, continuation) = AsyncStream<[LiveEndpoint]>.makeStream()
-        let running = Task { try await host.run { continuation.yield($0) } }
-        var iterator = ready.makeAsyncIterator()
-        let base = try #require(await iterator.next()?.first?.url)
+        let base = try #require(try await host.start().first).url
 
         let alice = LoopbackChatDevice(base: base, seed: 1), bob = LoopbackChatDevice(base: base, seed: 2)
         do {
@@ -63,14 +60,13 @@ struct ChatLoopbackTests {
         } catch {
             alice.socket = nil
             bob.socket = nil
-            await host.shutdown()
+            try? await host.stop()
             throw error
         }
         // Graceful shutdown waits for open sockets: close the clients' first.
         alice.socket = nil
         bob.socket = nil
-        await host.shutdown()
-        try await running.value
+        try await host.stop()
 
         // Nothing of the conversation's plaintext is in the database files.
         for file in ["chat.sqlite", "chat.sqlite-wal"] {

@@ -88,14 +88,8 @@ struct DesktopBridgeLiveTests {
         let server = try DesktopBridgeLiveServer(dataDirectory: data, workspace: workspace, allowTerminal: allowTerminal, agents: agents, seed: 9,
                                                  configure: configure)
         let host = LiveHost(configuration: .init(ports: [server.name: 0]), servers: [server])
-        let (ready, continuation) = AsyncStream<[LiveEndpoint]>.makeStream()
-        let running = Task { try await host.run { continuation.yield($0) } }
-        var iterator = ready.makeAsyncIterator()
-        guard let port = await iterator.next()?.first?.port else { throw CancellationError() }
-        return (server, port, {
-            await host.shutdown()
-            _ = try? await running.value
-        })
+        let port = try #require(try await host.start().first).port
+        return (server, port, { try? await host.stop() })
     }
 
     static func code(_ answer: JSONValue) -> Int? { answer["error"]?["code"]?.numberValue.map { Int($0) } }

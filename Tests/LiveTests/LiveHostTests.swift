@@ -11,18 +11,14 @@ struct LiveHostTests {
     /// Starts `servers` on ephemeral ports, runs `body` with their endpoints, shuts down.
     func withHost(_ servers: [any ReferenceServer], _ body: ([LiveEndpoint]) async throws -> Void) async throws {
         let host = LiveHost(configuration: .init(ports: Dictionary(uniqueKeysWithValues: servers.map { ($0.name, 0) })), servers: servers)
-        let (ready, continuation) = AsyncStream<[LiveEndpoint]>.makeStream()
-        let running = Task { try await host.run { continuation.yield($0) } }
-        var iterator = ready.makeAsyncIterator()
-        guard let endpoints = await iterator.next() else { Issue.record("host never became ready"); return }
+        let endpoints = try await host.start()
         do {
             try await body(endpoints)
         } catch {
-            await host.shutdown()
+            try? await host.stop()
             throw error
         }
-        await host.shutdown()
-        try await running.value
+        try await host.stop()
     }
 
     @Test("health, version and a JSON 404 over real HTTP on loopback")

@@ -10,16 +10,12 @@ import Testing
 struct MobileSyncLiveTests {
     func run(_ server: MobileSyncLiveServer, _ body: (String) async throws -> Void) async throws {
         let host = LiveHost(configuration: .init(ports: [server.name: 0]), servers: [server])
-        let (ready, continuation) = AsyncStream<[LiveEndpoint]>.makeStream()
-        let running = Task { try await host.run { continuation.yield($0) } }
-        var iterator = ready.makeAsyncIterator()
-        guard let base = await iterator.next()?.first?.url else { Issue.record("never ready"); return }
+        let base = try #require(try await host.start().first).url
         do { try await body(base) } catch {
-            await host.shutdown()
+            try? await host.stop()
             throw error
         }
-        await host.shutdown()
-        try await running.value
+        try await host.stop()
     }
 
     func json(_ value: JSONValue) -> Data { Data(value.canonicalText.utf8) }

@@ -65,6 +65,9 @@ public final class LiveHost: Sendable {
         var group: ServiceGroup?
         var endpoints: [LiveEndpoint] = []
         var shutdownRequested = false
+        /// `run` in a task of its own, when `start` began it, and how it failed.
+        var running: Task<Void, Never>?
+        var failure: (any Error)?
     }
 
     public init(configuration: Configuration, servers: [any ReferenceServer]) {
@@ -110,6 +113,34 @@ public final class LiveHost: Sendable {
         } catch {
             throw mapBindError(error)
         }
+    }
+
+    /// Runs the servers in a task of its own and returns their endpoints once all listen
+    /// (sorted by port), or the error that kept them from it (a taken port): for servers
+    /// inside another program (tests, benches). `stop` ends them.
+    public func start() async throws -> [LiveEndpoint] {
+        let (ready, continuation) = AsyncStream<Result<[LiveEndpoint], any Error>>.makeStream()
+        let running = Task { [state] in
+            do {
+                try await run { continuation.yield(.success($0)) }
+            } catch {
+                state.withLock { $0.failure = error }
+                continuation.yield(.failure(error))
+            }
+            continuation.finish()
+        }
+        state.withLock { $0.running = running }
+        var iterator = ready.makeAsyncIterator()
+        guard let first = await iterator.next() else { throw CancellationError() }
+        return try first.get()
+    }
+
+    /// Stops what `start` began and waits until every server has; throws what made the
+    /// servers fail, if anything did.
+    public func stop() async throws {
+        await shutdown()
+        await state.withLock { $0.running }?.value
+        if let failure = state.withLock({ $0.failure }) { throw failure }
     }
 
     /// Asks every server to stop gracefully (tests; the CLI relies on signals).
