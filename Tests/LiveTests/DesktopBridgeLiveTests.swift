@@ -7,47 +7,13 @@ import Testing
 @testable import Live
 
 /// JSON-RPC over one real WebSocket: calls by id, notifications kept as they come.
-///
-/// A thread of its own reads the socket all the time, answering the server's pings as a
-/// real client does: a test that waits for Swift's cooperative pool (busy with the rest of
-/// the suite) is not closed by the server's ping timeout meanwhile. It ends when the
-/// server closes the socket (every test stops its server).
 final class RPCSocket: @unchecked Sendable {
     let probe: WebSocketProbe
-    private let lock = NSLock()
-    private var inbox: [JSONValue] = []
-    private var ended = false
-    private(set) var notifications: [JSONValue] = []
+    var notifications: [JSONValue] = []
     var nextID = 1
 
     init(port: Int) async throws {
         probe = try await offPool { try WebSocketProbe(port: port, target: "/") }
-        Thread.detachNewThread { [self] in readLoop() }
-    }
-
-    private func readLoop() {
-        while true {
-            do {
-                guard case .text(let text)? = try probe.receive(timeout: 0.2), let value = try? JSONValue.parse(text) else { continue }
-                lock.withLock { inbox.append(value) }
-            } catch {
-                lock.withLock { ended = true }
-                return
-            }
-        }
-    }
-
-    /// Moves what has arrived into `notifications`, and returns the answer to `id` if it came.
-    private func drain(answering id: Int?) throws -> JSONValue? {
-        try lock.withLock {
-            var answer: JSONValue?
-            for value in inbox {
-                if let id, value["id"] == .number(Double(id)) { answer = value } else if value["method"] != nil { notifications.append(value) }
-            }
-            inbox = []
-            if answer == nil && ended { throw WebSocketProbe.Failure.closed }
-            return answer
-        }
     }
 
     /// Sends a request and waits (at most `seconds`) for its answer: the whole response object.
@@ -56,20 +22,22 @@ final class RPCSocket: @unchecked Sendable {
         nextID += 1
         try probe.send(RPCMessage.request(id: .number(Double(id)), method: method, params: params).text)
         let deadline = Date().addingTimeInterval(seconds)
-        while true {
-            if let answer = try drain(answering: id) { return answer }
-            guard Date() < deadline else { throw CancellationError() }
-            try await Task.sleep(for: .milliseconds(10))
+        while Date() < deadline {
+            let probe = probe
+            guard case .text(let text)? = try await offPool({ try probe.receive(timeout: 0.2) }), let value = try? JSONValue.parse(text) else { continue }
+            if value["id"] == .number(Double(id)) { return value }
+            if value["method"] != nil { notifications.append(value) }
         }
+        throw CancellationError()
     }
 
     /// Reads notifications until `done` holds over them, or `seconds` pass.
     func collect(until done: ([JSONValue]) -> Bool, seconds: Double = 10) async throws {
         let deadline = Date().addingTimeInterval(seconds)
-        while true {
-            _ = try drain(answering: nil)
-            if done(notifications) || Date() >= deadline { return }
-            try await Task.sleep(for: .milliseconds(10))
+        while !done(notifications) && Date() < deadline {
+            let probe = probe
+            guard case .text(let text)? = try await offPool({ try probe.receive(timeout: 0.2) }), let value = try? JSONValue.parse(text) else { continue }
+            if value["method"] != nil { notifications.append(value) }
         }
     }
 
