@@ -11,17 +11,9 @@ import Testing
 
 @Suite("AI bridge: daemons that go away, restart, hang or lie")
 struct DaemonLifecycleTests {
-    func paired() -> BridgeWorld {
-        var world = BridgeWorld()
-        world.startDaemon("mac")
-        world.addPhone("ada")
-        world.pair("ada", with: "mac")
-        return world
-    }
-
     @Test("no daemon: 503 bridge_offline at once, and the banner says the computer is asleep")
     func offline() throws {
-        var world = paired()
+        var world = BridgeWorld.paired()
         world.killDaemon("mac")
         world.feed(phone: "ada", .send(command: "ai_chat", payload: ["conversation_id": "c", "message": "hello"]))
         #expect(world.phones["ada"]?.failed.values.first == .bridgeOffline && world.phones["ada"]?.client.inFlight == 0)
@@ -30,7 +22,7 @@ struct DaemonLifecycleTests {
 
     @Test("a daemon that dies mid-stream ends the stream with an error event")
     func diesMidStream() throws {
-        var world = paired()
+        var world = BridgeWorld.paired()
         world.feed(phone: "ada", .send(command: "ai_chat", payload: ["conversation_id": "c", "message": "tell me a long story"]))
         let id = try #require(world.phones["ada"]?.lastStarted)
         world.advance(by: .milliseconds(500))
@@ -41,7 +33,7 @@ struct DaemonLifecycleTests {
 
     @Test("a daemon restarted with a new key pair: the old token is refused (401), the keychain cleared, a new PIN pairs again")
     func restartRequiresRePair() throws {
-        var world = paired()
+        var world = BridgeWorld.paired()
         world.killDaemon("mac")
         world.startDaemon("mac", identity: 1, run: 2)
         world.feed(phone: "ada", .send(command: "list_models", payload: [:]))
@@ -54,7 +46,7 @@ struct DaemonLifecycleTests {
 
     @Test("a daemon reconnecting with the same key keeps its phones' tokens")
     func reconnectKeepsTokens() throws {
-        var world = paired()
+        var world = BridgeWorld.paired()
         world.feed(daemon: "mac", .sleep)
         world.feed(phone: "ada", .send(command: "list_models", payload: [:]))
         #expect(world.phones["ada"]?.failed.values.first == .bridgeOffline)
@@ -65,7 +57,7 @@ struct DaemonLifecycleTests {
 
     @Test("a tunnel that drops is dialed again after a jittered backoff")
     func redial() throws {
-        var world = paired()
+        var world = BridgeWorld.paired()
         let tunnel = try #require(world.daemons["mac"]?.tunnel)
         world.daemons["mac"]?.tunnel = nil
         world.feed(daemon: "mac", .tunnelClosed)
@@ -92,7 +84,7 @@ struct DaemonLifecycleTests {
 
     @Test("another key cannot take over a daemon id (trust on first use), and a forged signature is refused")
     func identity() throws {
-        var world = paired()
+        var world = BridgeWorld.paired()
         world.killDaemon("mac")
         world.startDaemon("mac", identity: 9, run: 3)
         #expect(world.daemons["mac"]?.effects.contains(.refused(reason: "this daemon id belongs to another key")) == true)
@@ -108,7 +100,7 @@ struct DaemonLifecycleTests {
 
     @Test("the relay's file keeps daemons and token hashes across a restart, and no token or PIN")
     func store() throws {
-        var world = paired()
+        var world = BridgeWorld.paired()
         let path = TestPaths.scratchDirectory("bridge-relay").appendingPathComponent("ai-bridge.sqlite").path
         let store = try SQLiteBridgeRelayStore(path: path)
         try store.apply(world.committed)

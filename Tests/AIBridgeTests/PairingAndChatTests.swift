@@ -10,18 +10,9 @@ import Testing
 
 @Suite("AI bridge: pairing, sealed chats, refusals")
 struct PairingAndChatTests {
-    /// A relay with daemon "mac" connected and phone "ada" paired with it.
-    func paired() -> BridgeWorld {
-        var world = BridgeWorld()
-        world.startDaemon("mac")
-        world.addPhone("ada")
-        world.pair("ada", with: "mac")
-        return world
-    }
-
     @Test("a PIN pairs a phone: the keychain gets the token and the daemon's 32-byte key; the relay keeps only the token's hash")
     func pairing() throws {
-        let world = paired()
+        let world = BridgeWorld.paired()
         let keychain = try #require(world.phones["ada"]?.client.snapshot.keychain)
         #expect(keychain.serverPublicKey == world.daemons["mac"]?.core.keyPair.publicKey && keychain.serverPublicKey.count == 32)
         #expect(keychain.workerURL == RelayConfig().workerURL && keychain.daemonID == "mac" && keychain.token.hasPrefix("ab_"))
@@ -32,7 +23,7 @@ struct PairingAndChatTests {
 
     @Test("a PIN works once; an expired one never; wrong ones are throttled per address and kill the session after five")
     func pinRules() throws {
-        var world = paired()
+        var world = BridgeWorld.paired()
         let used = try #require(world.daemons["mac"]?.effects.compactMap { effect -> String? in
             if case .pairingOffered(let pin, _) = effect { return pin }; return nil }.first)
         world.addPhone("eve", peer: "10.6.6.6")
@@ -59,7 +50,7 @@ struct PairingAndChatTests {
 
     @Test("re-pairing the same phone replaces its token: the old one is refused")
     func rePair() throws {
-        var world = paired()
+        var world = BridgeWorld.paired()
         let old = try #require(world.phones["ada"]?.client.snapshot.keychain?.token)
         world.pair("ada", with: "mac")
         let new = try #require(world.phones["ada"]?.client.snapshot.keychain?.token)
@@ -71,7 +62,7 @@ struct PairingAndChatTests {
 
     @Test("a sealed ai_chat streams the daemon's answer; the relay forwards ciphertext and never holds the prompt")
     func sealedChat() throws {
-        var world = paired()
+        var world = BridgeWorld.paired()
         let marker = "the launch code is 4417"
         world.feed(phone: "ada", .send(command: "ai_chat", payload: ["conversation_id": "c1", "message": .string(marker)]))
         let id = try #require(world.phones["ada"]?.lastStarted)
@@ -99,7 +90,7 @@ struct PairingAndChatTests {
 
     @Test("an unknown command is 400 unknown_command with the supported list; the app can retry at once")
     func unknownCommand() throws {
-        var world = paired()
+        var world = BridgeWorld.paired()
         world.feed(phone: "ada", .send(command: "future_command_that_doesnt_exist", payload: [:]))
         let failed = try #require(world.phones["ada"]?.failed.values.first)
         #expect(failed == .unknownCommand(command: "future_command_that_doesnt_exist", supported: ["ai_chat", "list_models"]))
@@ -110,7 +101,7 @@ struct PairingAndChatTests {
 
     @Test("malformed envelopes and payloads get a precise 400 and change nothing")
     func malformed() throws {
-        var world = paired()
+        var world = BridgeWorld.paired()
         let token = world.phones["ada"]!.client.snapshot.keychain!.token
         let cases: [(String, Int, String)] = [
             ("not json", 400, "invalid_envelope"), ("[1]", 400, "invalid_envelope"), (#"{"version":1,"payload":{}}"#, 400, "invalid_envelope"),

@@ -189,4 +189,13 @@ public struct BridgeWorld {
         guard let pin = daemons[daemon]?.pin else { return }
         feed(phone: phone, .pair(pin: pin))
     }
+
+    /// A relay with daemon "mac" connected and phone "ada" paired with it.
+    public static func paired() -> BridgeWorld {
+        var world = BridgeWorld()
+        world.startDaemon("mac")
+        world.addPhone("ada")
+        world.pair("ada", with: "mac")
+        return world
+    }
 }
