@@ -153,6 +153,14 @@ struct LoadtestCommandTests {
         #expect(results.runMetadata["targets"] == "agent=\(served.agentURL)")
         let file = try Data(contentsOf: dir.appendingPathComponent("agent/results.sqlite"))
         #expect(file.range(of: Data(served.agentToken.utf8)) == nil, "the token is not in the results")
+
+        // The open model's pool is the phones of the targeted stack, agent alone included.
+        let open = try await CommandRunner.fleetlabAsync(["loadtest", scenario, "--target", "agent=\(served.agentURL)", "--duration", "2s", "--rate", "4/s",
+                                                          "--devices", "4", "--out", "agent-open", "--quiet"], in: dir,
+                                                         environment: ["FLEETLAB_KEY_AGENT": served.agentToken])
+        #expect(open.status == 0, "\(open.stdout)\(open.stderr)")
+        let openResults = try ResultsDatabase.open(at: dir.appendingPathComponent("agent-open/results.sqlite").path).load()
+        #expect(openResults.total("loadtest.iterations", labels: "outcome=ok") ?? 0 >= 4, "chats ran: \(open.stdout)")
     }
 
     @Test("bad input is exit 2 before anything is contacted: no target, an unsupported stack, a model's option on the other model, no duration")

@@ -66,7 +66,7 @@ public final class LoadRun: Sendable {
     public let settings: Settings
     let recorder = LoadRecorder()
     /// Device `i`'s phone of each targeted stack (an empty list: not a target).
-    let phones: [SyncPhone]
+    let syncPhones: [SyncPhone]
     let agentPhones: [AgentLoadPhone]
     /// One executor per event loop of the HTTP client's group; phone `i` runs on `i % count`.
     let executors: [EventLoopTaskExecutor]
@@ -76,7 +76,7 @@ public final class LoadRun: Sendable {
         let http = HTTPClient(idlePerHost: max(8, settings.model.devices))
         let sequences = (settings.scenario.workflows?.workloads ?? []).map { ($0.sequenceName, $0.sequenceJSON) }
         let root = StreamSeed(settings.scenario.seed).child("loadtest")
-        phones = settings.sync.map { sync in
+        syncPhones = settings.sync.map { sync in
             (0..<settings.model.devices).map { index in
                 var draw = root.child(UInt64(index)).generator()
                 return SyncPhone(baseURL: sync.url, apiKey: sync.apiKey, deviceID: "loadtest-\(settings.runTag)-\(index)",
@@ -148,8 +148,8 @@ public final class LoadRun: Sendable {
                 }
             case .app(let devices):
                 for index in 0..<devices {
-                    group.addTask(executorPreference: executors[index % executors.count]) { [phones, recorder, executors] in
-                        let phone = phones[index], executor = executors[index % executors.count]
+                    group.addTask(executorPreference: executors[index % executors.count]) { [syncPhones, recorder, executors] in
+                        let phone = syncPhones[index], executor = executors[index % executors.count]
                         // Phones start spread over their first tick interval.
                         var due = start + .nanoseconds(phone.tickInterval.nanoseconds * Int64(index) / Int64(max(1, devices)))
                         var lastSync: ContinuousClock.Instant?
@@ -174,7 +174,7 @@ public final class LoadRun: Sendable {
                 }
             case .open(let rate, let ramp, _, let maxWait):
                 let schedule = ArrivalSchedule(rate: rate, ramp: ramp)
-                let pool = PhonePool(phones: phones.count, limit: Int(rate * maxWait.seconds) + 1, maxWait: .nanoseconds(maxWait.nanoseconds))
+                let pool = PhonePool(phones: settings.model.devices, limit: Int(rate * maxWait.seconds) + 1, maxWait: .nanoseconds(maxWait.nanoseconds))
                 var arrival = 1
                 // Every arrival of the schedule is run, or counted dropped: one the generator
                 // reaches only after the end (it fell behind) never started, and counts.
@@ -227,8 +227,8 @@ public final class LoadRun: Sendable {
     func iterate(_ index: Int, intended: ContinuousClock.Instant, waited: Bool = false, clock: ContinuousClock) async -> Bool {
         recorder.iterationStarted(lag: waited ? nil : clock.now - intended)
         var ok = true
-        if !phones.isEmpty {
-            ok = await phones[index].iterate { [recorder] endpoint, failed in
+        if !syncPhones.isEmpty {
+            ok = await syncPhones[index].iterate { [recorder] endpoint, failed in
                 recorder.request(endpoint, latency: clock.now - intended, failed: failed)
             }
         }
