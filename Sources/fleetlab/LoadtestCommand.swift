@@ -13,8 +13,9 @@ struct LoadtestCommand: AsyncParsableCommand {
         discussion: """
         Virtual phones run the same client cores as the simulator against the targets named \
         with --target, and nothing else: sync (the engine and its sync client) and agent (the \
-        agent runtime's client: one chat per iteration). With both, each iteration syncs, then chats. Closed model (default): --devices \
-        phones, each waiting --think between iterations. Open model: --rate iterations per \
+        agent runtime's client: one chat per iteration); with both, each iteration syncs, \
+        then chats. Closed model (default): --devices phones, each waiting --think between \
+        iterations. Open model: --rate iterations per \
         second (ramped over --ramp), each taken by an idle phone of --devices; with none idle \
         it is dropped and counted. Latency counts from each iteration's intended start, so a \
         lagging generator cannot hide it.
