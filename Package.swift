@@ -127,7 +127,7 @@ let package = Package(
         .target(
             name: "Live",
             dependencies: [
-                "LabKernel", "LabCrypto", "MobileSyncServer", "Orch8Wire", "DeviceWorkflows", "WorkflowHost", "SecureChatServer", "ServerStorage",
+                "LabKernel", "LabCrypto", "MobileSyncServer", "Orch8Wire", "DeviceWorkflows", "WorkflowHost", "SecureChatServer", "SecureChatClient", "ServerStorage",
                 "AgentRuntimeWire", "AgentRuntimeServer", "AgentRuntimeClient", "AIBridgeWire", "AIBridgeRelay", "AIBridgeDaemon", "AIBridgeClient",
                 "DesktopBridgeWire", "DesktopBridgeServer", "DesktopBridgeClient",
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -148,7 +148,7 @@ let package = Package(
         // fleetlab loadtest: the client cores against real servers on the wall clock.
         .target(
             name: "LoadTest",
-            dependencies: ["LabKernel", "LabStore", "Simulator", "Live", "DeviceWorkflows", "WorkflowHost", "Orch8Wire", "AgentRuntimeWire", "AgentRuntimeClient",
+            dependencies: ["LabKernel", "LabStore", "Simulator", "Live", "DeviceWorkflows", "WorkflowHost", "Orch8Wire", "AgentRuntimeWire", "AgentRuntimeClient", "SecureChatClient",
                            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio")],
             swiftSettings: strictSettings
         ),

@@ -11,10 +11,12 @@ struct LoadBench: ParsableCommand {
         commandName: "loadtest",
         abstract: "fleetlab's load generator against Locust's FastHttpUser: requests per generator CPU-second, same server, same requests.",
         discussion: """
-        Starts `fleetlab serve`, then runs `fleetlab loadtest` (USERS phones, THINK between \
-        syncs, DURATION) and Locust headless with scripts/locust/sync_user.py (the same users, \
-        think time, registration and sync body), one after the other. Each generator's CPU \
-        is its own process's (user and system); requests are those answered. \
+        Starts `fleetlab serve`, then at each point (a THINK between syncs) runs `fleetlab \
+        loadtest` (USERS phones, DURATION) and Locust headless with scripts/locust/sync_user.py \
+        (the same users, think time, registration and sync body), one after the other. The \
+        default points are a light load (10ms) and Locust at its ceiling of one core (1ms). \
+        Each generator's CPU is its own process's (user and system); requests are those \
+        answered. \
         scripts/bench-loadtest installs Locust into .venv-bench and runs this. Target: 3x \
         Locust's requests per CPU-second.
         """)
@@ -22,10 +24,10 @@ struct LoadBench: ParsableCommand {
     @Option(help: "Virtual users (phones) in each generator.")
     var users = 64
 
-    @Option(help: "Wait between a user's requests.")
-    var think: DurationArgument = DurationArgument(span: .milliseconds(10))
+    @Option(help: "Wait between a user's requests; each one given is an operating point of its own (default: 10ms, then 1ms).")
+    var think: [DurationArgument] = []
 
-    @Option(help: "How long each generator runs.")
+    @Option(help: "How long each generator runs at each point.")
     var duration: DurationArgument = DurationArgument(span: .seconds(20))
 
     @Option(help: "The locust executable (default: .venv-bench/bin/locust, else locust on PATH).")
@@ -33,9 +35,24 @@ struct LoadBench: ParsableCommand {
 
     @OptionGroup var output: BenchJSON
 
+    /// The two points of the bench: a light load (both generators mostly idle between
+    /// requests), and one where a Locust process is at its ceiling of about one core.
+    static let defaultThinks: [TimeSpan] = [.milliseconds(10), .milliseconds(1)]
+
     func validate() throws {
         guard (1...10_000).contains(users) else { throw ValidationError("--users must be 1...10000") }
         guard duration.span >= .seconds(2), duration.span <= .minutes(30) else { throw ValidationError("--duration must be 2s...30m") }
+    }
+
+    /// One generator's figures at one point.
+    struct Figures {
+        var requests: Double
+        var cpuSeconds: Double
+        var wallSeconds: Double
+        var failures: Double
+        var p50: String
+        var p99: String
+        var perCPUSecond: Double { cpuSeconds > 0 ? requests / cpuSeconds : 0 }
     }
 
     func run() throws {
@@ -52,58 +69,68 @@ struct LoadBench: ParsableCommand {
         let server = try ServedSync.start(data: (scratch as NSString).appendingPathComponent("serve"))
         defer { server.stop() }
         let seconds = Int(duration.span.seconds.rounded(.up))
-
-        // fleetlab's generator.
-        let out = (scratch as NSString).appendingPathComponent("fleetlab")
-        let ours = try ChildProcess.run(ChildProcess.fleetlab, ["loadtest", "simulations/bench-loadtest.yaml", "--target", "sync=\(server.url)",
-                                                         "--duration", "\(seconds)s", "--devices", String(users), "--think", "\(think.span.nanoseconds)ns",
-                                                         "--out", out, "--quiet"],
-                                        environment: ["FLEETLAB_KEY_SYNC": server.key], timeout: duration.span.seconds + 60)
-        guard ours.status == 0 || ours.status == 3 else { throw CLIFailure(message: "fleetlab loadtest failed (\(ours.status)): \(ours.stderr)", status: 1) }
-        let results = try ResultsDatabase.open(at: (out as NSString).appendingPathComponent("results.sqlite")).load()
-        let cores = Double(ProcessInfo.processInfo.activeProcessorCount)
-        let wall = Double(results.runMetadata["wall_seconds"] ?? "") ?? 0
-        let fleetlabCPU = (Double(results.runMetadata["generator_cpu_percent"] ?? "") ?? 0) / 100 * cores * wall
-        let sync = results.metric(named: "http.latency", labels: "endpoint=POST /api/v1/mobile/sync,stack=sync").map { results.histogram($0) }
-        let fleetlabRequests = Double(results.metrics(named: "http.latency").reduce(UInt64(0)) { $0 + results.histogram($1).totalCount })
-        let fleetlabFailures = results.total(allLabelsOf: "http.failures")
-
-        // Locust, the same users and think time.
-        let report = (scratch as NSString).appendingPathComponent("locust.json")
-        let theirs = try ChildProcess.run(locustPath, ["-f", "scripts/locust/sync_user.py", "--headless", "-u", String(users), "-r", String(users),
-                                                       "-t", "\(seconds)s", "--host", server.url, "--only-summary", "--loglevel", "WARNING"],
-                                          environment: ["FLEETLAB_KEY_SYNC": server.key, "FLEETLAB_BENCH_THINK": String(think.span.seconds),
-                                                        "FLEETLAB_BENCH_OUT": report],
-                                          timeout: duration.span.seconds + 60)
-        guard let data = FileManager.default.contents(atPath: report), let locustFigures = try? JSONValue.parse(String(decoding: data, as: UTF8.self)) else {
-            throw CLIFailure(message: "Locust wrote no figures (exit \(theirs.status)): \(theirs.stderr.suffix(2_000))", status: 1)
-        }
-        let locustRequests = locustFigures["requests"]?.numberValue ?? 0
-        let locustCPU = locustFigures["cpu_seconds"]?.numberValue ?? 0
-        let locustWall = locustFigures["wall_seconds"]?.numberValue ?? 0
-
-        let ourRate = fleetlabCPU > 0 ? fleetlabRequests / fleetlabCPU : 0
-        let theirRate = locustCPU > 0 ? locustRequests / locustCPU : 0
+        let thinks = think.isEmpty ? Self.defaultThinks : think.map(\.span)
         let n = { (v: Double) in MetricUnit.decimal(v, digits: 0) }
-        print("fleetlab bench loadtest — \(users) users, think \(think.span), \(seconds) s each, against fleetlab serve's sync server (\(BuildInfo.description))")
-        print("  generator  requests      req/s   CPU-s  req per CPU-s   p50 / p99")
-        print("  fleetlab   \(n(fleetlabRequests).leftPad(8))  \(n(fleetlabRequests / max(wall, 1e-9)).leftPad(9))  \(MetricUnit.decimal(fleetlabCPU, digits: 2).leftPad(6))  "
-            + "\(n(ourRate).leftPad(13))   \(MetricUnit.formatDuration(Double(sync?.value(atPercentile: 50) ?? 0))) / \(MetricUnit.formatDuration(Double(sync?.value(atPercentile: 99) ?? 0)))"
-            + "  (from the intended start; \(n(fleetlabFailures)) failed)")
-        print("  Locust     \(n(locustRequests).leftPad(8))  \(n(locustRequests / max(locustWall, 1e-9)).leftPad(9))  \(MetricUnit.decimal(locustCPU, digits: 2).leftPad(6))  "
-            + "\(n(theirRate).leftPad(13))   \(MetricUnit.decimal(locustFigures["p50_ms"]?.numberValue ?? 0, digits: 1))ms / \(MetricUnit.decimal(locustFigures["p99_ms"]?.numberValue ?? 0, digits: 1))ms"
-            + "  (from the send; \(n(locustFigures["failures"]?.numberValue ?? 0)) failed)")
-        let ratio = theirRate > 0 ? ourRate / theirRate : 0
-        print("  ratio      \(MetricUnit.decimal(ratio, digits: 2))× Locust's requests per CPU-second (target ≥ 3×)")
+
+        print("fleetlab bench loadtest — \(users) users, \(seconds) s per generator and point, against fleetlab serve's sync server (\(BuildInfo.description))")
+        print("  think  generator  requests      req/s   CPU-s  req per CPU-s   p50 / p99")
+        var points: [JSONValue] = []
+        for (index, wait) in thinks.enumerated() {
+            let ours = try fleetlab(server: server, think: wait, seconds: seconds, out: (scratch as NSString).appendingPathComponent("fleetlab-\(index)"))
+            let theirs = try locust(locustPath, server: server, think: wait, seconds: seconds, report: (scratch as NSString).appendingPathComponent("locust-\(index).json"))
+            let ratio = theirs.perCPUSecond > 0 ? ours.perCPUSecond / theirs.perCPUSecond : 0
+            let label = "\(wait)".leftPad(5)
+            for (name, f, note) in [("fleetlab", ours, "from the intended start"), ("Locust", theirs, "from the send")] {
+                print("  \(name == "fleetlab" ? label : "     ")  \(name.padding(toLength: 9, withPad: " ", startingAt: 0))  \(n(f.requests).leftPad(8))  "
+                    + "\(n(f.requests / max(f.wallSeconds, 1e-9)).leftPad(9))  \(MetricUnit.decimal(f.cpuSeconds, digits: 2).leftPad(6))  \(n(f.perCPUSecond).leftPad(13))   "
+                    + "\(f.p50) / \(f.p99)  (\(note); \(n(f.failures)) failed)")
+            }
+            print("         ratio      \(MetricUnit.decimal(ratio, digits: 2))× Locust's requests per CPU-second (target ≥ 3×)")
+            points.append(["think_seconds": .figure(wait.seconds), "fleetlab_requests": .figure(ours.requests), "fleetlab_cpu_seconds": .figure(ours.cpuSeconds),
+                           "fleetlab_requests_per_cpu_second": .figure(ours.perCPUSecond), "locust_requests": .figure(theirs.requests),
+                           "locust_cpu_seconds": .figure(theirs.cpuSeconds), "locust_requests_per_cpu_second": .figure(theirs.perCPUSecond),
+                           "ratio": .figure(ratio)])
+        }
         #if DEBUG
         print("  note       this is a debug build; use `swift build -c release` for real figures")
         #endif
-        try output.write(bench: "loadtest", parameters: ["users": .figure(Double(users)), "think_seconds": .figure(think.span.seconds),
-                                                         "duration_seconds": .figure(Double(seconds))],
-                         figures: ["fleetlab_requests": .figure(fleetlabRequests), "fleetlab_cpu_seconds": .figure(fleetlabCPU),
-                                   "fleetlab_requests_per_cpu_second": .figure(ourRate), "locust_requests": .figure(locustRequests),
-                                   "locust_cpu_seconds": .figure(locustCPU), "locust_requests_per_cpu_second": .figure(theirRate),
-                                   "ratio": .figure(ratio), "target_ratio": .figure(3)])
+        try output.write(bench: "loadtest", parameters: ["users": .figure(Double(users)), "duration_seconds": .figure(Double(seconds)),
+                                                         "think_seconds": .array(thinks.map { .figure($0.seconds) })],
+                         figures: ["points": .array(points), "target_ratio": .figure(3)])
+    }
+
+    /// fleetlab's generator at one point: requests answered, and its process's CPU over the run.
+    func fleetlab(server: ServedSync, think: TimeSpan, seconds: Int, out: String) throws -> Figures {
+        let run = try ChildProcess.run(ChildProcess.fleetlab, ["loadtest", "simulations/bench-loadtest.yaml", "--target", "sync=\(server.url)",
+                                                        "--duration", "\(seconds)s", "--devices", String(users), "--think", "\(think.nanoseconds)ns",
+                                                        "--out", out, "--quiet"],
+                                       environment: ["FLEETLAB_KEY_SYNC": server.key], timeout: Double(seconds) + 60)
+        guard run.status == 0 || run.status == 3 else { throw CLIFailure(message: "fleetlab loadtest failed (\(run.status)): \(run.stderr)", status: 1) }
+        let results = try ResultsDatabase.open(at: (out as NSString).appendingPathComponent("results.sqlite")).load()
+        let cores = Double(ProcessInfo.processInfo.activeProcessorCount)
+        let wall = Double(results.runMetadata["wall_seconds"] ?? "") ?? 0
+        let sync = results.metric(named: "http.latency", labels: "endpoint=POST /api/v1/mobile/sync,stack=sync").map { results.histogram($0) }
+        return Figures(requests: Double(results.metrics(named: "http.latency").reduce(UInt64(0)) { $0 + results.histogram($1).totalCount }),
+                       cpuSeconds: (Double(results.runMetadata["generator_cpu_percent"] ?? "") ?? 0) / 100 * cores * wall, wallSeconds: wall,
+                       failures: results.total(allLabelsOf: "http.failures"),
+                       p50: MetricUnit.formatDuration(Double(sync?.value(atPercentile: 50) ?? 0)),
+                       p99: MetricUnit.formatDuration(Double(sync?.value(atPercentile: 99) ?? 0)))
+    }
+
+    /// Locust at the same point, the same users and think time.
+    func locust(_ path: String, server: ServedSync, think: TimeSpan, seconds: Int, report: String) throws -> Figures {
+        let run = try ChildProcess.run(path, ["-f", "scripts/locust/sync_user.py", "--headless", "-u", String(users), "-r", String(users),
+                                              "-t", "\(seconds)s", "--host", server.url, "--only-summary", "--loglevel", "WARNING"],
+                                       environment: ["FLEETLAB_KEY_SYNC": server.key, "FLEETLAB_BENCH_THINK": String(think.seconds),
+                                                     "FLEETLAB_BENCH_OUT": report],
+                                       timeout: Double(seconds) + 60)
+        guard let data = FileManager.default.contents(atPath: report), let figures = try? JSONValue.parse(String(decoding: data, as: UTF8.self)) else {
+            throw CLIFailure(message: "Locust wrote no figures (exit \(run.status)): \(run.stderr.suffix(2_000))", status: 1)
+        }
+        return Figures(requests: figures["requests"]?.numberValue ?? 0, cpuSeconds: figures["cpu_seconds"]?.numberValue ?? 0,
+                       wallSeconds: figures["wall_seconds"]?.numberValue ?? 0, failures: figures["failures"]?.numberValue ?? 0,
+                       p50: MetricUnit.decimal(figures["p50_ms"]?.numberValue ?? 0, digits: 1) + "ms",
+                       p99: MetricUnit.decimal(figures["p99_ms"]?.numberValue ?? 0, digits: 1) + "ms")
     }
 
     static func findLocust() -> String? {

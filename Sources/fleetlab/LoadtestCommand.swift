@@ -62,6 +62,9 @@ struct LoadtestCommand: AsyncParsableCommand {
     @Option(help: "Output directory (default: runs/<scenario name>-loadtest).")
     var out: String?
 
+    @Option(help: "Event-loop threads the phones run on (default: half the cores, at least 1).")
+    var loops: Int?
+
     @Flag(help: "No progress line.")
     var quiet = false
 
@@ -74,6 +77,7 @@ struct LoadtestCommand: AsyncParsableCommand {
     func validate() throws {
         guard (1...100_000).contains(devices) else { throw ValidationError("--devices must be 1...100000") }
         guard duration.span > .zero, duration.span <= .hours(24) else { throw ValidationError("--duration must be more than 0 and at most 24h") }
+        if let loops, !(1...256).contains(loops) { throw ValidationError("--loops must be 1...256") }
     }
 
     func run() async throws {
@@ -140,8 +144,9 @@ struct LoadtestCommand: AsyncParsableCommand {
         if urls["agent"] != nil { measurable.insert("agent.first_chunk") }
         let (measured, skipped) = Self.liveThresholds(loaded.thresholds, stacks: Set(urls.keys), metrics: measurable)
         live.thresholds = measured
-        let settings = LoadRun.Settings(scenario: live, model: model, duration: duration.span, bucket: bucket,
+        var settings = LoadRun.Settings(scenario: live, model: model, duration: duration.span, bucket: bucket,
                                         sync: urls["sync"].map { ($0, setup?.key ?? "") }, agent: urls["agent"].map { ($0, keyOf["agent"]) }, runTag: runTag)
+        settings.loops = loops ?? LoadRun.defaultLoops
         let pipeline: ResultsPipeline
         do { pipeline = try ResultsPipeline(path: resultsPath) } catch { throw CLIFailure.badInput("cannot write \(resultsPath): \(error)") }
         pipeline.submit(LoadtestCommand.openingBatch(loaded, model: model, duration: duration.span, bucket: bucket,

@@ -50,8 +50,8 @@ struct LoadtestSummary {
     var resultsPath: String
     var dashboardPath: String
 
-    /// The generator is the bottleneck when its CPU is near every core's, or iterations
-    /// started late by more than this at p99.
+    /// The generator is the bottleneck when its CPU is near what its event loops can use
+    /// (this share of it), or iterations started late by more than this at p99.
     static let cpuBound = 85.0
     static let lagBound: Double = 50_000_000
 
@@ -87,10 +87,10 @@ struct LoadtestSummary {
         }
         let lag = results.metric(named: "loadtest.start_lag").map { results.histogram($0) }
         let lagP99 = Double(lag?.value(atPercentile: 99) ?? 0)
-        var generator = "CPU \(MetricUnit.decimal(outcome.cpuPercentMean, digits: 0))% of all cores (busiest bucket \(MetricUnit.decimal(outcome.cpuPercentMax, digits: 0))%), "
-            + "start lag p99 \(MetricUnit.formatDuration(lagP99))"
-        if outcome.cpuPercentMax >= Self.cpuBound || lagP99 >= Self.lagBound {
-            generator += "\n      ⚠ the generator was the bottleneck: these figures are generator-bound (fewer phones, or shards on more machines)"
+        var generator = "CPU \(MetricUnit.decimal(outcome.cpuPercentMean, digits: 0))% of all cores (busiest bucket \(MetricUnit.decimal(outcome.cpuPercentMax, digits: 0))%) "
+            + "on \(outcome.loops) event loop\(outcome.loops == 1 ? "" : "s"), start lag p99 \(MetricUnit.formatDuration(lagP99))"
+        if outcome.cpuPercentMax >= Self.cpuBound / 100 * outcome.loopCapacityPercent || lagP99 >= Self.lagBound {
+            generator += "\n      ⚠ the generator was the bottleneck: these figures are generator-bound (more --loops, fewer phones, or shards on more machines)"
         }
         lines.append(row("generator", generator))
         if outcome.thresholds.isEmpty {

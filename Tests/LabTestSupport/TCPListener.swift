@@ -1,6 +1,7 @@
 import Foundation
 
-/// A listening TCP socket on 127.0.0.1 that holds a port, for "port taken" tests.
+/// A listening TCP socket on 127.0.0.1 that holds a port, for "port taken" tests, and that
+/// can play a server that answers its first request and then falls silent.
 public final class TCPListener {
     public let port: Int
     private let descriptor: Int32
@@ -26,5 +27,30 @@ public final class TCPListener {
         port = Int(UInt16(bigEndian: address.sin_port))
     }
 
-    deinit { close(descriptor) }
+    /// Accepts one connection on a thread of its own, answers its first request (up to the
+    /// blank line: a GET) with `response`, then reads and never answers again.
+    public func answerFirstRequestOnly(_ response: String) {
+        let fd = descriptor
+        Thread.detachNewThread {
+            let connection = accept(fd, nil, nil)
+            guard connection >= 0 else { return }
+            defer { close(connection) }
+            var seen: [UInt8] = [], answered = false
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let count = read(connection, &buffer, buffer.count)
+                guard count > 0 else { return }
+                seen += buffer[..<count]
+                if !answered, String(decoding: seen, as: UTF8.self).contains("\r\n\r\n") {
+                    answered = true
+                    _ = Array(response.utf8).withUnsafeBytes { write(connection, $0.baseAddress, $0.count) }
+                }
+            }
+        }
+    }
+
+    deinit {
+        shutdown(descriptor, Int32(SHUT_RDWR))
+        close(descriptor)
+    }
 }

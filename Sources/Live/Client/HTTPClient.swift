@@ -14,9 +14,10 @@ import Synchronization
 /// so a client core's effects go on the wire as they are. Plain `http://` only: the
 /// reference servers run on loopback (TLS would bring BoringSSL's build time).
 public final class HTTPClient: Sendable {
-    let group: any EventLoopGroup
+    /// The event loops its connections run on.
+    public let group: any EventLoopGroup
     /// Idle connections by `host:port`, ready for their next request.
-    let idle = Mutex<[String: [any Channel]]>([:])
+    let idle = Mutex<[String: [Connection]]>([:])
     /// Idle connections kept per host at most.
     let idlePerHost: Int
 
@@ -30,20 +31,39 @@ public final class HTTPClient: Sendable {
     /// Sends `request` to the server at `baseURL` (`http://host:port`), its `path` and
     /// `query` as the target; throws on a transport failure or after `timeout`.
     public func send(_ request: HTTPRequestMessage, to baseURL: String, timeout: Duration = .seconds(10)) async throws -> HTTPResponseMessage {
-        guard let url = URL(string: baseURL), url.scheme == "http", let host = url.host else { throw HTTPClientError.badURL(baseURL) }
-        let port = url.port ?? 80
-        let key = "\(host):\(port)"
-        let deadline = NIODeadline.now() + TimeAmount(timeout)
-        let channel = try await connection(key: key, host: host, port: port, deadline: deadline)
-        let handler = try await channel.pipeline.handler(type: HTTPExchangeHandler.self).get()
-        let promise = channel.eventLoop.makePromise(of: HTTPResponseMessage.self)
-        let timer = channel.eventLoop.scheduleTask(deadline: deadline) {
-            promise.fail(HTTPClientError.timedOut(baseURL + request.path))
-            channel.close(promise: nil)
+        try await send(request, to: try Endpoint(baseURL), timeout: timeout)
+    }
+
+    /// A server's `http://host:port`, parsed once (Foundation's URL parser was a few per
+    /// cent of a load test's CPU when it ran for every request).
+    struct Endpoint: Sendable {
+        let baseURL: String
+        let host: String
+        let port: Int
+        /// `host:port`: the idle pool's key and the Host header.
+        let key: String
+
+        init(_ baseURL: String) throws {
+            guard let url = URL(string: baseURL), url.scheme == "http", let host = url.host else { throw HTTPClientError.badURL(baseURL) }
+            self.baseURL = baseURL
+            self.host = host
+            port = url.port ?? 80
+            key = "\(host):\(port)"
         }
-        channel.eventLoop.execute { handler.expect(promise) }
+    }
+
+    /// A keep-alive connection and the handler that collects its answers.
+    struct Connection: Sendable {
+        let channel: any Channel
+        let exchange: HTTPExchangeHandler
+    }
+
+    func send(_ request: HTTPRequestMessage, to endpoint: Endpoint, timeout: Duration) async throws -> HTTPResponseMessage {
+        let deadline = NIODeadline.now() + TimeAmount(timeout)
+        let connection = try await connection(to: endpoint, deadline: deadline)
+        let channel = connection.channel
         var headers = HTTPHeaders()
-        headers.add(name: "Host", value: key)
+        headers.add(name: "Host", value: endpoint.key)
         for (name, value) in request.headers.sorted(by: { $0.key < $1.key }) where name != "host" && name != "content-length" {
             headers.add(name: name, value: value)
         }
@@ -51,52 +71,62 @@ public final class HTTPClient: Sendable {
         let target = request.path + (request.query.isEmpty ? "" : "?" + request.query.sorted { $0.key < $1.key }
             .map { PercentEncoding.encode($0.key) + "=" + PercentEncoding.encode($0.value) }.joined(separator: "&"))
         let head = HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: request.method), uri: target, headers: headers)
-        channel.write(HTTPClientRequestPart.head(head), promise: nil)
-        if !request.body.isEmpty { channel.write(HTTPClientRequestPart.body(.byteBuffer(ByteBuffer(bytes: request.body))), promise: nil) }
-        channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
+        let body = request.body
+        let promise = channel.eventLoop.makePromise(of: HTTPResponseMessage.self)
+        // The answer is expected before the request goes out, both on the channel's loop:
+        // directly when the caller runs there (a load test's phones do), else in one hop.
+        let exchange = connection.exchange
+        let timeout = HTTPClientError.timedOut(endpoint.baseURL + request.path)
+        let start: @Sendable () -> Void = {
+            exchange.expect(promise, by: deadline, else: timeout)
+            channel.write(HTTPClientRequestPart.head(head), promise: nil)
+            if !body.isEmpty { channel.write(HTTPClientRequestPart.body(.byteBuffer(ByteBuffer(bytes: body))), promise: nil) }
+            channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
+        }
+        if channel.eventLoop.inEventLoop { start() } else { channel.eventLoop.execute(start) }
         do {
             let response = try await promise.futureResult.get()
-            timer.cancel()
-            release(channel, key: key, reusable: response.header("connection")?.lowercased() != "close")
+            release(connection, key: endpoint.key, reusable: response.header("connection")?.lowercased() != "close")
             return response
         } catch {
-            timer.cancel()
             channel.close(promise: nil)
             throw error
         }
     }
 
-    /// An idle connection to `key`, or a new one.
-    func connection(key: String, host: String, port: Int, deadline: NIODeadline) async throws -> any Channel {
+    /// An idle connection to `endpoint`, or a new one.
+    func connection(to endpoint: Endpoint, deadline: NIODeadline) async throws -> Connection {
         // A connection on the calling thread's event loop first: a task running on that loop
         // (a load test's phones do) then sends and resumes without a thread hop.
-        while let reused = idle.withLock({ pool -> (any Channel)? in
-            guard var channels = pool[key], !channels.isEmpty else { return nil }
-            let index = channels.lastIndex { $0.eventLoop.inEventLoop } ?? channels.index(before: channels.endIndex)
-            let channel = channels.remove(at: index)
-            pool[key] = channels
-            return channel
+        while let reused = idle.withLock({ pool -> Connection? in
+            guard var connections = pool[endpoint.key], !connections.isEmpty else { return nil }
+            let index = connections.lastIndex { $0.channel.eventLoop.inEventLoop } ?? connections.index(before: connections.endIndex)
+            let connection = connections.remove(at: index)
+            pool[endpoint.key] = connections
+            return connection
         }) {
-            if reused.isActive { return reused }
+            if reused.channel.isActive { return reused }
         }
         let remaining = deadline - NIODeadline.now()
-        guard remaining > .zero else { throw HTTPClientError.timedOut("connecting to \(key)") }
+        guard remaining > .zero else { throw HTTPClientError.timedOut("connecting to \(endpoint.key)") }
+        let exchange = HTTPExchangeHandler()
         do {
             // `any()` is the calling thread's loop when it is one of the group's.
-            return try await ClientBootstrap(group: group.any())
+            let channel = try await ClientBootstrap(group: group.any())
                 .connectTimeout(remaining)
                 .channelOption(.socketOption(.tcp_nodelay), value: 1)
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHTTPClientHandlers()
-                        try channel.pipeline.syncOperations.addHandler(HTTPExchangeHandler())
+                        try channel.pipeline.syncOperations.addHandler(exchange)
                     }
                 }
-                .connect(to: try Self.address(host, port)).get()
+                .connect(to: try Self.address(endpoint.host, endpoint.port)).get()
+            return Connection(channel: channel, exchange: exchange)
         } catch ChannelError.connectTimeout {
-            throw HTTPClientError.timedOut("connecting to \(key)")
+            throw HTTPClientError.timedOut("connecting to \(endpoint.key)")
         } catch {
-            throw HTTPClientError.unreachable("\(key): \(error)")
+            throw HTTPClientError.unreachable("\(endpoint.key): \(error)")
         }
     }
 
@@ -109,26 +139,26 @@ public final class HTTPClient: Sendable {
         return try SocketAddress.makeAddressResolvingHost(host, port: port)
     }
 
-    func release(_ channel: any Channel, key: String, reusable: Bool) {
-        guard reusable, channel.isActive else {
-            channel.close(promise: nil)
+    func release(_ connection: Connection, key: String, reusable: Bool) {
+        guard reusable, connection.channel.isActive else {
+            connection.channel.close(promise: nil)
             return
         }
         let kept = idle.withLock { pool -> Bool in
             guard pool[key, default: []].count < idlePerHost else { return false }
-            pool[key, default: []].append(channel)
+            pool[key, default: []].append(connection)
             return true
         }
-        if !kept { channel.close(promise: nil) }
+        if !kept { connection.channel.close(promise: nil) }
     }
 
     /// Closes every idle connection.
     public func shutdown() {
-        let all = idle.withLock { pool -> [any Channel] in
+        let all = idle.withLock { pool -> [Connection] in
             defer { pool.removeAll() }
             return pool.values.flatMap { $0 }
         }
-        for channel in all { channel.close(promise: nil) }
+        for connection in all { connection.channel.close(promise: nil) }
     }
 
     deinit { shutdown() }
@@ -151,46 +181,6 @@ public enum HTTPClientError: Error, CustomStringConvertible, Equatable {
     }
 }
 
-/// Collects one response at a time on a keep-alive connection.
-final class HTTPExchangeHandler: ChannelInboundHandler, @unchecked Sendable {
-    // Unchecked: touched only on its channel's event loop.
-    typealias InboundIn = HTTPClientResponsePart
-
-    var promise: EventLoopPromise<HTTPResponseMessage>?
-    var response = HTTPResponseMessage(status: 0)
-
-    func expect(_ promise: EventLoopPromise<HTTPResponseMessage>) {
-        self.promise = promise
-        response = HTTPResponseMessage(status: 0)
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
-        case .head(let head):
-            response.status = Int(head.status.code)
-            response.headers = head.headers.map { HTTPHeader($0.name, $0.value) }
-        case .body(let buffer):
-            response.body += buffer.readableBytesView
-        case .end:
-            let done = promise
-            promise = nil
-            done?.succeed(response)
-        }
-    }
-
-    func channelInactive(context: ChannelHandlerContext) {
-        promise?.fail(HTTPClientError.closed)
-        promise = nil
-        context.fireChannelInactive()
-    }
-
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        promise?.fail(error)
-        promise = nil
-        context.close(promise: nil)
-    }
-}
-
 /// Where a live driver's requests go: the seam one test body uses to run the same client
 /// code against a server core in process (`InProcessTransport`) and against a real server
 /// on a socket (`HTTPClient.transport(to:)`).
@@ -202,14 +192,16 @@ public protocol HTTPTransport: Sendable {
 
 extension HTTPClient {
     /// This client's requests to the server at `baseURL`.
-    public func transport(to baseURL: String) -> some HTTPTransport { Target(client: self, baseURL: baseURL) }
+    /// This client's requests to the server at `baseURL` (a URL that is not `http://host:port`
+    /// fails each request with `badURL`).
+    public func transport(to baseURL: String) -> some HTTPTransport { Target(client: self, endpoint: Result { try Endpoint(baseURL) }) }
 
     struct Target: HTTPTransport {
         let client: HTTPClient
-        let baseURL: String
+        let endpoint: Result<Endpoint, any Error>
 
         func send(_ request: HTTPRequestMessage, timeout: Duration) async throws -> HTTPResponseMessage {
-            try await client.send(request, to: baseURL, timeout: timeout)
+            try await client.send(request, to: try endpoint.get(), timeout: timeout)
         }
     }
 }

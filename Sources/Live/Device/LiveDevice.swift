@@ -17,6 +17,8 @@ public final class LiveDevice<Store: WorkflowStore>: @unchecked Sendable {
     public let baseURL: String
     public let apiKey: String
     public let deviceID: String
+    /// What every request to the server carries.
+    let headers: [String: String]
     let clock = LiveClock()
     let http: HTTPClient
     /// Where this device's requests to its server go.
@@ -44,6 +46,7 @@ public final class LiveDevice<Store: WorkflowStore>: @unchecked Sendable {
         self.baseURL = baseURL
         self.apiKey = apiKey
         self.deviceID = deviceID
+        headers = ["x-api-key": apiKey, "x-device-id": deviceID, "content-type": "application/json"]
         self.http = http
         self.transport = transport ?? http.transport(to: baseURL)
         self.host.enableSync(deviceID: deviceID, seed: StreamSeed(seed))
@@ -65,12 +68,11 @@ public final class LiveDevice<Store: WorkflowStore>: @unchecked Sendable {
         public var description: String { "HTTP \(status): \(body)" }
     }
 
-    var headers: [String: String] { ["x-api-key": apiKey, "x-device-id": deviceID, "content-type": "application/json"] }
 
     func exchange(_ method: String, _ path: String, body: JSONValue? = nil, extra: [String: String] = [:]) async throws -> HTTPResponseMessage {
         var bytes: [UInt8] = []
         body?.write(to: &bytes)
-        let request = HTTPRequestMessage(method: method, target: path, headers: headers.merging(extra) { $1 }, body: bytes)
+        let request = HTTPRequestMessage(method: method, target: path, headers: extra.isEmpty ? headers : headers.merging(extra) { $1 }, body: bytes)
         return try await transport.send(request, timeout: requestTimeout)
     }
 

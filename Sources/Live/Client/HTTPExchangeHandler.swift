@@ -1,0 +1,89 @@
+import LabKernel
+import NIOCore
+import NIOHTTP1
+
+/// Collects one response at a time on a keep-alive connection, and fails it when its
+/// deadline passes (closing the connection: a late answer must not be read as the next
+/// request's).
+///
+/// The deadline is kept lazily: one timer per connection, armed for the first exchange's
+/// deadline and, when it fires, re-armed for the current exchange's if that one is still
+/// running and not yet late. Exchanges take milliseconds and deadlines are seconds, so the
+/// timer fires about once per deadline period instead of being scheduled and cancelled for
+/// every request (NIO cancels a scheduled task by a linear search of its heap, which was a
+/// few per cent of a load test's CPU).
+final class HTTPExchangeHandler: ChannelInboundHandler, @unchecked Sendable {
+    // Unchecked: touched only on its channel's event loop.
+    typealias InboundIn = HTTPClientResponsePart
+
+    var promise: EventLoopPromise<HTTPResponseMessage>?
+    var response = HTTPResponseMessage(status: 0)
+    /// When the current exchange fails, and with what.
+    var deadline = NIODeadline.distantFuture
+    var timeout = HTTPClientError.closed
+    /// The armed timer and the instant it fires at.
+    var timer: (task: Scheduled<Void>, at: NIODeadline)?
+    var context: ChannelHandlerContext?
+
+    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        timer?.task.cancel()
+        timer = nil
+        self.context = nil
+    }
+
+    /// The next answer completes `promise`; it fails with `timeout` once `deadline` passes.
+    func expect(_ promise: EventLoopPromise<HTTPResponseMessage>, by deadline: NIODeadline, else timeout: HTTPClientError) {
+        self.promise = promise
+        response = HTTPResponseMessage(status: 0)
+        self.deadline = deadline
+        self.timeout = timeout
+        if let timer, timer.at <= deadline { return }
+        arm(at: deadline)
+    }
+
+    func arm(at instant: NIODeadline) {
+        timer?.task.cancel()
+        guard let context else { return }
+        let task = context.eventLoop.scheduleTask(deadline: instant) { [self] in timerFired() }
+        timer = (task, instant)
+    }
+
+    func timerFired() {
+        timer = nil
+        guard let pending = promise else { return }
+        guard NIODeadline.now() >= deadline else { return arm(at: deadline) }
+        promise = nil
+        pending.fail(timeout)
+        context?.close(promise: nil)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            response.status = Int(head.status.code)
+            response.headers = head.headers.map { HTTPHeader($0.name, $0.value) }
+        case .body(let buffer):
+            response.body += buffer.readableBytesView
+        case .end:
+            let done = promise
+            promise = nil
+            done?.succeed(response)
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        timer?.task.cancel()
+        timer = nil
+        promise?.fail(HTTPClientError.closed)
+        promise = nil
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        promise?.fail(error)
+        promise = nil
+        context.close(promise: nil)
+    }
+}
