@@ -12,9 +12,10 @@ struct LoadtestCommand: AsyncParsableCommand {
         abstract: "Drive a real server with the scenario's client cores on the wall clock; results and dashboard as a simulation's.",
         discussion: """
         Virtual phones run the same client cores as the simulator against the targets named \
-        with --target, and nothing else: sync (the engine and its sync client) and agent (the \
-        agent runtime's client: one chat per iteration); with both, each iteration syncs, \
-        then chats. Closed model (default): --devices phones, each waiting --think between \
+        with --target, and nothing else: sync (the engine and its sync client), agent (the \
+        agent runtime's client: one chat per iteration) and chat (the end-to-end encrypted \
+        chat client: phones in pairs, one message per iteration, delivered when the partner \
+        decrypts it); with several, each iteration does each in that order. Closed model (default): --devices phones, each waiting --think between \
         iterations. Open model: --rate iterations per \
         second (ramped over --ramp), each taken by an idle phone of --devices; with none idle \
         it is dropped and counted. Latency counts from each iteration's intended start, so a \
@@ -32,7 +33,7 @@ struct LoadtestCommand: AsyncParsableCommand {
     @Argument(help: "A scenario file: its workflows, thresholds and seed are used.")
     var scenario: String
 
-    @Option(name: .customLong("target"), help: "A server to drive, NAME=URL: sync=http://127.0.0.1:7710, agent=http://127.0.0.1:7730 (repeatable).")
+    @Option(name: .customLong("target"), help: "A server to drive, NAME=URL: sync=http://127.0.0.1:7710, chat=http://127.0.0.1:7720, agent=http://127.0.0.1:7730 (repeatable).")
     var targets: [String] = []
 
     @Option(name: .customLong("key"), help: "A target's API key, NAME=KEY (or FLEETLAB_KEY_<NAME> in the environment).")
@@ -62,6 +63,9 @@ struct LoadtestCommand: AsyncParsableCommand {
     @Option(help: "Output directory (default: runs/<scenario name>-loadtest).")
     var out: String?
 
+    @Option(name: .customLong("request-timeout"), help: "How long one request may take before it counts failed (default 10s); a chat message must reach the partner within three of these.")
+    var requestTimeout: DurationArgument?
+
     @Option(help: "Event-loop threads the phones run on (default: half the cores, at least 1).")
     var loops: Int?
 
@@ -78,6 +82,9 @@ struct LoadtestCommand: AsyncParsableCommand {
         guard (1...100_000).contains(devices) else { throw ValidationError("--devices must be 1...100000") }
         guard duration.span > .zero, duration.span <= .hours(24) else { throw ValidationError("--duration must be more than 0 and at most 24h") }
         if let loops, !(1...256).contains(loops) { throw ValidationError("--loops must be 1...256") }
+        if let requestTimeout, !(requestTimeout.span >= .milliseconds(10) && requestTimeout.span <= .minutes(10)) {
+            throw ValidationError("--request-timeout must be 10ms...10m")
+        }
     }
 
     func run() async throws {
@@ -90,7 +97,7 @@ struct LoadtestCommand: AsyncParsableCommand {
                 throw CLIFailure.badInput("--target \(target): expected NAME=http://host:port")
             }
             guard Self.stacks.contains(parts[0]) else {
-                throw CLIFailure.badInput("--target \(parts[0]): loadtest drives \(Self.stacks.joined(separator: " and ")) so far (--target sync=URL, --target agent=URL); chat and the bridges are to come")
+                throw CLIFailure.badInput("--target \(parts[0]): loadtest drives sync, agent and chat (--target sync=URL, --target agent=URL, --target chat=URL); the bridges are phone-to-own-desktop systems, not deployments to load")
             }
             urls[parts[0]] = parts[1].hasSuffix("/") ? String(parts[1].dropLast()) : parts[1]
         }
@@ -103,6 +110,7 @@ struct LoadtestCommand: AsyncParsableCommand {
             guard urls[parts[0]] != nil else { throw CLIFailure.badInput("--key \(parts[0]): no --target of that name") }
             keyOf[parts[0]] = parts[1]
         }
+        if urls["chat"] != nil, devices < 2 { throw CLIFailure.badInput("--target chat: phones chat in pairs, so --devices must be at least 2") }
         if urls["agent"] != nil, let token = keyOf["agent"], AgentIdentity(token: token) == nil {
             throw CLIFailure.badInput("--key agent: expected the runtime's bearer token (a JWT with app_id and user_id, as fleetlab serve prints it)")
         }
@@ -142,15 +150,19 @@ struct LoadtestCommand: AsyncParsableCommand {
         var measurable = Self.liveMetrics
         if case .app = model { measurable.insert("sync.interval") }
         if urls["agent"] != nil { measurable.insert("agent.first_chunk") }
+        if urls["chat"] != nil { measurable.insert("chat.delivery_latency") }
         let (measured, skipped) = Self.liveThresholds(loaded.thresholds, stacks: Set(urls.keys), metrics: measurable)
         live.thresholds = measured
         var settings = LoadRun.Settings(scenario: live, model: model, duration: duration.span, bucket: bucket,
                                         sync: urls["sync"].map { ($0, setup?.key ?? "") }, agent: urls["agent"].map { ($0, keyOf["agent"]) }, runTag: runTag)
+        settings.chat = urls["chat"]
+        if let requestTimeout { settings.requestTimeout = .nanoseconds(requestTimeout.span.nanoseconds) }
         settings.loops = loops ?? LoadRun.defaultLoops
         let pipeline: ResultsPipeline
         do { pipeline = try ResultsPipeline(path: resultsPath) } catch { throw CLIFailure.badInput("cannot write \(resultsPath): \(error)") }
         pipeline.submit(LoadtestCommand.openingBatch(loaded, model: model, duration: duration.span, bucket: bucket,
-                                                     stacks: (urls["sync"] != nil ? ["workflows", "sync"] : []) + (urls["agent"] != nil ? ["agent"] : [])))
+                                                     stacks: (urls["sync"] != nil ? ["workflows", "sync"] : []) + (urls["agent"] != nil ? ["agent"] : [])
+                                                        + (urls["chat"] != nil ? ["chat"] : [])))
         Interrupt.install()
         let line = LoadProgressLine(enabled: !quiet, duration: duration.span.seconds)
         let run = LoadRun(settings)
@@ -187,7 +199,7 @@ struct LoadtestCommand: AsyncParsableCommand {
     }
 
     /// The stacks a load test can drive.
-    static let stacks = ["sync", "agent"]
+    static let stacks = ["sync", "agent", "chat"]
 
     /// Metrics a load test records.
     static let liveMetrics: Set<String> = ["http.latency", "http.failures", "loadtest.iterations", "loadtest.start_lag",

@@ -71,8 +71,11 @@ struct LoadtestSummary {
         let requests = endpoints.reduce(0.0) { $0 + Double($1.requests) }
         lines.append(row("requests", "\(n(requests)) (\(MetricUnit.decimal(requests / max(outcome.wallSeconds, 1e-9), digits: 1))/s), "
             + "\(n(endpoints.reduce(0) { $0 + $1.failures })) failed"))
-        let chats = endpoints.contains { $0.stack == "agent" }
-        lines.append(row("latency", "p50 / p90 / p99 from each iteration's intended start" + (chats ? " (a chat's later requests from their send)" : "")))
+        var notes: [String] = []
+        if Set(endpoints.map(\.stack)).count > 1 { notes.append("a later stack's step from its own start") }
+        if endpoints.contains(where: { $0.stack == "agent" }) { notes.append("an agent chat's later requests from their send") }
+        if endpoints.contains(where: { $0.stack == "chat" }) { notes.append("chat requests from their send, delivery from the step's start") }
+        lines.append(row("latency", "p50 / p90 / p99 from each iteration's intended start" + (notes.isEmpty ? "" : " (" + notes.joined(separator: "; ") + ")")))
         let width = endpoints.map { $0.stack.count + $0.endpoint.count + 1 }.max() ?? 0
         for e in endpoints {
             let name = "\(e.stack) \(e.endpoint)"
@@ -84,6 +87,11 @@ struct LoadtestSummary {
             let h = results.histogram(metric)
             lines.append(row("agent", "first chunk after an input \(MetricUnit.formatDuration(Double(h.value(atPercentile: 50)))) / "
                 + "\(MetricUnit.formatDuration(Double(h.value(atPercentile: 90)))) / \(MetricUnit.formatDuration(Double(h.value(atPercentile: 99))))  (\(n(Double(h.totalCount))) answers)"))
+        }
+        if let metric = results.metrics(named: "chat.delivery_latency").first {
+            let h = results.histogram(metric)
+            lines.append(row("chat", "decrypted on the partner's phone \(MetricUnit.formatDuration(Double(h.value(atPercentile: 50)))) / "
+                + "\(MetricUnit.formatDuration(Double(h.value(atPercentile: 90)))) / \(MetricUnit.formatDuration(Double(h.value(atPercentile: 99))))  (\(n(Double(h.totalCount))) messages)"))
         }
         let lag = results.metric(named: "loadtest.start_lag").map { results.histogram($0) }
         let lagP99 = Double(lag?.value(atPercentile: 99) ?? 0)

@@ -36,6 +36,10 @@ struct ServeCommand: AsyncParsableCommand {
           help: "Let chat groups be created on d3chat's legacy plaintext protocol (\"legacy_plaintext\": true); off, every channel is ciphertext only.")
     var chatLegacyPlaintext = false
 
+    @Option(name: .customLong("chat-auth-per-minute"),
+            help: "Sign-ups, logins and refreshes the chat server takes per client address per minute (default 60, as d3chat; a load test registering many phones from one address needs more).")
+    var chatAuthPerMinute = 60
+
     @Option(name: .customLong("agent-workflows"), help: "Folder of the agent runtime's workflow files (YAML or JSON).")
     var agentWorkflows = AgentWorkflowFiles.defaultDirectory
 
@@ -67,7 +71,10 @@ struct ServeCommand: AsyncParsableCommand {
     static let served: [Served] = [
         Served(name: "mobile-sync", defaultPort: 7710) { try MobileSyncLiveServer(dataDirectory: $0.data, authRequired: !$0.noAuth) },
         Served(name: "chat", defaultPort: 7720) { options in
-            try SecureChatLiveServer(dataDirectory: options.data) { $0.allowLegacyPlaintext = options.chatLegacyPlaintext }
+            try SecureChatLiveServer(dataDirectory: options.data) { config in
+                config.allowLegacyPlaintext = options.chatLegacyPlaintext
+                config.authRequestsPerMinute = options.chatAuthPerMinute
+            }
         },
         Served(name: "agent-runtime", defaultPort: 7730) { options in
             try AgentRuntimeLiveServer(dataDirectory: options.data, workflows: try options.loadAgentWorkflows(), authRequired: !options.noAuth)
@@ -81,12 +88,17 @@ struct ServeCommand: AsyncParsableCommand {
         },
     ]
 
+    func validate() throws {
+        guard (1...1_000_000).contains(chatAuthPerMinute) else { throw ValidationError("--chat-auth-per-minute must be 1...1000000") }
+    }
+
     /// The command line of the worker process that runs server `name`: this one's options.
     func workerArguments(_ name: String) -> [String] {
         var arguments = ["serve", "--worker", name, "--host", host, "--data", data, "--agent-workflows", agentWorkflows]
         if noAuth { arguments.append("--no-auth") }
         for skipped in without { arguments += ["--without", skipped] }
         if chatLegacyPlaintext { arguments.append("--chat-legacy-plaintext") }
+        arguments += ["--chat-auth-per-minute", String(chatAuthPerMinute)]
         if let workspace { arguments += ["--workspace", workspace] }
         if allowTerminal { arguments.append("--allow-terminal") }
         for agent in desktopAgents { arguments += ["--desktop-agent", agent] }

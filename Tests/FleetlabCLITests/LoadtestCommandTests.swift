@@ -163,13 +163,70 @@ struct LoadtestCommandTests {
         #expect(openResults.total("loadtest.iterations", labels: "outcome=ok") ?? 0 >= 4, "chats ran: \(open.stdout)")
     }
 
+    /// A scenario of `phones` chat-only phones (thresholds may follow).
+    static func talk(phones: Int) -> String {
+        """
+        name: talk
+        seed: 8
+        duration: 1h
+        devices:
+          - {name: phones, count: \(phones), stacks: [chat]}
+        chat: {}
+
+        """
+    }
+
+    @Test("the chat server as a target: phones in pairs register, open a DM and each message is decrypted on the partner's phone; the server keeps no plaintext")
+    func chatMessages() async throws {
+        let data = TestPaths.scratchDirectory("load-chat-serve")
+        let served = try await ServedFleetlab.start(data: data.path)
+        defer { served.stop() }
+        let dir = TestPaths.scratchDirectory("loadtest-chat")
+        let scenario = try writeScenario(Self.talk(phones: 5) + """
+            thresholds:
+              - {metric: chat.delivery_latency, percentile: 90, max: 10s}
+              - {metric: http.latency, labels: {stack: chat}, percentile: 99, max: 10s}
+            """, in: dir, name: "talk.yaml")
+        let run = try await CommandRunner.fleetlabAsync(["loadtest", scenario, "--target", "chat=\(served.chatURL)", "--duration", "3s", "--devices", "5",
+                                                         "--think", "200ms", "--out", "chat"], in: dir)
+        #expect(run.status == 0, "\(run.stdout)\(run.stderr)")
+        #expect(run.stdout.contains("decrypted on the partner's phone"))
+        let results = try ResultsDatabase.open(at: dir.appendingPathComponent("chat/results.sqlite").path).load()
+        let register = try #require(results.metric(named: "http.latency", labels: "endpoint=POST /api/v1/auth/register,stack=chat"))
+        #expect(results.histogram(register).totalCount == 5, "each phone registered its own user once")
+        let delivered = try #require(results.metric(named: "chat.delivery_latency", labels: "kind=dm"))
+        let ok = results.total("loadtest.iterations", labels: "outcome=ok") ?? 0
+        #expect(ok >= 10 && Double(results.histogram(delivered).totalCount) == ok, "every ok iteration is one message decrypted by the partner")
+        #expect((results.total("loadtest.iterations", labels: "outcome=failed") ?? 0) == 0)
+        #expect(results.thresholds.count == 2 && results.thresholdsPassed, "both thresholds are measured, none skipped")
+        served.stop()
+        let stored = try Data(contentsOf: data.appendingPathComponent("chat.sqlite"))
+        #expect(stored.range(of: Data(" message 1".utf8)) == nil, "the server stored ciphertext only")
+    }
+
+    @Test("a chat server that throttles sign-ups (serve --chat-auth-per-minute 3): the refused registrations are failures, and so is every message of an unregistered pair")
+    func chatThrottled() async throws {
+        let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("load-chat-throttled").path, extra: ["--chat-auth-per-minute", "3"])
+        defer { served.stop() }
+        let dir = TestPaths.scratchDirectory("loadtest-chat-throttled")
+        let scenario = try writeScenario(Self.talk(phones: 4), in: dir, name: "talk.yaml")
+        let run = try await CommandRunner.fleetlabAsync(["loadtest", scenario, "--target", "chat=\(served.chatURL)", "--duration", "2s", "--devices", "4",
+                                                         "--think", "200ms", "--request-timeout", "1s", "--out", "chat", "--quiet"], in: dir)
+        #expect(run.status == 0, "\(run.stdout)\(run.stderr)")
+        let results = try ResultsDatabase.open(at: dir.appendingPathComponent("chat/results.sqlite").path).load()
+        // Three sign-ups a minute: two phones register, a third's ticket or registration is refused.
+        #expect(results.total("http.failures", labels: "endpoint=POST /api/v1/auth/register,stack=chat") ?? 0 >= 1, "a refused sign-up is a failure")
+        #expect(results.total("loadtest.iterations", labels: "outcome=failed") ?? 0 >= 1)
+    }
+
     @Test("bad input is exit 2 before anything is contacted: no target, an unsupported stack, a model's option on the other model, no duration")
     func badInput() async throws {
         let dir = TestPaths.scratchDirectory("loadtest")
         let scenario = try writeScenario(loadScenario(), in: dir, name: "load.yaml")
         for (arguments, message) in [
             (["--duration", "1s"], "--target sync="),
-            (["--duration", "1s", "--target", "chat=http://127.0.0.1:9"], "loadtest drives sync and agent so far"),
+            (["--duration", "1s", "--target", "desktop=http://127.0.0.1:9"], "loadtest drives sync, agent and chat"),
+            (["--duration", "1s", "--target", "chat=http://127.0.0.1:9", "--devices", "1"], "phones chat in pairs"),
             (["--duration", "1s", "--target", "agent=http://127.0.0.1:9", "--key", "agent=not-a-jwt"], "expected the runtime's bearer token"),
             (["--duration", "1s", "--target", "agent=http://127.0.0.1:9", "--app-paced"], "--app-paced paces the sync stack"),
             (["--duration", "1s", "--target", "sync=ftp://x"], "expected NAME=http://host:port"),

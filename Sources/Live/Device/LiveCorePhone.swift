@@ -124,7 +124,7 @@ public actor LiveCorePhone<Core: LiveDrivenCore> {
                     var failed = true
                     do {
                         let response = try await http.send(request, to: base, timeout: requestTimeout)
-                        failed = response.status >= 500
+                        failed = response.status >= 500 || response.status == 429
                         answer = .response(id: id, response)
                     } catch {
                         answer = .transportFailed(id: id)

@@ -15,6 +15,7 @@ public final class LoadRecorder: Sendable {
         var failures: [String: MetricHandle] = [:]
         var intervals: [String: MetricHandle] = [:]
         var firstChunk: MetricHandle?
+        var delivery: MetricHandle?
         var ok: MetricHandle
         var failed: MetricHandle
         var dropped: MetricHandle
@@ -66,6 +67,15 @@ public final class LoadRecorder: Sendable {
         state.withLock { s in
             if s.firstChunk == nil { s.firstChunk = s.recorder.register("agent.first_chunk") }
             s.recorder.observe(s.firstChunk!, UInt64(max(0, latency.nanoseconds)))
+        }
+    }
+
+    /// A chat message reached its recipient's phone, `latency` after the iteration that sent
+    /// it was meant to start (`chat.delivery_latency{kind=dm}`, the simulator's metric).
+    public func chatDelivered(_ latency: Duration) {
+        state.withLock { s in
+            if s.delivery == nil { s.delivery = s.recorder.register("chat.delivery_latency", labels: [("kind", "dm")]) }
+            s.recorder.observe(s.delivery!, UInt64(max(0, latency.nanoseconds)))
         }
     }
 

@@ -31,6 +31,8 @@ public final class LoadRun: Sendable {
         /// The agent runtime and the token its phones chat with (nil: not a target; a nil
         /// token: a runtime without auth, chatted with as app `loadtest`).
         public var agent: (url: String, token: String?)?
+        /// The chat server (nil: not a target). Its phones register users of their own.
+        public var chat: String?
         public var requestTimeout: Duration = .seconds(10)
         /// Event-loop threads the phones run on (`defaultLoops` unless set).
         public var loops = LoadRun.defaultLoops
@@ -69,10 +71,11 @@ public final class LoadRun: Sendable {
     }
 
     public let settings: Settings
-    let recorder = LoadRecorder()
+    let recorder: LoadRecorder
     /// Device `i`'s phone of each targeted stack (an empty list: not a target).
     let syncPhones: [SyncPhone]
     let agentPhones: [AgentLoadPhone]
+    let chatPhones: [ChatLoadPhone]
     /// One executor per event loop of the run's group; phone `i` runs on `i % count`.
     let executors: [EventLoopTaskExecutor]
     /// The run's own event loops: every phone's sockets, timers and tasks.
@@ -88,6 +91,8 @@ public final class LoadRun: Sendable {
 
     public init(_ settings: Settings) {
         self.settings = settings
+        let recorder = LoadRecorder()
+        self.recorder = recorder
         group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, settings.loops))
         let http = HTTPClient(group: group, idlePerHost: max(8, settings.model.devices))
         self.http = http
@@ -108,6 +113,13 @@ public final class LoadRun: Sendable {
                                seed: root.child(UInt64(index)).child("agent"), requestTimeout: settings.requestTimeout)
             }
         } ?? []
+        let board = DeliveryBoard()
+        chatPhones = settings.chat.map { base in
+            (0..<settings.model.devices).compactMap { index in
+                try? ChatLoadPhone(index: index, base: base, runTag: settings.runTag, seed: root.child(UInt64(index)).child("chat"), http: http,
+                                   requestTimeout: settings.requestTimeout, board: board, recorder: recorder)
+            }
+        } ?? []
         executors = group.makeIterator().map { EventLoopTaskExecutor($0) }
     }
 
@@ -115,6 +127,11 @@ public final class LoadRun: Sendable {
     public func run(pipeline: ResultsPipeline, stop: @escaping @Sendable () -> Bool,
                     progress: @escaping @Sendable (Progress) -> Void) async -> Outcome {
         let clock = ContinuousClock()
+        // Chat users exist before the clock starts: a phone's partner must be able to receive
+        // its first message. Registration is recorded like any request.
+        await withDiscardingTaskGroup { group in
+            for phone in chatPhones { group.addTask { _ = await phone.register(clock: clock) } }
+        }
         let start = clock.now
         let end = start + .nanoseconds(settings.duration.nanoseconds)
         let cpu = CPUMeter()
@@ -234,13 +251,15 @@ public final class LoadRun: Sendable {
         let last = recorder.finish(thresholds: settings.scenario.thresholds)
         outcome.thresholds = last.thresholds
         pipeline.submit(last)
+        for phone in chatPhones { await phone.phone.stop() }
         http.shutdown()
         try? await group.shutdownGracefully()
         return outcome
     }
 
     /// Runs one iteration of device `index` meant to start at `intended`: a sync, then an
-    /// agent chat, for the stacks that are targets; latency counts from then. `waited`: it
+    /// agent chat, then a chat message, for the stacks that are targets; latency counts
+    /// from then. `waited`: it
     /// waited for an idle phone (the open model's backlog), so its late start is the
     /// system's saturation, not the generator's lag.
     func iterate(_ index: Int, intended: ContinuousClock.Instant, waited: Bool = false, clock: ContinuousClock) async -> Bool {
@@ -251,8 +270,18 @@ public final class LoadRun: Sendable {
                 recorder.request(endpoint, latency: clock.now - intended, failed: failed)
             }
         }
+        // The first step counts from the intended start (no coordinated omission); a later
+        // step from when it began, so one stack's time is not charged to the next.
+        var stepStart = intended
         if !agentPhones.isEmpty {
-            ok = await agentPhones[index].iterate(intended: intended, clock: clock, recorder: recorder) && ok
+            if !syncPhones.isEmpty { stepStart = clock.now }
+            ok = await agentPhones[index].iterate(intended: stepStart, clock: clock, recorder: recorder) && ok
+        }
+        if chatPhones.count >= 2 {
+            if !syncPhones.isEmpty || !agentPhones.isEmpty { stepStart = clock.now }
+            // Pairs: 0 and 1, 2 and 3, …; an odd last phone writes to phone 0.
+            let partner = index ^ 1 < chatPhones.count ? index ^ 1 : 0
+            ok = await chatPhones[index].iterate(partner: chatPhones[partner], intended: stepStart, clock: clock, recorder: recorder) && ok
         }
         recorder.iterationEnded(ok: ok)
         return ok

@@ -9,7 +9,7 @@ struct ChatLatencyPanel: DashboardPanel {
     var wide: Bool { true }
 
     func body(for results: RunResults, context: DashboardContext) -> String? {
-        guard results.metric(named: "chat.delivery_latency", labels: "kind=group") != nil else { return nil }
+        guard !results.metrics(named: "chat.delivery_latency").isEmpty else { return nil }
         var rows: [[String]] = []
         for (kind, label) in [("dm", "DM"), ("group", "group")] {
             for (name, what) in [("chat.ack_latency", "acknowledged"), ("chat.delivery_latency", "decrypted by a recipient")] {
