@@ -161,6 +161,8 @@ struct LoadtestCommandTests {
         #expect(open.status == 0, "\(open.stdout)\(open.stderr)")
         let openResults = try ResultsDatabase.open(at: dir.appendingPathComponent("agent-open/results.sqlite").path).load()
         #expect(openResults.total("loadtest.iterations", labels: "outcome=ok") ?? 0 >= 4, "chats ran: \(open.stdout)")
+        #expect((openResults.total("loadtest.iterations", labels: "outcome=failed") ?? 0) == 0,
+                "a second run against the same runtime starts chats of its own, not the first run's: \(open.stdout)")
     }
 
     /// A scenario of `phones` chat-only phones (thresholds may follow).

@@ -97,7 +97,10 @@ public final class LoadRun: Sendable {
         let http = HTTPClient(group: group, idlePerHost: max(8, settings.model.devices))
         self.http = http
         let sequences = (settings.scenario.workflows?.workloads ?? []).map { ($0.sequenceName, $0.sequenceJSON) }
-        let root = StreamSeed(settings.scenario.seed).child("loadtest")
+        // The run's tag in every phone's stream: a server keeps what earlier runs sent (the
+        // agent runtime answers a repeated `client_request_id` with that chat, long ended),
+        // so each run's ids must be its own, as its device ids and usernames are.
+        let root = StreamSeed(settings.scenario.seed).child("loadtest").child(settings.runTag)
         syncPhones = settings.sync.map { sync in
             (0..<settings.model.devices).map { index in
                 var draw = root.child(UInt64(index)).generator()
