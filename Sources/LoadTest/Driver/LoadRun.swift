@@ -151,15 +151,17 @@ public final class LoadRun: Sendable {
                     try? await clock.sleep(until: min(lastProgress + .seconds(1), end), tolerance: .milliseconds(5))
                     let now = clock.now
                     let elapsed = (now - start).nanoseconds
-                    if elapsed - bucketStart >= settings.bucket.nanoseconds || now >= end || shouldStop() {
+                    if now >= end || shouldStop() {
+                        // The last bucket stays open: iterations in flight finish into it.
+                        shared.lastBucket.withLock { $0 = (bucketStart, bucketCPU) }
+                        shared.finished.withLock { $0 = true }
+                        return
+                    }
+                    if elapsed - bucketStart >= settings.bucket.nanoseconds {
                         let share = bucketCPU.percentSinceLast()
                         shared.cpuSamples.withLock { $0.append(share) }
                         pipeline.submit(recorder.closeBucket(startingAt: bucketStart, cpuPercent: share))
                         bucketStart += settings.bucket.nanoseconds
-                    }
-                    if now >= end || shouldStop() {
-                        shared.finished.withLock { $0 = true }
-                        return
                     }
                     let figures = recorder.progress
                     progress(Progress(elapsed: Double(elapsed) / 1e9, requests: figures.requests, errors: figures.errors, p99: figures.p99,
@@ -247,6 +249,12 @@ public final class LoadRun: Sendable {
                 for _ in 0..<pool.drain() { recorder.dropped() }
             }
         }
+        if let (bucketStart, bucketCPU) = shared.lastBucket.withLock({ $0 }) {
+            var meter = bucketCPU
+            let share = meter.percentSinceLast()
+            shared.cpuSamples.withLock { $0.append(share) }
+            pipeline.submit(recorder.closeBucket(startingAt: bucketStart, cpuPercent: share))
+        }
         let wall = Double((clock.now - start).nanoseconds) / 1e9
         let shares = shared.cpuSamples.withLock { $0 }
         var outcome = Outcome(wallSeconds: wall, interrupted: stop(), cpuPercentMean: cpu.percentOverall(),
@@ -294,6 +302,8 @@ public final class LoadRun: Sendable {
 /// What the run's tasks share: whether the run is over, and the CPU share of each bucket.
 final class RunShared: Sendable {
     let finished = Mutex(false)
+    /// The bucket open when the run's time was up, closed once the iterations in flight end.
+    let lastBucket = Mutex<(start: Int64, cpu: CPUMeter)?>(nil)
     let cpuSamples = Mutex<[Double]>([])
 }
 
