@@ -64,7 +64,8 @@ extension SyncServer {
             state.put(StatusRecord(
                 deviceID: sync.deviceID, tenantID: tenant, instanceID: status.instanceID, sequenceName: status.sequenceName,
                 state: status.state, currentStep: status.currentStep, handler: status.handler,
-                contextSummary: status.contextSummary?.canonicalText, steps: status.steps?.canonicalText, updatedAt: stamp,
+                contextSummary: config.keepsStatusTexts ? status.contextSummary?.canonicalText : nil,
+                steps: config.keepsStatusTexts ? status.steps?.canonicalText : nil, updatedAt: stamp,
                 reportedAtMs: ms))
         }
         var created: [ApprovalRecord] = []

@@ -270,6 +270,11 @@ public struct SyncServerConfig: Sendable, Equatable {
     public var commandBatch = 50
     /// How long what is done is kept (docs/sync.md, "Retention").
     public var retention = SyncRetention()
+    /// Off (the simulator): a status's context summary and step list are not kept, and the
+    /// API lists them as null. Nothing in a simulation reads them back, and at a day of a
+    /// large fleet they were a quarter of the simulator's memory (1.7 KB of step list per
+    /// instance, timestamps in every step). The live server keeps them, as orch8 does.
+    public var keepsStatusTexts = true
 
     public init(authRequired: Bool = true, baseURL: String = "http://127.0.0.1:7710") {
         self.authRequired = authRequired

@@ -89,6 +89,7 @@ public struct SyncStack {
         var config = SyncServerConfig()
         config.idleIntervalSecs = Int(settings.idleInterval.nanoseconds / 1_000_000_000)
         config.activeIntervalSecs = Int(settings.activeInterval.nanoseconds / 1_000_000_000)
+        config.keepsStatusTexts = false
         var server = SyncServer(config: config, seed: seed.child("core"), wallClock: fleet.engineClock)
         server.bootstrap(now: .zero)
         var profiles: [AccessKind: LinkProfile] = [:]
