@@ -2,7 +2,7 @@ import Foundation
 
 /// A listening TCP socket on 127.0.0.1 that holds a port, for "port taken" tests, and that
 /// can play a server that answers its first request and then falls silent.
-public final class TCPListener {
+public final class TCPListener: Sendable {
     public let port: Int
     private let descriptor: Int32
 
@@ -30,9 +30,9 @@ public final class TCPListener {
     /// Accepts one connection on a thread of its own, answers its first request (up to the
     /// blank line: a GET) with `response`, then reads and never answers again.
     public func answerFirstRequestOnly(_ response: String) {
-        let fd = descriptor
-        Thread.detachNewThread {
-            let connection = accept(fd, nil, nil)
+        // The thread holds the listener: it must not close while it serves.
+        Thread.detachNewThread { [self] in
+            let connection = accept(descriptor, nil, nil)
             guard connection >= 0 else { return }
             defer { close(connection) }
             var seen: [UInt8] = [], answered = false

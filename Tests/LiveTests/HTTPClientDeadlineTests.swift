@@ -51,6 +51,8 @@ struct HTTPClientDeadlineTests {
             #expect(result.error == .timedOut("http://127.0.0.1:\(listener.port)/second"))
             #expect(result.seconds >= 0.25 && result.seconds < 20, "took \(result.seconds) s")
         }
+        // Listening to the end: a listener released after its last use closes its socket.
+        withExtendedLifetime(listener) {}
     }
 
     @Test("on a kept-alive connection the second exchange's deadline holds, shorter or longer than the first's",
