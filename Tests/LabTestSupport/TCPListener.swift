@@ -27,22 +27,23 @@ public final class TCPListener: Sendable {
         port = Int(UInt16(bigEndian: address.sin_port))
     }
 
-    /// Accepts one connection on a thread of its own, answers its first request (up to the
-    /// blank line: a GET) with `response`, then reads and never answers again.
-    public func answerFirstRequestOnly(_ response: String) {
+    /// Accepts one connection on a thread of its own, answers its first `count` requests
+    /// (each up to its blank line: GETs) with `response`, then reads and never answers again.
+    public func answerFirstRequests(_ count: Int, with response: String) {
         // The thread holds the listener: it must not close while it serves.
         Thread.detachNewThread { [self] in
             let connection = accept(descriptor, nil, nil)
             guard connection >= 0 else { return }
             defer { close(connection) }
-            var seen: [UInt8] = [], answered = false
+            var seen: [UInt8] = [], answered = 0
             var buffer = [UInt8](repeating: 0, count: 4096)
             while true {
-                let count = read(connection, &buffer, buffer.count)
-                guard count > 0 else { return }
-                seen += buffer[..<count]
-                if !answered, String(decoding: seen, as: UTF8.self).contains("\r\n\r\n") {
-                    answered = true
+                let read = read(connection, &buffer, buffer.count)
+                guard read > 0 else { return }
+                seen += buffer[..<read]
+                let requests = String(decoding: seen, as: UTF8.self).components(separatedBy: "\r\n\r\n").count - 1
+                while answered < min(requests, count) {
+                    answered += 1
                     _ = Array(response.utf8).withUnsafeBytes { write(connection, $0.baseAddress, $0.count) }
                 }
             }
