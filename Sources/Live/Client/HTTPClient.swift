@@ -43,8 +43,11 @@ public final class HTTPClient: Sendable {
         /// `host:port`: the idle pool's key and the Host header.
         let key: String
 
-        init(_ baseURL: String) throws {
-            guard let url = URL(string: baseURL), url.scheme == "http", let host = url.host else { throw HTTPClientError.badURL(baseURL) }
+        /// `requiringPort`: a URL without an explicit port is refused (not taken as 80).
+        init(_ baseURL: String, requiringPort: Bool = false) throws {
+            guard let url = URL(string: baseURL), url.scheme == "http", let host = url.host, url.port != nil || !requiringPort else {
+                throw HTTPClientError.badURL(baseURL)
+            }
             self.baseURL = baseURL
             self.host = host
             port = url.port ?? 80
@@ -191,7 +194,6 @@ public protocol HTTPTransport: Sendable {
 }
 
 extension HTTPClient {
-    /// This client's requests to the server at `baseURL`.
     /// This client's requests to the server at `baseURL` (a URL that is not `http://host:port`
     /// fails each request with `badURL`).
     public func transport(to baseURL: String) -> some HTTPTransport { Target(client: self, endpoint: Result { try Endpoint(baseURL) }) }

@@ -76,9 +76,8 @@ public typealias LiveChatPhone = LiveCorePhone<ChatClient>
 public actor LiveCorePhone<Core: LiveDrivenCore> {
     public private(set) var client: Core
     let http: HTTPClient
-    let base: String
-    let host: String
-    let port: Int
+    /// The server, parsed once: every request and socket of the phone goes there.
+    let endpoint: HTTPClient.Endpoint
     var socket: WebSocketConnection?
     var socketRun = 0
     let timer = DeadlineTimer()
@@ -87,17 +86,14 @@ public actor LiveCorePhone<Core: LiveDrivenCore> {
     /// What the core tells the app, as it happens.
     public nonisolated let effects: AsyncStream<Core.Effect>
     /// Hears each HTTP exchange as it ends: the request, its time from the send, and
-    /// whether it failed (no answer, or a 5xx). A load test records them.
+    /// whether it failed (no answer, a 5xx, or a 429). A load test records them.
     let exchanged: (@Sendable (HTTPRequestMessage, Duration, Bool) -> Void)?
     /// Each request's deadline.
     let requestTimeout: Duration
 
     public init(base: String, client: Core, http: HTTPClient, requestTimeout: Duration = .seconds(20),
                 exchanged: (@Sendable (HTTPRequestMessage, Duration, Bool) -> Void)? = nil) throws {
-        guard let url = URL(string: base), url.scheme == "http", let host = url.host, let port = url.port else { throw HTTPClientError.badURL(base) }
-        self.base = base
-        self.host = host
-        self.port = port
+        endpoint = try HTTPClient.Endpoint(base, requiringPort: true)
         self.client = client
         self.http = http
         self.requestTimeout = requestTimeout
@@ -118,12 +114,12 @@ public actor LiveCorePhone<Core: LiveDrivenCore> {
             }
             switch io {
             case .request(let id, let request):
-                Task { [http, base, requestTimeout, exchanged] in
+                Task { [http, endpoint, requestTimeout, exchanged] in
                     let answer: Core.Input
                     let sent = ContinuousClock.now
                     var failed = true
                     do {
-                        let response = try await http.send(request, to: base, timeout: requestTimeout)
+                        let response = try await http.send(request, to: endpoint, timeout: requestTimeout)
                         failed = response.status >= 500 || response.status == 429
                         answer = .response(id: id, response)
                     } catch {
@@ -135,9 +131,10 @@ public actor LiveCorePhone<Core: LiveDrivenCore> {
             case .openSocket(let target):
                 socketRun += 1
                 let run = socketRun
-                Task { [host, port, http] in
+                Task { [endpoint, http] in
                     do {
-                        let connection = try await WebSocketClient.connect(host: host, port: port, target: target, timeout: .seconds(10), group: http.group)
+                        let connection = try await WebSocketClient.connect(host: endpoint.host, port: endpoint.port, target: target, timeout: .seconds(10),
+                                                                           group: http.group)
                         await self.opened(connection, run: run)
                         for await event in connection.events {
                             switch event {

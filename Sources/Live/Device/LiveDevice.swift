@@ -68,7 +68,6 @@ public final class LiveDevice<Store: WorkflowStore>: @unchecked Sendable {
         public var description: String { "HTTP \(status): \(body)" }
     }
 
-
     func exchange(_ method: String, _ path: String, body: JSONValue? = nil, extra: [String: String] = [:]) async throws -> HTTPResponseMessage {
         var bytes: [UInt8] = []
         body?.write(to: &bytes)

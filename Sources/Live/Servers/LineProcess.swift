@@ -50,6 +50,7 @@ final class LineProcess: @unchecked Sendable {
             if finish() { report(.exited(status: -1)) }
         }
     }
+
     /// Points `process` at `argv`: a path runs as given, a bare name is looked up on PATH
     /// (through `env`); SIGPIPE is ignored from now on.
     static func prepare(_ process: Process, argv: [String]) {

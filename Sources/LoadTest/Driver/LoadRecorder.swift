@@ -11,8 +11,8 @@ import Synchronization
 public final class LoadRecorder: Sendable {
     struct State {
         var recorder = Recorder()
-        var latency: [String: MetricHandle] = [:]
-        var failures: [String: MetricHandle] = [:]
+        var latency: [EndpointKey: MetricHandle] = [:]
+        var failures: [EndpointKey: MetricHandle] = [:]
         var intervals: [String: MetricHandle] = [:]
         var firstChunk: MetricHandle?
         var delivery: MetricHandle?
@@ -31,6 +31,12 @@ public final class LoadRecorder: Sendable {
 
     let state: Mutex<State>
 
+    /// A request's stack and endpoint, the labels of its metrics.
+    struct EndpointKey: Hashable {
+        var stack: String
+        var endpoint: String
+    }
+
     public init() {
         var recorder = Recorder()
         let ok = recorder.register("loadtest.iterations", labels: [("outcome", "ok")])
@@ -45,7 +51,7 @@ public final class LoadRecorder: Sendable {
     /// One request of `stack`: its latency (from the iteration's intended start for the
     /// requests that open an iteration), and whether it failed.
     public func request(_ endpoint: String, stack: String = "sync", latency: Duration, failed: Bool) {
-        let key = stack + " " + endpoint
+        let key = EndpointKey(stack: stack, endpoint: endpoint)
         state.withLock { s in
             if s.latency[key] == nil {
                 s.latency[key] = s.recorder.register("http.latency", labels: [("stack", stack), ("endpoint", endpoint)])
