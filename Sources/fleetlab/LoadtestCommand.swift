@@ -15,16 +15,17 @@ struct LoadtestCommand: AsyncParsableCommand {
         with --target, and nothing else: sync (the engine and its sync client), agent (the \
         agent runtime's client: one chat per iteration) and chat (the end-to-end encrypted \
         chat client: phones in pairs, one message per iteration, delivered when the partner \
-        decrypts it); with several, each iteration does each in that order. Closed model (default): --devices phones, each waiting --think between \
-        iterations. Open model: --rate iterations per \
-        second (ramped over --ramp), each taken by an idle phone of --devices; with none idle \
-        it is dropped and counted. Latency counts from each iteration's intended start, so a \
+        decrypts it); with several, each iteration does each in that order. Closed model \
+        (default): --devices phones, each waiting --think between iterations. Open model: \
+        --rate iterations per second (ramped over --ramp), each taken by an idle phone of \
+        --devices; with none idle it is dropped and counted. Latency counts from each iteration's intended start, so a \
         lagging generator cannot hide it.
 
         The key for a target comes from --key NAME=KEY or the environment variable \
         FLEETLAB_KEY_<NAME> (e.g. FLEETLAB_KEY_SYNC), and is never written to the results: \
         sync's API key (a root key makes a tenant for the run), agent's bearer token (its \
-        app_id and user_id are who the phones chat as; none for a runtime without auth).
+        app_id and user_id are who the phones chat as; none for a runtime without auth). \
+        chat takes none: each phone signs up a user of its own.
 
         Exit status: 0 thresholds held, 2 bad input, 3 a threshold failed, 130 interrupted \
         (the results so far are written).
@@ -101,7 +102,7 @@ struct LoadtestCommand: AsyncParsableCommand {
             }
             urls[parts[0]] = parts[1].hasSuffix("/") ? String(parts[1].dropLast()) : parts[1]
         }
-        guard !urls.isEmpty else { throw CLIFailure.badInput("name the server to drive: --target sync=http://host:port or --target agent=http://host:port") }
+        guard !urls.isEmpty else { throw CLIFailure.badInput("name the server to drive: --target sync=http://host:port, --target agent=http://host:port or --target chat=http://host:port") }
         var keyOf: [String: String] = [:]
         for name in Self.stacks { keyOf[name] = ProcessInfo.processInfo.environment["FLEETLAB_KEY_\(name.uppercased())"] }
         for entry in keys {
@@ -161,11 +162,11 @@ struct LoadtestCommand: AsyncParsableCommand {
         let pipeline: ResultsPipeline
         do { pipeline = try ResultsPipeline(path: resultsPath) } catch { throw CLIFailure.badInput("cannot write \(resultsPath): \(error)") }
         pipeline.submit(LoadtestCommand.openingBatch(loaded, model: model, duration: duration.span, bucket: bucket,
-                                                     stacks: (urls["sync"] != nil ? ["workflows", "sync"] : []) + (urls["agent"] != nil ? ["agent"] : [])
-                                                        + (urls["chat"] != nil ? ["chat"] : [])))
+                                                     stacks: Self.stacks.filter { urls[$0] != nil }.flatMap { $0 == "sync" ? ["workflows", "sync"] : [$0] }))
         Interrupt.install()
         let line = LoadProgressLine(enabled: !quiet, duration: duration.span.seconds)
-        let run = LoadRun(settings)
+        let run: LoadRun
+        do { run = try LoadRun(settings) } catch { throw CLIFailure.badInput("\(error)") }
         let outcome = await run.run(pipeline: pipeline, stop: { Interrupt.isRequested }, progress: { line.show($0) })
         line.finish()
         var metadata = ResultsBatch()

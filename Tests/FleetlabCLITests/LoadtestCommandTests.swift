@@ -229,6 +229,7 @@ struct LoadtestCommandTests {
             (["--duration", "1s"], "--target sync="),
             (["--duration", "1s", "--target", "desktop=http://127.0.0.1:9"], "loadtest drives sync, agent and chat"),
             (["--duration", "1s", "--target", "chat=http://127.0.0.1:9", "--devices", "1"], "phones chat in pairs"),
+            (["--duration", "1s", "--target", "chat=http://127.0.0.1"], "not an http://host:port URL"),
             (["--duration", "1s", "--target", "agent=http://127.0.0.1:9", "--key", "agent=not-a-jwt"], "expected the runtime's bearer token"),
             (["--duration", "1s", "--target", "agent=http://127.0.0.1:9", "--app-paced"], "--app-paced paces the sync stack"),
             (["--duration", "1s", "--target", "sync=ftp://x"], "expected NAME=http://host:port"),

@@ -89,7 +89,8 @@ public final class LoadRun: Sendable {
     /// when the summary says the generator is the bottleneck.
     public static var defaultLoops: Int { max(1, ProcessInfo.processInfo.activeProcessorCount / 2) }
 
-    public init(_ settings: Settings) {
+    /// Throws when a target's phones cannot be made (a chat server URL without a port).
+    public init(_ settings: Settings) throws {
         self.settings = settings
         let recorder = LoadRecorder()
         self.recorder = recorder
@@ -117,10 +118,10 @@ public final class LoadRun: Sendable {
             }
         } ?? []
         let board = DeliveryBoard()
-        chatPhones = settings.chat.map { base in
-            (0..<settings.model.devices).compactMap { index in
-                try? ChatLoadPhone(index: index, base: base, runTag: settings.runTag, seed: root.child(UInt64(index)).child("chat"), http: http,
-                                   requestTimeout: settings.requestTimeout, board: board, recorder: recorder)
+        chatPhones = try settings.chat.map { base in
+            try (0..<settings.model.devices).map { index in
+                try ChatLoadPhone(index: index, base: base, runTag: settings.runTag, seed: root.child(UInt64(index)).child("chat"), http: http,
+                                  requestTimeout: settings.requestTimeout, board: board, recorder: recorder)
             }
         } ?? []
         executors = group.makeIterator().map { EventLoopTaskExecutor($0) }
@@ -270,29 +271,28 @@ public final class LoadRun: Sendable {
 
     /// Runs one iteration of device `index` meant to start at `intended`: a sync, then an
     /// agent chat, then a chat message, for the stacks that are targets; latency counts
-    /// from then. `waited`: it
-    /// waited for an idle phone (the open model's backlog), so its late start is the
-    /// system's saturation, not the generator's lag.
+    /// from then. `waited`: it waited for an idle phone (the open model's backlog), so its
+    /// late start is the system's saturation, not the generator's lag.
     func iterate(_ index: Int, intended: ContinuousClock.Instant, waited: Bool = false, clock: ContinuousClock) async -> Bool {
         recorder.iterationStarted(lag: waited ? nil : clock.now - intended)
-        var ok = true
+        // The first step counts from the intended start (no coordinated omission); a later
+        // step from when it began, so one stack's time is not charged to the next.
+        var ok = true, stepped = false
         if !syncPhones.isEmpty {
             ok = await syncPhones[index].iterate { [recorder] endpoint, failed in
                 recorder.request(endpoint, latency: clock.now - intended, failed: failed)
             }
+            stepped = true
         }
-        // The first step counts from the intended start (no coordinated omission); a later
-        // step from when it began, so one stack's time is not charged to the next.
-        var stepStart = intended
         if !agentPhones.isEmpty {
-            if !syncPhones.isEmpty { stepStart = clock.now }
-            ok = await agentPhones[index].iterate(intended: stepStart, clock: clock, recorder: recorder) && ok
+            ok = await agentPhones[index].iterate(intended: stepped ? clock.now : intended, clock: clock, recorder: recorder) && ok
+            stepped = true
         }
         if chatPhones.count >= 2 {
-            if !syncPhones.isEmpty || !agentPhones.isEmpty { stepStart = clock.now }
             // Pairs: 0 and 1, 2 and 3, …; an odd last phone writes to phone 0.
             let partner = index ^ 1 < chatPhones.count ? index ^ 1 : 0
-            ok = await chatPhones[index].iterate(partner: chatPhones[partner], intended: stepStart, clock: clock, recorder: recorder) && ok
+            ok = await chatPhones[index].iterate(partner: chatPhones[partner], intended: stepped ? clock.now : intended, clock: clock,
+                                                 recorder: recorder) && ok
         }
         recorder.iterationEnded(ok: ok)
         return ok
