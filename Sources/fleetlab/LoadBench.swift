@@ -197,7 +197,8 @@ final class ServedSync {
     static func start(data: String) throws -> ServedSync {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: ChildProcess.fleetlab)
-        process.arguments = ["serve", "--data", data, "--port", "host=0", "--port", "mobile-sync=0", "--without", "chat", "--without", "agent-runtime"]
+        process.arguments = ["serve", "--data", data, "--port", "host=0", "--port", "mobile-sync=0", "--without", "chat", "--without", "agent-runtime",
+                             "--without", "ai-bridge", "--without", "desktop-bridge"]
         let out = Pipe()
         process.standardOutput = out
         process.standardError = FileHandle.nullDevice

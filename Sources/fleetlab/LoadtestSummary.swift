@@ -83,15 +83,15 @@ struct LoadtestSummary {
                 + "\(MetricUnit.formatDuration(e.p50)) / \(MetricUnit.formatDuration(e.p90)) / \(MetricUnit.formatDuration(e.p99))"
                 + "  (\(n(Double(e.requests))), \(n(e.failures)) failed)")
         }
+        /// p50 / p90 / p99 of a latency histogram, and how many it holds of `what`.
+        let percentiles = { (h: LogLinearHistogram, what: String) in
+            [50.0, 90, 99].map { MetricUnit.formatDuration(Double(h.value(atPercentile: $0))) }.joined(separator: " / ") + "  (\(n(Double(h.totalCount))) \(what))"
+        }
         if let metric = results.metric(named: "agent.first_chunk") {
-            let h = results.histogram(metric)
-            lines.append(row("agent", "first chunk after an input \(MetricUnit.formatDuration(Double(h.value(atPercentile: 50)))) / "
-                + "\(MetricUnit.formatDuration(Double(h.value(atPercentile: 90)))) / \(MetricUnit.formatDuration(Double(h.value(atPercentile: 99))))  (\(n(Double(h.totalCount))) answers)"))
+            lines.append(row("agent", "first chunk after an input " + percentiles(results.histogram(metric), "answers")))
         }
         if let metric = results.metrics(named: "chat.delivery_latency").first {
-            let h = results.histogram(metric)
-            lines.append(row("chat", "decrypted on the partner's phone \(MetricUnit.formatDuration(Double(h.value(atPercentile: 50)))) / "
-                + "\(MetricUnit.formatDuration(Double(h.value(atPercentile: 90)))) / \(MetricUnit.formatDuration(Double(h.value(atPercentile: 99))))  (\(n(Double(h.totalCount))) messages)"))
+            lines.append(row("chat", "decrypted on the partner's phone " + percentiles(results.histogram(metric), "messages")))
         }
         let lag = results.metric(named: "loadtest.start_lag").map { results.histogram($0) }
         let lagP99 = Double(lag?.value(atPercentile: 99) ?? 0)

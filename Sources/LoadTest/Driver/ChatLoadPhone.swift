@@ -6,10 +6,10 @@ import Synchronization
 
 /// A virtual phone of a load test on the chat server (d3chat): the end-to-end encrypted
 /// chat client core the simulator runs, on real sockets (`LiveChatPhone`). Phones come in
-/// pairs (`partner`): on its first iteration a phone registers a user of its own (keys,
-/// one-time pre-keys, its socket) and opens a DM with its partner; each iteration after
-/// that sends one message, encrypted to the partner's devices, and ends when the partner's
-/// phone has decrypted it (`chat.delivery_latency{kind=dm}` from the intended start) or
+/// pairs (`partner`): before the run each registers a user of its own (keys, one-time
+/// pre-keys, its socket); its first iteration opens a DM with its partner; each iteration
+/// sends one message, encrypted to the partner's devices, and ends when the partner's
+/// phone has decrypted it (`chat.delivery_latency{kind=dm}` from the step's start) or
 /// after the chat deadline (failed). Every HTTP exchange is recorded by route.
 final class ChatLoadPhone: Sendable {
     let index: Int
@@ -67,9 +67,8 @@ final class ChatLoadPhone: Sendable {
     /// phones registered before the run (`register`); a phone whose registration failed
     /// fails each iteration.
     func iterate(partner: ChatLoadPhone, intended: ContinuousClock.Instant, clock: ContinuousClock, recorder: LoadRecorder) async -> Bool {
-        guard state.userID.withLock({ $0 }) != nil, partner.state.userID.withLock({ $0 }) != nil else { return false }
+        guard state.userID.withLock({ $0 }) != nil, let partnerID = partner.state.userID.withLock({ $0 }) else { return false }
         if state.channel.withLock({ $0 }) == nil {
-            guard let partnerID = partner.state.userID.withLock({ $0 }) else { return false }
             await phone.feed(.openDM(userID: partnerID))
             let until = clock.now + deadline
             while state.channel.withLock({ $0 }) == nil && clock.now < until { try? await clock.sleep(for: .milliseconds(20)) }
