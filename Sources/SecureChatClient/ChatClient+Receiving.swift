@@ -60,6 +60,8 @@ extension ChatClient {
                                         senderDeviceID: json["sender_device_id"]?.stringValue, text: text,
                                         createdAt: json["created_at"]?.stringValue ?? "", edited: json["edited_at"]?.stringValue != nil, deleted: false)
         snapshot.messages[id] = message
+        // Delivered, the message holds its text; the copy kept for the echo is not read again.
+        snapshot.ownPlaintexts[id] = nil
         let position = insertionIndex(of: message)
         snapshot.timelines[channel, default: []].insert(id, at: position)  // in place: no copy of the timeline
         out.append(.delivered(message))

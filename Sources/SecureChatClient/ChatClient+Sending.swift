@@ -140,7 +140,6 @@ extension ChatClient {
                     message.text = sent.text
                     message.edited = true
                     snapshot.messages[original] = message
-                    snapshot.ownPlaintexts[original] = sent.text
                     out.append(.delivered(message))
                 }
             }
@@ -173,7 +172,8 @@ extension ChatClient {
         guard let index = snapshot.pending.firstIndex(where: { $0.clientID == clientID }) else { return }
         let sent = snapshot.pending.remove(at: index)
         bundles = [:]
-        if let id = body?["id"]?.stringValue { snapshot.ownPlaintexts[id] = sent.text }
+        // Kept for the echo, unless the socket's echo was delivered first.
+        if let id = body?["id"]?.stringValue, snapshot.messages[id] == nil { snapshot.ownPlaintexts[id] = sent.text }
         if let body { ingest(body, &out) }
     }
 

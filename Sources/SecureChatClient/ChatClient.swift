@@ -99,7 +99,8 @@ public struct ChatClient: Sendable {
         /// Delivered messages by id, and each channel's order.
         public var messages: [String: ChatClientMessage] = [:]
         public var timelines: [String: [String]] = [:]
-        /// Our own plaintexts by message id: our chains cannot decrypt what they sent.
+        /// Our own plaintexts by message id until the message is delivered (our chains cannot
+        /// decrypt what they sent); then the message holds the text.
         public var ownPlaintexts: [String: String] = [:]
         public var pending: [PendingSend] = []
         /// Each user's devices that can be encrypted to, as the server last listed them.

@@ -68,6 +68,9 @@ struct ClientTests {
         for name in ["alice", "bob", "carol"] { #expect(net.texts(name, group) == expected, "\(name)") }
         #expect(net.clients["carol"]!.stats.reconnects >= 1 && net.clients["carol"]!.stats.decryptionFailures == 0)
         #expect(!net.server.state.messages.values.contains { $0.content.contains("alice 1") })
+        // A sender's delivered messages hold their text once: the stored snapshot keeps no
+        // second plaintext copy of them (it grew by one per message sent, for good).
+        for name in ["alice", "bob"] { #expect(net.clients[name]!.snapshot.ownPlaintexts.isEmpty, "\(name)") }
     }
 
     @Test("after a long absence the client pages back until it meets what it has: 180 missed group messages, all in order")
