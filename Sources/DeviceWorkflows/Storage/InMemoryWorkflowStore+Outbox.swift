@@ -1,5 +1,5 @@
 public import LabKernel
-import Orch8Wire
+public import Orch8Wire
 
 extension InMemoryWorkflowStore: SyncOutboxStore {
     struct ExecutedCommand: Sendable, Equatable {
@@ -15,6 +15,17 @@ extension InMemoryWorkflowStore: SyncOutboxStore {
         log(.outbox(slot, committed.outbox[slot]))
         committed.nextOutboxSeq += 1
         committed.outbox[slot] = OutboxEntry(payload: payload, seq: committed.nextOutboxSeq)
+    }
+
+    /// Puts `status` in the place of the status entry of its instance, keeping that
+    /// entry's place in the order: a driver may queue a placeholder when the instance
+    /// changes and build the status it stands for only if it is still there when the
+    /// outbox is read (most are replaced by a newer one first). Nothing without an entry.
+    public mutating func completeStatus(_ status: StatusUpdate) {
+        let slot = Self.outboxKey(.status, status.instanceID)
+        guard let entry = committed.outbox[slot] else { return }
+        log(.outbox(slot, entry))
+        committed.outbox[slot] = OutboxEntry(payload: .status(status), seq: entry.seq)
     }
 
     public func outbox(_ kind: OutboxEntry.Kind, limit: Int) throws -> [OutboxEntry] {

@@ -32,6 +32,13 @@ public protocol SyncDriver {
     mutating func rollbackBatch()
     /// Counts a handler the device ran for a delegated step.
     mutating func countDelegatedRun()
+    /// Called before the sync client reads the outbox: a driver that queued statuses to be
+    /// built later builds them now (`InMemoryWorkflowStore.completeStatus`).
+    mutating func outboxWillBeRead() throws
+}
+
+extension SyncDriver {
+    public mutating func outboxWillBeRead() throws {}
 }
 
 /// What one `sync(_:)` call produced.
@@ -117,6 +124,7 @@ extension SyncDriver {
             for effect in syncClient!.handle(next, now: syncClock) {
                 switch effect {
                 case .readOutbox(let limits):
+                    try outboxWillBeRead()
                     inputs.append(.outboxRead(try readOutbox(limits)))
                 case .send(let request):
                     step.send = request

@@ -24,10 +24,7 @@ extension DeviceEngine: SyncDriver {
             switch effect {
             case .persist(let snapshot):
                 try store.apply(effect)
-                if snapshot.instance.parent == nil {
-                    var driver = self
-                    try driver.queueStatus(snapshot.instance.instanceID)
-                }
+                if snapshot.instance.parent == nil { try queueStatus(of: snapshot.instance) }
             case .delete, .storeSequence, .removeSequence, .telemetry:
                 try store.apply(effect)
             case .invoke, .instanceCompleted, .instanceFailed, .stepPending:
@@ -37,6 +34,8 @@ extension DeviceEngine: SyncDriver {
         effects.removeAll()
     }
 
+    func outboxWillBeRead() throws { buildQueuedStatuses() }
+
     func beginBatch() throws { try store.begin() }
     func commitBatch() throws { try store.commit() }
     func rollbackBatch() { store.rollback() }
@@ -44,6 +43,34 @@ extension DeviceEngine: SyncDriver {
 }
 
 extension DeviceEngine {
+    /// Queues the status of an instance that just persisted, as the SDK's reporter does
+    /// on every change. Building one (its step timeline as JSON) was a sixth of a
+    /// workflows-and-sync run, and a device builds about five for each one it sends: a
+    /// newer status takes the older one's slot before the next sync. So a running
+    /// instance's status goes in as a placeholder, in its place in the outbox's order, and
+    /// is built when the outbox is read, as of when it was queued. That is the same status:
+    /// every change to an instance persists it and queues a new one, and the engine is
+    /// there until then (a kill builds them first). A finished instance's is built at once:
+    /// the engine forgets finished instances after their lifetime, perhaps before a sync.
+    func queueStatus(of instance: WorkflowInstance) throws {
+        var driver = self
+        if instance.state.isTerminal {
+            statusesToBuild[instance.instanceID] = nil
+            return try driver.queueStatus(instance.instanceID)
+        }
+        statusesToBuild[instance.instanceID] = clock
+        try store.enqueue(.status(StatusUpdate(instanceID: instance.id, sequenceName: nil, state: "", currentStep: nil, handler: nil, timestamp: "")))
+    }
+
+    /// Builds the statuses queued as placeholders, each as of when it was queued.
+    func buildQueuedStatuses() {
+        guard !statusesToBuild.isEmpty, isRunning else { return }
+        for (id, at) in statusesToBuild {
+            if let status = engine.statusUpdate(of: id, now: at) { store.completeStatus(status) }
+        }
+        statusesToBuild.removeAll()
+    }
+
     /// When this engine's sync client is next due, as an instant (for the device's work
     /// deadline): a backoff's end, at once after a push, or the due tick on the device's
     /// current tick lattice. Nil without a client, with a request in flight, or while the

@@ -61,6 +61,9 @@ final class DeviceEngine {
     var prompts: [String: Instant] = [:]
     /// Whether the device registered a push token.
     var pushToken = false
+    /// Statuses queued as placeholders, by instance, with the time each was queued at:
+    /// built when the outbox is read (`outboxWillBeRead`), or before the engine goes.
+    var statusesToBuild: [InstanceID: Instant] = [:]
 
     init(seed: StreamSeed, wallClock: WallClockOrigin = .simulationEpoch) {
         self.seed = seed
@@ -106,6 +109,7 @@ final class DeviceEngine {
     /// results and answers were lost. Tokens are never reused, so their events find nothing.
     func kill() -> (handlers: Int, answers: Int) {
         let lost = (handlers.count, answers.count)
+        buildQueuedStatuses()
         live = nil
         handlers.removeAll()
         answers.removeAll()

@@ -83,9 +83,9 @@ extension WorkflowStack {
             case .persist(let snapshot):
                 try? engines[device]!.store.apply(effect)
                 if engines[device]!.syncing, snapshot.instance.parent == nil {
-                    var slot = engines[device]!
+                    let slot = engines[device]!
                     slot.clock = now
-                    try? slot.queueStatus(snapshot.instance.instanceID)
+                    try? slot.queueStatus(of: snapshot.instance)
                 }
             case .delete, .storeSequence, .removeSequence, .telemetry:
                 try? engines[device]!.store.apply(effect)
