@@ -52,6 +52,8 @@ extension DeviceEngine {
     /// every change to an instance persists it and queues a new one, and the engine is
     /// there until then (a kill builds them first). A finished instance's is built at once:
     /// the engine forgets finished instances after their lifetime, perhaps before a sync.
+    /// (A command's batch that rolls back, a deferred one, does so before its effects are
+    /// applied, so no placeholder is queued in a batch that does not commit.)
     func queueStatus(of instance: WorkflowInstance) throws {
         var driver = self
         if instance.state.isTerminal {
