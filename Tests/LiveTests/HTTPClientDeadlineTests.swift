@@ -61,15 +61,23 @@ struct HTTPClientDeadlineTests {
         }
     }
 
-    // The connection's timer is armed for the first exchange's deadline (60 s, generous:
-    // under a loaded suite, connecting can wait for a thread of the cooperative pool).
-    @Test("on a kept-alive connection an exchange's deadline holds when it is shorter than the one the timer was armed for")
-    func shorterDeadline() async throws {
+    /// Runs `body` on a kept-alive connection to a server that answers its first `answered`
+    /// requests, after the first of them: the connection's timer is armed for that
+    /// exchange's deadline (60 s, generous: under a loaded suite, connecting can wait for
+    /// a thread of the cooperative pool).
+    func onWarmConnection(answering answered: Int, _ body: (HTTPClient, String) async throws -> Void) async throws {
         let listener = try TCPListener()
-        listener.answerFirstRequests(1, with: Self.ok)
+        listener.answerFirstRequests(answered, with: Self.ok)
         try await withClient { client in
             let base = "http://127.0.0.1:\(listener.port)"
             #expect(await exchange(client, base, "/first", .seconds(60)).status == 200)
+            try await body(client, base)
+        }
+    }
+
+    @Test("on a kept-alive connection an exchange's deadline holds when it is shorter than the one the timer was armed for")
+    func shorterDeadline() async throws {
+        try await onWarmConnection(answering: 1) { client, base in
             let silent = await exchange(client, base, "/second", .milliseconds(500))
             #expect(silent.error == .timedOut(base + "/second"))
             #expect(silent.seconds >= 0.45 && silent.seconds < 30, "at its own deadline, long before the first's: took \(silent.seconds) s")
@@ -78,11 +86,7 @@ struct HTTPClientDeadlineTests {
 
     @Test("on a kept-alive connection an exchange's deadline holds when it is later than the one the timer fires at")
     func laterDeadline() async throws {
-        let listener = try TCPListener()
-        listener.answerFirstRequests(2, with: Self.ok)
-        try await withClient { client in
-            let base = "http://127.0.0.1:\(listener.port)"
-            #expect(await exchange(client, base, "/first", .seconds(60)).status == 200)
+        try await onWarmConnection(answering: 2) { client, base in
             // Answered, with a 2 s deadline: the timer now fires 2 s from here.
             #expect(await exchange(client, base, "/second", .seconds(2)).status == 200)
             let silent = await exchange(client, base, "/third", .seconds(5))
