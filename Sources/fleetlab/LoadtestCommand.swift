@@ -18,8 +18,8 @@ struct LoadtestCommand: AsyncParsableCommand {
         decrypts it); with several, each iteration does each in that order. Closed model \
         (default): --devices phones, each waiting --think between iterations. Open model: \
         --rate iterations per second (ramped over --ramp), each taken by an idle phone of \
-        --devices; with none idle it is dropped and counted. Latency counts from each iteration's intended start, so a \
-        lagging generator cannot hide it.
+        --devices; with none idle it is dropped and counted. Latency counts from each \
+        iteration's intended start, so a lagging generator cannot hide it.
 
         The key for a target comes from --key NAME=KEY or the environment variable \
         FLEETLAB_KEY_<NAME> (e.g. FLEETLAB_KEY_SYNC), and is never written to the results: \

@@ -55,9 +55,9 @@ extension DeviceEngine {
     /// (A command's batch that rolls back, a deferred one, does so before its effects are
     /// applied, so no placeholder is queued in a batch that does not commit.)
     func queueStatus(of instance: WorkflowInstance) throws {
-        var driver = self
         if instance.state.isTerminal {
             statusesToBuild[instance.instanceID] = nil
+            var driver = self
             return try driver.queueStatus(instance.instanceID)
         }
         statusesToBuild[instance.instanceID] = clock
