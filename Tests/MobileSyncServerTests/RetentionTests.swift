@@ -65,4 +65,25 @@ struct RetentionTests {
         let reloaded = try #require(h.store).load()
         #expect(reloaded == h.server.state, "the database forgot the same rows")
     }
+
+    @Test("the typed sync the simulator drives runs the same sweep: a week after its acknowledgement a command is gone")
+    func typedSyncSweeps() throws {
+        var h = try ServerHarness()
+        let acme = try h.tenant("acme")
+        _ = try h.register("phone-1", key: acme)
+        let tenant = try #require(h.server.state.devices["phone-1"]?.tenantID)
+        let delegation = StepDelegation(requestID: "r1", instanceID: ServerHarness.uuid(7), blockID: "b", handler: "noop", params: [:])
+        let first = try h.server.sync(SyncRequest(deviceID: "phone-1", stepDelegations: [delegation]), tenant: tenant, now: h.now)
+        let command = try #require(first.response.commands.first?.id)
+        _ = try h.server.sync(SyncRequest(deviceID: "phone-1", commandAcks: [command]), tenant: tenant, now: h.now)
+        #expect(h.server.state.commands[command]?.ackedAt != nil)
+
+        h.now = h.now + .days(6)
+        _ = try h.server.sync(SyncRequest(deviceID: "phone-1"), tenant: tenant, now: h.now)
+        #expect(h.server.state.commands[command] != nil, "acknowledged six days ago: kept")
+        h.now = h.now + .days(2)
+        _ = try h.server.sync(SyncRequest(deviceID: "phone-1"), tenant: tenant, now: h.now)
+        #expect(h.server.state.commands[command] == nil, "acknowledged eight days ago: forgotten")
+        #expect(h.server.state.meta["delegation|phone-1|r1"] == nil)
+    }
 }

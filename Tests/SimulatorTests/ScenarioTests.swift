@@ -121,6 +121,8 @@ struct ScenarioTests {
         ("duration: 1h", "duration: 1h\nthresholds: [{metric: ticks, percentile: 99, max: 1}]", "thresholds[0]", "its thresholds use total"),
         ("duration: 1h", "duration: 1h\nthresholds: [{metric: session.length, percentile: 99, max: 12}]", "thresholds[0].max", "a duration with a unit"),
         ("duration: 1h", "duration: 1h\nthresholds: [{metric: ticks, labels: {colour: red}, max: 1}]", "thresholds[0]", "has no label 'colour'"),
+        ("duration: 1h", "duration: 1h\nsync: {retention: {closedApprovals: 0s}}", "sync.retention.closedApprovals", "expected 1m to 3650d"),
+        ("duration: 1h", "duration: 1h\nsync: {retention: {statuses: 1d}}", "sync.retention", "unknown key 'statuses'"),
     ])
     func badValues(replace: String, with replacement: String, path: String, message: String) {
         let text = minimal.replacingOccurrences(of: replace, with: replacement)

@@ -3,6 +3,7 @@ import Testing
 import LabKernel
 import LabStore
 import LabTestSupport
+import MobileSyncServer
 @testable import Simulator
 
 /// Devices syncing with the real server core over the virtual network.
@@ -11,7 +12,8 @@ struct SyncSimulationTests {
     static let workflows = TestPaths.packageRoot.appendingPathComponent("simulations/workflows").path
 
     static func fleet(devices: Int = 80, hours: Int = 3, seed: UInt64 = 3, faults: String = "",
-                      server: String = "{workers: 2, serviceTime: 5ms}", campaign: String = "payment-verification") throws -> Scenario {
+                      server: String = "{workers: 2, serviceTime: 5ms}", campaign: String = "payment-verification",
+                      retention: String = "{}") throws -> Scenario {
         try ScenarioLoader.parse(text: """
             name: sync
             seed: \(seed)
@@ -28,6 +30,7 @@ struct SyncSimulationTests {
                 default: {duration: {constant: 0.05}}
             sync:
               server: \(server)
+              retention: \(retention)
               operator:
                 thinkTime: {lognormal: {median: 30, sigma: 0.5}}
                 answers: {payment_approval: {choices: {approved: 80%, declined: 20%}}}
@@ -58,6 +61,21 @@ struct SyncSimulationTests {
         let interval = try #require(world.recorder.descriptors.first { $0.name == "sync.interval" && $0.labels == "power_state=Unplugged" })
         let p50 = world.recorder.runHistograms[interval.id]?.value(atPercentile: 50) ?? 0
         #expect(p50 >= 4_000_000_000 && p50 <= 40_000_000_000, "median interval \(Double(p50) / 1e9) s")
+    }
+
+    @Test("the server's retention bounds what it keeps, not what the fleet does: an hour's retention keeps a fraction of the rows, with the same results")
+    func retentionBoundsTheServer() async throws {
+        let kept = await Self.run(try Self.fleet(devices: 40, hours: 4))
+        let short = await Self.run(try Self.fleet(devices: 40, hours: 4, retention: "{acknowledgedCommands: 1h, closedApprovals: 1h}"))
+        let keptServer = try #require(kept.sync?.server.state), shortServer = try #require(short.sync?.server.state)
+        #expect(keptServer.approvals.count > 100 && shortServer.approvals.count < keptServer.approvals.count / 2,
+                "\(shortServer.approvals.count) of \(keptServer.approvals.count) approvals kept")
+        #expect(shortServer.commands.count < keptServer.commands.count / 2, "\(shortServer.commands.count) of \(keptServer.commands.count) commands kept")
+        #expect(!shortServer.approvals.values.contains { $0.state != .pending && $0.createdAtMs < keptServer.approvals.values.map(\.createdAtMs).max()! - 2 * 3_600_000 })
+        for descriptor in kept.recorder.descriptors {
+            #expect(kept.recorder.totals[descriptor.id] == short.recorder.totals[descriptor.id], "\(descriptor.name){\(descriptor.labels)}")
+        }
+        #expect(short.invariants.allHold)
     }
 
     @Test("fast-forwarding idle ticks changes no sync result: every counter and histogram equals executing every tick")

@@ -26,6 +26,7 @@ extension SyncServer {
     /// The typed sync, for drivers that carry requests as values (the simulator).
     public mutating func sync(_ sync: SyncRequest, tenant: String, now: Instant) throws(SyncServerRefusal) -> SyncOutcome {
         _ = state.takeChanges()
+        pruneIfDue(now: now)  // as `handle` does: a simulated server keeps no more than the real one
         do {
             var outcome = try apply(sync, caller: Caller(tenant: tenant, isRoot: tenant.isEmpty), now: now)
             outcome.changes = state.takeChanges()

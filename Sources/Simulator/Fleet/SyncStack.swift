@@ -90,6 +90,7 @@ public struct SyncStack {
         config.idleIntervalSecs = Int(settings.idleInterval.nanoseconds / 1_000_000_000)
         config.activeIntervalSecs = Int(settings.activeInterval.nanoseconds / 1_000_000_000)
         config.keepsStatusTexts = false
+        config.retention = settings.retention
         var server = SyncServer(config: config, seed: seed.child("core"), wallClock: fleet.engineClock)
         server.bootstrap(now: .zero)
         var profiles: [AccessKind: LinkProfile] = [:]

@@ -1,5 +1,6 @@
 import Foundation
 public import LabKernel
+public import MobileSyncServer
 
 /// The `sync:` section: devices that run workflows also sync with an orch8 mobile sync
 /// server (the real server core) over the virtual network. docs/scenarios.md documents
@@ -20,6 +21,9 @@ public struct SyncSettings: Sendable {
     /// How the operator decides, by step id; steps not listed get their first choice.
     public var operatorAnswers: [String: AnswerModel] = [:]
     public var campaigns: [Campaign] = []
+    /// How long the server keeps what is finished (`retention:`), as the deployment being
+    /// planned for does: acknowledged commands 7 days, closed approvals and telemetry 30.
+    public var retention = SyncRetention()
 
     public init() {}
 }
@@ -38,7 +42,8 @@ public struct Campaign: Sendable {
 }
 
 extension SyncSettings: Decodable {
-    enum CodingKeys: String, CodingKey, CaseIterable { case tenant, server, requestTimeout, interval, push, `operator`, campaigns }
+    enum CodingKeys: String, CodingKey, CaseIterable { case tenant, server, requestTimeout, interval, push, `operator`, campaigns, retention }
+    enum RetentionKeys: String, CodingKey, CaseIterable { case acknowledgedCommands, closedApprovals, telemetry }
     enum IntervalKeys: String, CodingKey, CaseIterable { case idle, active }
     enum OperatorKeys: String, CodingKey, CaseIterable { case thinkTime, answers }
 
@@ -65,6 +70,16 @@ extension SyncSettings: Decodable {
             operatorAnswers = try o.decodeIfPresent([String: AnswerModel].self, forKey: .answers) ?? [:]
         }
         campaigns = try c.decodeIfPresent([Campaign].self, forKey: .campaigns) ?? []
+        if c.contains(.retention) {
+            let r = try c.nestedContainer(keyedBy: RetentionKeys.self, forKey: .retention)
+            retention.acknowledgedCommands = try r.decodeIfPresent(TimeSpan.self, forKey: .acknowledgedCommands) ?? retention.acknowledgedCommands
+            retention.closedApprovals = try r.decodeIfPresent(TimeSpan.self, forKey: .closedApprovals) ?? retention.closedApprovals
+            retention.telemetry = try r.decodeIfPresent(TimeSpan.self, forKey: .telemetry) ?? retention.telemetry
+            let kept = [(retention.acknowledgedCommands, RetentionKeys.acknowledgedCommands), (retention.closedApprovals, .closedApprovals), (retention.telemetry, .telemetry)]
+            for (value, key) in kept where !(TimeSpan.minutes(1)...TimeSpan.days(3650)).contains(value) {
+                throw Self.problem(r.codingPath + [key], "expected 1m to 3650d")
+            }
+        }
     }
 
     static func problem(_ path: [any CodingKey], _ message: String) -> DecodingError {
