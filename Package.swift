@@ -149,7 +149,8 @@ let package = Package(
         .target(
             name: "LoadTest",
             dependencies: ["LabKernel", "LabStore", "Simulator", "Live", "DeviceWorkflows", "WorkflowHost", "Orch8Wire", "AgentRuntimeWire", "AgentRuntimeClient", "SecureChatClient",
-                           .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio")],
+                           .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+                           .product(name: "NIOHTTP1", package: "swift-nio")],
             swiftSettings: strictSettings
         ),
 

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import LabKernel
 import LabStore
+import LoadTest
 import Simulator
 
 /// `fleetlab bench loadtest`: fleetlab's load generator beside Locust, the same sync
@@ -16,7 +17,9 @@ struct LoadBench: ParsableCommand {
         (the same users, think time, registration and sync body), one after the other. The \
         default points are a light load (10ms) and Locust at its ceiling of one core (1ms). \
         Each generator's CPU is its own process's (user and system); requests are those \
-        answered. \
+        answered. A third row, the reference, sends the same requests from the leanest \
+        client NIO allows (no phone, no recording): what any NIO generator pays for the \
+        socket path on this machine. \
         scripts/bench-loadtest installs Locust into .venv-bench and runs this. Target: 3x \
         Locust's requests per CPU-second.
         """)
@@ -32,6 +35,11 @@ struct LoadBench: ParsableCommand {
 
     @Option(help: "The locust executable (default: .venv-bench/bin/locust, else locust on PATH).")
     var locust: String?
+
+    /// Set on the process this command starts for the reference row: run the bare NIO
+    /// client against this URL (key in FLEETLAB_KEY_SYNC) and print its figures.
+    @Option(help: .hidden)
+    var bareChild: String?
 
     @OptionGroup var output: BenchJSON
 
@@ -56,6 +64,7 @@ struct LoadBench: ParsableCommand {
     }
 
     func run() throws {
+        if let bareChild { return try runBare(bareChild) }
         try output.check()
         guard let locustPath = locust ?? Self.findLocust() else {
             throw CLIFailure.badInput("Locust not found: scripts/bench-loadtest installs it into .venv-bench, or pass --locust PATH")
@@ -77,18 +86,24 @@ struct LoadBench: ParsableCommand {
         var points: [JSONValue] = []
         for (index, wait) in thinks.enumerated() {
             let ours = try fleetlab(server: server, think: wait, seconds: seconds, out: (scratch as NSString).appendingPathComponent("fleetlab-\(index)"))
+            let bare = try bare(server: server, think: wait, seconds: seconds)
             let theirs = try locust(locustPath, server: server, think: wait, seconds: seconds, report: (scratch as NSString).appendingPathComponent("locust-\(index).json"))
             let ratio = theirs.perCPUSecond > 0 ? ours.perCPUSecond / theirs.perCPUSecond : 0
+            let bareRatio = theirs.perCPUSecond > 0 ? bare.perCPUSecond / theirs.perCPUSecond : 0
             let label = "\(wait)".leftPad(5)
-            for (name, f, note) in [("fleetlab", ours, "from the intended start"), ("Locust", theirs, "from the send")] {
+            for (name, f, note) in [("fleetlab", ours, "from the intended start"), ("bare NIO", bare, "the reference: no phone, nothing recorded"),
+                                    ("Locust", theirs, "from the send")] {
                 print("  \(name == "fleetlab" ? label : "     ")  \(name.padding(toLength: 9, withPad: " ", startingAt: 0))  \(n(f.requests).leftPad(8))  "
                     + "\(n(f.requests / max(f.wallSeconds, 1e-9)).leftPad(9))  \(MetricUnit.decimal(f.cpuSeconds, digits: 2).leftPad(6))  \(n(f.perCPUSecond).leftPad(13))   "
                     + "\(f.p50) / \(f.p99)  (\(note); \(n(f.failures)) failed)")
             }
-            print("         ratio      \(MetricUnit.decimal(ratio, digits: 2))× Locust's requests per CPU-second (target ≥ 3×)")
+            print("         ratio      \(MetricUnit.decimal(ratio, digits: 2))× Locust's requests per CPU-second (target ≥ 3×); "
+                + "the bare NIO client \(MetricUnit.decimal(bareRatio, digits: 2))×, fleetlab \(MetricUnit.decimal(bare.perCPUSecond > 0 ? ours.perCPUSecond / bare.perCPUSecond : 0, digits: 2))× of it")
             points.append(["think_seconds": .figure(wait.seconds), "fleetlab_requests": .figure(ours.requests), "fleetlab_cpu_seconds": .figure(ours.cpuSeconds),
                            "fleetlab_requests_per_cpu_second": .figure(ours.perCPUSecond), "locust_requests": .figure(theirs.requests),
                            "locust_cpu_seconds": .figure(theirs.cpuSeconds), "locust_requests_per_cpu_second": .figure(theirs.perCPUSecond),
+                           "bare_nio_requests": .figure(bare.requests), "bare_nio_cpu_seconds": .figure(bare.cpuSeconds),
+                           "bare_nio_requests_per_cpu_second": .figure(bare.perCPUSecond), "bare_nio_ratio": .figure(bareRatio),
                            "ratio": .figure(ratio)])
         }
         #if DEBUG
@@ -115,6 +130,27 @@ struct LoadBench: ParsableCommand {
                        failures: results.total(allLabelsOf: "http.failures"),
                        p50: MetricUnit.formatDuration(Double(sync?.value(atPercentile: 50) ?? 0)),
                        p99: MetricUnit.formatDuration(Double(sync?.value(atPercentile: 99) ?? 0)))
+    }
+
+    /// The bare NIO client at the same point, in a process of its own (its CPU is its own).
+    func bare(server: ServedSync, think: TimeSpan, seconds: Int) throws -> Figures {
+        let run = try ChildProcess.run(ChildProcess.fleetlab, ["bench", "loadtest", "--bare-child", server.url, "--users", String(users),
+                                                        "--think", "\(think.nanoseconds)ns", "--duration", "\(seconds)s"],
+                                       environment: ["FLEETLAB_KEY_SYNC": server.key], timeout: Double(seconds) + 60)
+        guard run.status == 0, let line = run.stdout.split(separator: "\n").last, let figures = try? JSONValue.parse(String(line)) else {
+            throw CLIFailure(message: "the bare NIO client failed (\(run.status)): \(run.stderr.suffix(2_000))", status: 1)
+        }
+        return Figures(requests: figures["requests"]?.numberValue ?? 0, cpuSeconds: figures["cpu_seconds"]?.numberValue ?? 0,
+                       wallSeconds: figures["wall_seconds"]?.numberValue ?? 0, failures: figures["failures"]?.numberValue ?? 0, p50: "—", p99: "—")
+    }
+
+    /// The child side of `bare(server:think:seconds:)`: one run, its figures as one JSON line.
+    func runBare(_ url: String) throws {
+        guard let key = ProcessInfo.processInfo.environment["FLEETLAB_KEY_SYNC"] else { throw CLIFailure.badInput("FLEETLAB_KEY_SYNC is not set") }
+        let figures = try BareSyncClient.run(baseURL: url, apiKey: key, users: users, think: think.first?.span ?? Self.defaultThinks[0], duration: duration.span)
+        let line: JSONValue = ["requests": .figure(Double(figures.requests)), "failures": .figure(Double(figures.failures)),
+                               "cpu_seconds": .figure(figures.cpuSeconds), "wall_seconds": .figure(figures.wallSeconds)]
+        print(line.canonicalText)
     }
 
     /// Locust at the same point, the same users and think time.

@@ -317,6 +317,24 @@ struct LoadtestCommandTests {
 
 @Suite("fleetlab bench loadtest")
 struct LoadBenchTests {
+    @Test("the bare NIO reference registers and syncs against fleetlab serve until its duration ends, and counts refused requests as failures")
+    func bareReference() async throws {
+        let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("bare-serve").path)
+        defer { served.stop() }
+        let arguments = ["bench", "loadtest", "--bare-child", served.syncURL, "--users", "4", "--think", "50ms", "--duration", "2s"]
+        let run = try await CommandRunner.fleetlabAsync(arguments, environment: ["FLEETLAB_KEY_SYNC": served.rootKey])
+        #expect(run.status == 0, "\(run.stderr)")
+        let figures = try #require(try? JSONValue.parse(String(run.stdout.split(separator: "\n").last ?? "")))
+        let requests = figures["requests"]?.numberValue ?? 0
+        #expect(requests >= 80 && requests <= 4 * 41 + 4, "4 users, 2 s, a sync every 50 ms each (and a registration): \(requests)")
+        #expect(figures["failures"] == .number(0) && (figures["cpu_seconds"]?.numberValue ?? 0) > 0)
+        #expect((figures["wall_seconds"]?.numberValue ?? 0) < 4, "it stops at its duration")
+
+        let refused = try await CommandRunner.fleetlabAsync(arguments, environment: ["FLEETLAB_KEY_SYNC": "fl_wrong"])
+        let answered = try #require(try? JSONValue.parse(String(refused.stdout.split(separator: "\n").last ?? "")))
+        #expect((answered["requests"]?.numberValue ?? 0) > 40 && answered["failures"] == answered["requests"], "every request got a 401")
+    }
+
     @Test("without Locust it says how to get it and exits 2")
     func needsLocust() async throws {
         let result = try await CommandRunner.fleetlabAsync(["bench", "loadtest", "--locust", "/nonexistent/locust", "--duration", "2s"])
