@@ -25,7 +25,7 @@ public enum BareSyncClient {
     /// Runs `users` connections against `baseURL` (`http://host:port`) for `duration`.
     public static func run(baseURL: String, apiKey: String, users: Int, think: TimeSpan, duration: TimeSpan) throws -> Figures {
         guard let url = URL(string: baseURL), url.scheme == "http", let host = url.host, let port = url.port else {
-            throw HTTPClientFailure(message: "expected http://host:port, got \(baseURL)")
+            throw InvalidTarget(url: baseURL)
         }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         defer { try? group.syncShutdownGracefully() }
@@ -60,9 +60,10 @@ public enum BareSyncClient {
                        wallSeconds: Double((NIODeadline.now() - start).nanoseconds) / 1e9)
     }
 
-    public struct HTTPClientFailure: Error, CustomStringConvertible {
-        public var message: String
-        public var description: String { message }
+    /// The target is not `http://host:port`.
+    public struct InvalidTarget: Error, CustomStringConvertible {
+        public var url: String
+        public var description: String { "expected http://host:port, got \(url)" }
     }
 
     /// Counts shared by the connections, touched only on their one event loop.
@@ -97,7 +98,7 @@ private final class BarePhone: ChannelInboundHandler, @unchecked Sendable {
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        send(registered ? sync : register, to: registered ? "/api/v1/mobile/sync" : "/api/v1/mobile/devices/register", context: context)
+        send(register, to: "/api/v1/mobile/devices/register", context: context)
     }
 
     func send(_ body: ByteBuffer, to path: String, context: ChannelHandlerContext) {

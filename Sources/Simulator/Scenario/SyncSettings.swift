@@ -75,8 +75,8 @@ extension SyncSettings: Decodable {
             retention.acknowledgedCommands = try r.decodeIfPresent(TimeSpan.self, forKey: .acknowledgedCommands) ?? retention.acknowledgedCommands
             retention.closedApprovals = try r.decodeIfPresent(TimeSpan.self, forKey: .closedApprovals) ?? retention.closedApprovals
             retention.telemetry = try r.decodeIfPresent(TimeSpan.self, forKey: .telemetry) ?? retention.telemetry
-            let kept = [(retention.acknowledgedCommands, RetentionKeys.acknowledgedCommands), (retention.closedApprovals, .closedApprovals), (retention.telemetry, .telemetry)]
-            for (value, key) in kept where !(TimeSpan.minutes(1)...TimeSpan.days(3650)).contains(value) {
+            let spans = [(retention.acknowledgedCommands, RetentionKeys.acknowledgedCommands), (retention.closedApprovals, .closedApprovals), (retention.telemetry, .telemetry)]
+            for (value, key) in spans where !(TimeSpan.minutes(1)...TimeSpan.days(3650)).contains(value) {
                 throw Self.problem(r.codingPath + [key], "expected 1m to 3650d")
             }
         }
