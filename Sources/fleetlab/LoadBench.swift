@@ -63,6 +63,13 @@ struct LoadBench: ParsableCommand {
         var perCPUSecond: Double { cpuSeconds > 0 ? requests / cpuSeconds : 0 }
     }
 
+    /// Figures a child generator reported as JSON (`requests`, `failures`, `cpu_seconds`,
+    /// `wall_seconds`): the Locust script's report and the bare client's line alike.
+    static func reported(_ json: JSONValue, p50: String, p99: String) -> Figures {
+        Figures(requests: json["requests"]?.numberValue ?? 0, cpuSeconds: json["cpu_seconds"]?.numberValue ?? 0,
+                wallSeconds: json["wall_seconds"]?.numberValue ?? 0, failures: json["failures"]?.numberValue ?? 0, p50: p50, p99: p99)
+    }
+
     func run() throws {
         if let bareChild { return try runBare(bareChild) }
         try output.check()
@@ -140,8 +147,7 @@ struct LoadBench: ParsableCommand {
         guard run.status == 0, let line = run.stdout.split(separator: "\n").last, let figures = try? JSONValue.parse(String(line)) else {
             throw CLIFailure(message: "the bare NIO client failed (\(run.status)): \(run.stderr.suffix(2_000))", status: 1)
         }
-        return Figures(requests: figures["requests"]?.numberValue ?? 0, cpuSeconds: figures["cpu_seconds"]?.numberValue ?? 0,
-                       wallSeconds: figures["wall_seconds"]?.numberValue ?? 0, failures: figures["failures"]?.numberValue ?? 0, p50: "—", p99: "—")
+        return Self.reported(figures, p50: "—", p99: "—")
     }
 
     /// The child side of `bare(server:think:seconds:)`: one run, its figures as one JSON line.
@@ -163,10 +169,8 @@ struct LoadBench: ParsableCommand {
         guard let data = FileManager.default.contents(atPath: report), let figures = try? JSONValue.parse(String(decoding: data, as: UTF8.self)) else {
             throw CLIFailure(message: "Locust wrote no figures (exit \(run.status)): \(run.stderr.suffix(2_000))", status: 1)
         }
-        return Figures(requests: figures["requests"]?.numberValue ?? 0, cpuSeconds: figures["cpu_seconds"]?.numberValue ?? 0,
-                       wallSeconds: figures["wall_seconds"]?.numberValue ?? 0, failures: figures["failures"]?.numberValue ?? 0,
-                       p50: MetricUnit.decimal(figures["p50_ms"]?.numberValue ?? 0, digits: 1) + "ms",
-                       p99: MetricUnit.decimal(figures["p99_ms"]?.numberValue ?? 0, digits: 1) + "ms")
+        return Self.reported(figures, p50: MetricUnit.decimal(figures["p50_ms"]?.numberValue ?? 0, digits: 1) + "ms",
+                             p99: MetricUnit.decimal(figures["p99_ms"]?.numberValue ?? 0, digits: 1) + "ms")
     }
 
     static func findLocust() -> String? {
