@@ -45,6 +45,11 @@ struct ChatConformanceTests {
 
     @Test("sign-up, an encrypted DM both ways, a group of three messages in order, nothing readable on the server", arguments: Driver.allCases)
     func conversation(driver: Driver) async throws {
+        // Its own thread: the loopback run's waits are not held up by other suites' work.
+        try await onOwnEventLoop { try await runConversation(driver: driver) }
+    }
+
+    func runConversation(driver: Driver) async throws {
         let lab = try await Lab(driver)
         let alice = lab.makeDevice(1), bob = lab.makeDevice(2)
         do {
@@ -59,7 +64,11 @@ struct ChatConformanceTests {
             try await bob.pump(until: { bob.texts(dm).count == 1 })
             try await bob.run(.send(channelID: dm, text: "hello alice"))
             try await alice.pump(until: { alice.texts(dm).count == 2 })
-            #expect(bob.texts(dm) == ["hello bob", "hello alice"] && alice.texts(dm) == ["hello bob", "hello alice"])
+            // Bob's own line comes with his POST's answer, or (when a busy machine lost that
+            // answer to its deadline) with the socket's echo or the retry: either way it shows.
+            try await bob.pump(until: { bob.texts(dm).count == 2 })
+            #expect(bob.texts(dm) == ["hello bob", "hello alice"])
+            #expect(alice.texts(dm) == ["hello bob", "hello alice"])
 
             try await alice.run(.createGroup(name: "pair"))
             let group = try #require(alice.added.last)
