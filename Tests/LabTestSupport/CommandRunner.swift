@@ -23,10 +23,12 @@ public enum CommandRunner {
         let out = process.standardOutput as! Pipe, err = process.standardError as! Pipe
         let group = DispatchGroup()
         nonisolated(unsafe) var outData = Data(), errData = Data()
+        // Threads of their own: a reader blocks as long as the process runs, and on Dispatch's
+        // global queue it would hold a thread that URLSession's work in other tests needs.
         group.enter()
-        DispatchQueue.global().async { outData = out.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+        Thread.detachNewThread { outData = out.fileHandleForReading.readDataToEndOfFile(); group.leave() }
         group.enter()
-        DispatchQueue.global().async { errData = err.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+        Thread.detachNewThread { errData = err.fileHandleForReading.readDataToEndOfFile(); group.leave() }
         process.waitUntilExit()
         group.wait()
         return Result(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),

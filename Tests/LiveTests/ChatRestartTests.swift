@@ -70,9 +70,15 @@ struct ChatPasswordWorkTests {
             guard let token = account?["access_token"]?.stringValue else { return (hashTime, [], []) }
             let stop = LockedFlag()
             let logins = DispatchGroup()
+            // Threads of their own: on Dispatch's global queue two endless hashing loops would
+            // hold both of its threads on this machine, and everything else in the process
+            // that runs there (URLSession's work queue, other tests' pipe readers) would wait
+            // for the whole test.
             for _ in 0..<2 {
-                DispatchQueue.global().async(group: logins) {
+                logins.enter()
+                Thread.detachNewThread {
                     while !stop.isSet { _ = call("POST", "/auth/login", #"{"username":"busy","password":"long enough pass"}"#) }
+                    logins.leave()
                 }
             }
             Thread.sleep(forTimeInterval: hashTime / 2)
