@@ -164,7 +164,7 @@ let package = Package(
             swiftSettings: strictSettings
         ),
 
-        .target(name: "LabTestSupport", dependencies: ["LabKernel", "Live", .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"), "SecureChatClient", "SecureChatServer", "AgentRuntimeWire", "AgentRuntimeServer", "AgentRuntimeClient",
+        .target(name: "LabTestSupport", dependencies: ["LabKernel", "SecureChatClient", "SecureChatServer", "AgentRuntimeWire", "AgentRuntimeServer", "AgentRuntimeClient",
                                                  "AIBridgeWire", "AIBridgeRelay", "AIBridgeDaemon", "AIBridgeClient", "DesktopBridgeWire", "DesktopBridgeServer", "DesktopBridgeClient"], path: "Tests/LabTestSupport",
                 swiftSettings: strictSettings),
         .testTarget(name: "LabKernelTests", dependencies: ["LabKernel", "LabTestSupport"], swiftSettings: strictSettings),

@@ -63,11 +63,6 @@ struct AgentConformanceTests {
 
     @Test("start, a streamed answer, a drop mid-stream and resume, a tool call, an upload: the timeline equals the transcript", arguments: Driver.allCases)
     func chat(driver: Driver) async throws {
-        // Its own thread: the loopback run's waits are not held up by other suites' work.
-        try await onOwnEventLoop { try await runChat(driver: driver) }
-    }
-
-    func runChat(driver: Driver) async throws {
         let lab = try await Lab(driver)
         let phone = lab.makeDevice(Self.token(), 11)
         do {
@@ -105,11 +100,6 @@ struct AgentConformanceTests {
 
     @Test("a bad token: the start is refused with 401 and the app is asked for a new token", arguments: Driver.allCases)
     func badToken(driver: Driver) async throws {
-        // Its own thread: the loopback run's waits are not held up by other suites' work.
-        try await onOwnEventLoop { try await runBadToken(driver: driver) }
-    }
-
-    func runBadToken(driver: Driver) async throws {
         let lab = try await Lab(driver)
         let phone = lab.makeDevice("forged.token.here", 12)
         try await phone.run(.start(workflow: nil))

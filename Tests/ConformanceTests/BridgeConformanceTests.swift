@@ -26,11 +26,6 @@ struct BridgeConformanceTests {
     @Test("pair, a streamed chat, an unknown command, the daemon killed (503), restarted (re-pair), the old token refused",
           arguments: Driver.allCases)
     func pairChatAndRestart(driver: Driver) async throws {
-        // Its own thread: the loopback run's waits are not held up by other suites' work.
-        try await onOwnEventLoop { try await runPairChatAndRestart(driver: driver) }
-    }
-
-    func runPairChatAndRestart(driver: Driver) async throws {
         let lab = try await Self.lab(driver)
         let phone = try await lab.phone(7)
         await phone.feed(.pair(pin: try await lab.pin()))

@@ -45,11 +45,6 @@ struct ChatConformanceTests {
 
     @Test("sign-up, an encrypted DM both ways, a group of three messages in order, nothing readable on the server", arguments: Driver.allCases)
     func conversation(driver: Driver) async throws {
-        // Its own thread: the loopback run's waits are not held up by other suites' work.
-        try await onOwnEventLoop { try await runConversation(driver: driver) }
-    }
-
-    func runConversation(driver: Driver) async throws {
         let lab = try await Lab(driver)
         let alice = lab.makeDevice(1), bob = lab.makeDevice(2)
         do {

@@ -41,11 +41,6 @@ struct DesktopConformanceTests {
     @Test("connect, a session, a streamed turn; a second phone of the other dialect mirrors it; a drop mid-stream rebuilds without duplicates; cancel",
           arguments: Driver.allCases, ACPDialect.allCases)
     func session(driver: Driver, dialect: ACPDialect) async throws {
-        // Its own thread: the loopback run's waits are not held up by other suites' work.
-        try await onOwnEventLoop { try await runSession(driver: driver, dialect: dialect) }
-    }
-
-    func runSession(driver: Driver, dialect: ACPDialect) async throws {
         let lab = try await Self.lab(driver)
         let phone = try await lab.addPhone(dialect, seed: 11)
         try await lab.pump(until: { lab.client(phone).isConnected })

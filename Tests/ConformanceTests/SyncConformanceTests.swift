@@ -90,11 +90,6 @@ struct SyncConformanceTests {
 
     @Test("register, approval round trip, offline outbox, telemetry, campaign dedup and a manifest update", arguments: Driver.allCases)
     func deviceAndOperator(driver: Driver) async throws {
-        // Its own thread: the loopback run's waits are not held up by other suites' work.
-        try await onOwnEventLoop { try await runDeviceAndOperator(driver: driver) }
-    }
-
-    func runDeviceAndOperator(driver: Driver) async throws {
         let lab = try await Lab(driver)
         let device = try lab.device("phone-\(driver.rawValue)")
         try await device.register(pushToken: "tok")

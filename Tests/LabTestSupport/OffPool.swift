@@ -1,7 +1,4 @@
 import Foundation
-import Live
-import NIOCore
-import NIOPosix
 
 /// Runs blocking test work (a socket read, a wait for a child process) on a thread of its
 /// own and awaits it.
@@ -68,24 +65,4 @@ actor CPUSlots {
 /// A value handed from the worker thread to the awaiting test, which owns it from then on.
 struct Unchecked<T>: @unchecked Sendable {
     var value: T
-}
-
-/// Runs an async test body on an event loop of its own: every task it awaits resumes on that
-/// loop's thread, not on Swift's cooperative pool.
-///
-/// A loopback test waits on sockets whose answers come back on other threads; on the pool,
-/// each resumption waits for a free thread of two, and the synchronous simulation tests
-/// running beside it hold them for seconds (a chat conformance run's 10-second waits were
-/// seen to run out that way). Here the body's thread is its own, so its time is the
-/// server's and the network's.
-public func onOwnEventLoop<T: Sendable>(_ body: () async throws -> T) async throws -> T {
-    let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-    do {
-        let value = try await withTaskExecutorPreference(EventLoopTaskExecutor(group.next())) { try await body() }
-        try await group.shutdownGracefully()
-        return value
-    } catch {
-        try? await group.shutdownGracefully()
-        throw error
-    }
 }
