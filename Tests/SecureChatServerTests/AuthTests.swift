@@ -83,6 +83,38 @@ struct AuthTests {
         #expect(h.send("GET", "/users/me").detail == "Not authenticated")
     }
 
+    @Test("the hourly sweep forgets expired credentials (and deletes their rows); an answer to one does not change")
+    func expiredCredentialsForgotten() {
+        var h = ChatHarness()
+        var alice = h.register("alice")
+        let firstRefresh = alice.refresh
+        for _ in 0..<3 { alice = h.account(h.send("POST", "/auth/refresh", ["refresh_token": .string(alice.refresh)]), "alice") }
+        let bob = h.register("bob")  // a login whose access token is never presented again
+        _ = h.send("POST", "/auth/ws-ticket", token: bob.access)  // a ticket never used
+        #expect(h.server.state.refreshTokens.count == 5 && h.server.state.accessTokens.count == 2 && h.server.state.tickets.count == 1)
+        _ = h.takeChanges()
+
+        // Within a day of its expiry an access token is still told apart from an unknown one.
+        h.now = h.now + .hours(20)
+        #expect(h.send("GET", "/users/me", token: alice.access).detail == "Token expired")
+        #expect(h.server.state.accessTokens.count == 1 && h.server.state.tickets.isEmpty, "the ticket went with the sweep")
+        // A day after, the one never presented is gone too, its row deleted; the answer is a 401 as before.
+        h.now = h.now + .hours(5)
+        #expect(h.send("GET", "/users/me", token: bob.access).status == 401)
+        #expect(h.server.state.accessTokens.isEmpty)
+        #expect(h.takeChanges().contains { if case .accessToken(_, nil) = $0 { return true }; return false })
+
+        // Rotated and current refresh tokens stay their 30 days (reuse is detected all along) …
+        #expect(h.server.state.refreshTokens.count == 5)
+        h.now = h.now + .days(30)
+        // … and are then forgotten, refused as before.
+        let late = h.send("POST", "/auth/refresh", ["refresh_token": .string(firstRefresh)])
+        #expect(late.status == 401 && late.detail == "Invalid refresh token")
+        #expect(h.server.state.refreshTokens.isEmpty)
+        #expect(h.takeChanges().filter { if case .refreshToken(_, nil) = $0 { return true }; return false }.count == 5)
+        #expect(h.send("POST", "/auth/refresh", ["refresh_token": .string(bob.refresh)]).detail == "Invalid refresh token")
+    }
+
     @Test("a ban revokes tokens and closes sockets at once and refuses the next login; a suspension ends; admins only")
     func moderation() {
         var h = ChatHarness()

@@ -40,6 +40,7 @@ public struct ChatServer: Sendable {
     /// or a login). Run that job without holding whatever guards this core, then `finish`.
     public mutating func begin(_ request: HTTPRequestMessage, now: Instant) -> ChatStep {
         var outputs: [ChatOutput] = []
+        forgetExpiredIfDue(now: now)
         let step: ChatStep
         do {
             step = try route(request, now: now, outputs: &outputs)

@@ -14,6 +14,9 @@ public struct ChatServerState: Sendable {
     /// without looking at everyone's.
     var accessTokensOfFamily: [String: Set<String>] = [:]
     public var tickets: [String: TicketRecord] = [:]
+    /// When the last sweep of expired credentials ran (`ChatServer.forgetExpiredIfDue`);
+    /// nil after a start, so the first request sweeps.
+    var lastExpirySweep: Instant?
     public var bundles = Table<KeyBundleRecord>()
     /// User id → their devices that have a key bundle (the devices to encrypt to): a send
     /// checks its envelope against it without looking at every bundle on the server.

@@ -1,0 +1,35 @@
+public import LabKernel
+
+extension ChatServer {
+    /// Forgets credentials past their use, once an hour, with the first request that finds
+    /// the sweep due (its deletions are committed with that request's rows, as the sync
+    /// server's retention sweep does).
+    ///
+    /// Without it every refresh left its access token behind for good: a phone refreshing
+    /// every fifteen minutes added 96 rows a day to the server's memory and database,
+    /// none of them usable. What goes changes no answer:
+    /// - an access token a day after it expired (within that day, presenting it still says
+    ///   "Token expired", which a client reads as "refresh"; after it, "Invalid token",
+    ///   the same 401);
+    /// - a refresh token, whatever its state, once expired (refused as "Invalid refresh
+    ///   token" either way);
+    /// - a socket ticket once expired (closed with 4001 either way).
+    mutating func forgetExpiredIfDue(now: Instant) {
+        if let last = state.lastExpirySweep, now < last + Self.expirySweepEvery { return }
+        state.lastExpirySweep = now
+        forgetExpired(now: now)
+    }
+
+    static let expirySweepEvery = TimeSpan.hours(1)
+    /// How long an expired access token is still told apart from an unknown one.
+    static let expiredAccessTokenKept = TimeSpan.days(1)
+
+    mutating func forgetExpired(now: Instant) {
+        let accessCutoff = now - Self.expiredAccessTokenKept
+        let access = state.accessTokens.rows.filter { $0.value.expiresAt <= accessCutoff }.map(\.key).sorted()
+        for key in access { state.removeAccessToken(key) }
+        let refresh = state.refreshTokens.rows.filter { $0.value.expiresAt <= now }.map(\.key).sorted()
+        for key in refresh { state.refreshTokens[key] = nil }
+        state.tickets = state.tickets.filter { now < $0.value.expiresAt }
+    }
+}
