@@ -8,74 +8,111 @@ public import LabStore
 /// than `maxQueued` batches, `submit` waits, which keeps memory flat on huge runs. Batches
 /// are written in submission order, so the file's contents are deterministic.
 public final class ResultsPipeline: @unchecked Sendable {
-    private let condition = NSCondition()
-    private var queue: [ResultsBatch] = []
-    private var finished = false
-    private var failure: (any Error)?
-    private var done = false
-    private let maxQueued: Int
-    private var thread: Thread?
-    public private(set) var rowsWritten = 0
-    public private(set) var batchesWritten = 0
+    // Unchecked: the writer's state is touched under its condition.
+    private let writer: Writer
+    public var rowsWritten: Int { writer.locked { $0.rowsWritten } }
+    public var batchesWritten: Int { writer.locked { $0.batchesWritten } }
 
     /// Creates the database at `path` now (so a bad path fails before the run) and starts
     /// the writer, which from then on owns the connection.
     public init(path: String, maxQueued: Int = 8) throws {
         let results = try ResultsDatabase.create(at: path)
-        self.maxQueued = maxQueued
+        writer = Writer(maxQueued: maxQueued)
         let transfer = ConnectionTransfer(results: results)
-        let thread = Thread { [unowned self] in self.writerLoop(transfer.results) }
+        // The thread holds the writer, not the pipeline: a pipeline dropped without
+        // `finish` (a command that fails after opening its results) ends the thread
+        // from its deinit, and the thread never reads a pipeline that is gone.
+        let thread = Thread { [writer] in writer.run(transfer.results) }
         thread.name = "fleetlab-results-writer"
-        self.thread = thread
         thread.start()
     }
 
+    deinit { writer.close() }
+
     public func submit(_ batch: ResultsBatch) {
         guard !batch.isEmpty else { return }
-        condition.lock()
-        while queue.count >= maxQueued && failure == nil { condition.wait() }
-        queue.append(batch)
-        condition.broadcast()
-        condition.unlock()
+        writer.submit(batch)
     }
 
     /// Waits until every submitted batch is written; rethrows the writer's first error.
     public func finish() throws {
-        condition.lock()
-        finished = true
-        condition.broadcast()
-        while !done { condition.wait() }
-        let error = failure
-        condition.unlock()
-        if let error { throw error }
+        try writer.finish()
     }
 
-    private func writerLoop(_ results: ResultsDatabase) {
-        while true {
+    /// The queue between the simulation and the writer thread, and what the writer did.
+    private final class Writer: @unchecked Sendable {
+        // Unchecked: every field is touched under `condition`.
+        let condition = NSCondition()
+        var queue: [ResultsBatch] = []
+        var finished = false
+        var failure: (any Error)?
+        var done = false
+        let maxQueued: Int
+        var rowsWritten = 0
+        var batchesWritten = 0
+
+        init(maxQueued: Int) { self.maxQueued = maxQueued }
+
+        func locked<T>(_ body: (Writer) -> T) -> T {
             condition.lock()
-            while queue.isEmpty && !finished { condition.wait() }
-            if queue.isEmpty && finished {
-                if failure == nil {
-                    do { try results.checkpoint() } catch { failure = error }
-                }
-                done = true
-                condition.broadcast()
-                condition.unlock()
-                return
-            }
-            let batch = queue.removeFirst()
+            defer { condition.unlock() }
+            return body(self)
+        }
+
+        func submit(_ batch: ResultsBatch) {
+            condition.lock()
+            while queue.count >= maxQueued && failure == nil { condition.wait() }
+            queue.append(batch)
             condition.broadcast()
             condition.unlock()
-            guard failure == nil else { continue }
-            do {
-                try results.write(batch)
-                rowsWritten += batch.rowCount
-                batchesWritten += 1
-            } catch {
+        }
+
+        /// No more batches: the writer writes what is queued and ends.
+        func close() {
+            condition.lock()
+            finished = true
+            condition.broadcast()
+            condition.unlock()
+        }
+
+        func finish() throws {
+            close()
+            condition.lock()
+            while !done { condition.wait() }
+            let error = failure
+            condition.unlock()
+            if let error { throw error }
+        }
+
+        func run(_ results: ResultsDatabase) {
+            while true {
                 condition.lock()
-                failure = error
+                while queue.isEmpty && !finished { condition.wait() }
+                if queue.isEmpty && finished {
+                    if failure == nil {
+                        do { try results.checkpoint() } catch { failure = error }
+                    }
+                    done = true
+                    condition.broadcast()
+                    condition.unlock()
+                    return
+                }
+                let batch = queue.removeFirst()
                 condition.broadcast()
                 condition.unlock()
+                guard failure == nil else { continue }
+                do {
+                    try results.write(batch)
+                    condition.lock()
+                    rowsWritten += batch.rowCount
+                    batchesWritten += 1
+                    condition.unlock()
+                } catch {
+                    condition.lock()
+                    failure = error
+                    condition.broadcast()
+                    condition.unlock()
+                }
             }
         }
     }
