@@ -171,7 +171,7 @@ extension ChatClient {
             // this device starts from its newest page; older ones are `loadOlder`'s. Where
             // paging must go on is stored, so a stop before it ends leaves no hole.
             let hadHistory = snapshot.channels[channel]?.synced == true
-            let reachedKnown = page.contains { $0["id"]?.stringValue.map { snapshot.messages[$0] != nil || seenOnly.contains($0) } ?? false }
+            let reachedKnown = page.contains { $0["id"]?.stringValue.map { snapshot.messages[ChatID($0)] != nil || seenOnly.contains($0) } ?? false }
             if let cursor = flight.request.query["before"] { snapshot.channels[channel]?.catchUpFrom?.removeAll { $0 == cursor } }
             if hadHistory, body?["has_more"] == true, !reachedKnown, let oldest = page.first?["created_at"]?.stringValue {
                 let cursors = snapshot.channels[channel]?.catchUpFrom ?? []

@@ -6,7 +6,7 @@ extension ChatClient {
     /// A message from a page or the socket: once per id, decrypted, placed in its
     /// channel's timeline by `created_at` (then id), and handed to the app.
     mutating func ingest(_ json: JSONValue, _ out: inout [ClientEffect]) {
-        guard let id = json["id"]?.stringValue, let channel = json["channel_id"]?.stringValue, snapshot.messages[id] == nil,
+        guard let id = json["id"]?.stringValue, let channel = json["channel_id"]?.stringValue, snapshot.messages[ChatID(id)] == nil,
               !seenOnly.contains(id) else { return }
         let version = json["protocol_version"]?.numberValue ?? 1
         let content = json["content"]?.stringValue ?? ""
@@ -59,22 +59,22 @@ extension ChatClient {
         let message = ChatClientMessage(id: id, channelID: channel, senderID: json["sender_id"]?.stringValue ?? "",
                                         senderDeviceID: json["sender_device_id"]?.stringValue, text: text,
                                         createdAt: json["created_at"]?.stringValue ?? "", edited: json["edited_at"]?.stringValue != nil, deleted: false)
-        snapshot.messages[id] = message
+        snapshot.messages[message.key] = message
         // Delivered, the message holds its text; the copy kept for the echo is not read again.
         snapshot.ownPlaintexts[id] = nil
-        let position = insertionIndex(of: message)
-        snapshot.timelines[channel, default: []].insert(id, at: position)  // in place: no copy of the timeline
+        let position = insertionIndex(of: message, in: channel)
+        snapshot.timelines[channel, default: []].insert(message.key, at: position)  // in place: no copy of the timeline
         out.append(.delivered(message))
     }
 
     /// Where a message goes in its channel's timeline (ordered by `created_at`, then id):
     /// after the last one that is not later. Messages mostly arrive in order, so the
     /// search starts at the end.
-    func insertionIndex(of message: ChatClientMessage) -> Int {
-        guard let line = snapshot.timelines[message.channelID] else { return 0 }
+    func insertionIndex(of message: ChatClientMessage, in channel: String) -> Int {
+        guard let line = snapshot.timelines[channel] else { return 0 }
         var position = line.endIndex
         while position > line.startIndex, let other = snapshot.messages[line[position - 1]],
-              (other.createdAt, other.id) > (message.createdAt, message.id) {
+              (other.time, other.key) > (message.time, message.key) {
             position -= 1
         }
         return position
@@ -175,7 +175,7 @@ extension ChatClient {
 
     /// `message.edit`: the new content decrypted like a new message.
     mutating func receiveEdit(_ json: JSONValue, _ out: inout [ClientEffect]) {
-        guard let id = json["id"]?.stringValue, var message = snapshot.messages[id], let content = json["content"]?.stringValue else { return }
+        guard let id = json["id"]?.stringValue, var message = snapshot.messages[ChatID(id)], let content = json["content"]?.stringValue else { return }
         if message.senderDeviceID == snapshot.deviceID { return }  // our own edit: we know the text
         if snapshot.channels[message.channelID]?.isDM ?? false {
             guard let text = openPairwise(content, id: id, &out) else { return }
@@ -186,7 +186,7 @@ extension ChatClient {
             message.text = content
         }
         message.edited = true
-        snapshot.messages[id] = message
+        snapshot.messages[message.key] = message
         out.append(.delivered(message))
     }
 }

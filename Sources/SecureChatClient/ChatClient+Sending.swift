@@ -136,10 +136,10 @@ extension ChatClient {
             guard (200..<300).contains(response.status) else { return dropHead(response, &out) }
             if let index = snapshot.pending.firstIndex(where: { $0.clientID == clientID }) {
                 let sent = snapshot.pending.remove(at: index)
-                if let original = sent.edits, var message = snapshot.messages[original] {
+                if let original = sent.edits, var message = snapshot.messages[ChatID(original)] {
                     message.text = sent.text
                     message.edited = true
-                    snapshot.messages[original] = message
+                    snapshot.messages[message.key] = message
                     out.append(.delivered(message))
                 }
             }
@@ -173,7 +173,7 @@ extension ChatClient {
         let sent = snapshot.pending.remove(at: index)
         bundles = [:]
         // Kept for the echo, unless the socket's echo was delivered first.
-        if let id = body?["id"]?.stringValue, snapshot.messages[id] == nil { snapshot.ownPlaintexts[id] = sent.text }
+        if let id = body?["id"]?.stringValue, snapshot.messages[ChatID(id)] == nil { snapshot.ownPlaintexts[id] = sent.text }
         if let body { ingest(body, &out) }
     }
 

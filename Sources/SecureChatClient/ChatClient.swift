@@ -97,8 +97,8 @@ public struct ChatClient: Sendable {
         public var generator: SeededGenerator
         public var channels: [String: ChannelInfo] = [:]
         /// Delivered messages by id, and each channel's order.
-        public var messages: [String: ChatClientMessage] = [:]
-        public var timelines: [String: [String]] = [:]
+        public var messages: [ChatID: ChatClientMessage] = [:]
+        public var timelines: [String: [ChatID]] = [:]
         /// Our own plaintexts by message id until the message is delivered (our chains cannot
         /// decrypt what they sent); then the message holds the text.
         public var ownPlaintexts: [String: String] = [:]
@@ -242,18 +242,6 @@ public struct ChatClient: Sendable {
     public func timeline(_ channel: String) -> [ChatClientMessage] {
         (snapshot.timelines[channel] ?? []).compactMap { snapshot.messages[$0] }
     }
-}
-
-/// A message as the app shows it.
-public struct ChatClientMessage: Sendable, Equatable, Codable {
-    public var id: String
-    public var channelID: String
-    public var senderID: String
-    public var senderDeviceID: String?
-    public var text: String
-    public var createdAt: String
-    public var edited: Bool
-    public var deleted: Bool
 }
 
 public enum ClientInput: Sendable {

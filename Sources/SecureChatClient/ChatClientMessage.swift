@@ -1,0 +1,146 @@
+public import LabKernel
+
+/// A message as the app shows it.
+///
+/// A phone keeps every message of its day (a fleet's phones hold tens of millions), so
+/// the record is kept compact: the server's ids are UUIDs and its times are RFC 3339 with
+/// milliseconds, and each is held as the 16 or 8 bytes it encodes instead of a heap string
+/// of 36 or 24 characters (`ChatID`, `ChatTime`). Ids and times in any other form are kept
+/// as the text they came as. The fields read as the strings the server sent.
+public struct ChatClientMessage: Sendable, Equatable {
+    public let key: ChatID
+    public let channelKey: ChatID
+    public let senderKey: ChatID
+    public let senderDeviceKey: ChatID?
+    /// When the server stored it: the timeline's order (then the id).
+    public let time: ChatTime
+    public var text: String
+    public var edited: Bool
+    public var deleted: Bool
+
+    public init(id: String, channelID: String, senderID: String, senderDeviceID: String?, text: String, createdAt: String, edited: Bool, deleted: Bool) {
+        key = ChatID(id)
+        channelKey = ChatID(channelID)
+        senderKey = ChatID(senderID)
+        senderDeviceKey = senderDeviceID.map(ChatID.init)
+        time = ChatTime(createdAt)
+        self.text = text
+        self.edited = edited
+        self.deleted = deleted
+    }
+
+    public var id: String { key.text }
+    public var channelID: String { channelKey.text }
+    public var senderID: String { senderKey.text }
+    public var senderDeviceID: String? { senderDeviceKey?.text }
+    public var createdAt: String { time.text }
+}
+
+extension ChatClientMessage: Codable {
+    enum CodingKeys: String, CodingKey {
+        case id, channelID, senderID, senderDeviceID, text, createdAt, edited, deleted
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(id: try c.decode(String.self, forKey: .id), channelID: try c.decode(String.self, forKey: .channelID),
+                  senderID: try c.decode(String.self, forKey: .senderID), senderDeviceID: try c.decodeIfPresent(String.self, forKey: .senderDeviceID),
+                  text: try c.decode(String.self, forKey: .text), createdAt: try c.decode(String.self, forKey: .createdAt),
+                  edited: try c.decode(Bool.self, forKey: .edited), deleted: try c.decode(Bool.self, forKey: .deleted))
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(id, forKey: .id)
+        try c.encode(channelID, forKey: .channelID)
+        try c.encode(senderID, forKey: .senderID)
+        try c.encodeIfPresent(senderDeviceID, forKey: .senderDeviceID)
+        try c.encode(text, forKey: .text)
+        try c.encode(createdAt, forKey: .createdAt)
+        try c.encode(edited, forKey: .edited)
+        try c.encode(deleted, forKey: .deleted)
+    }
+}
+
+/// An id the chat server gave out: a lowercase hyphenated UUID as its 16 bytes, anything
+/// else as its text. `text` gives back exactly what was read; the order is the text's.
+public enum ChatID: Hashable, Comparable, Sendable {
+    case uuid(UUIDValue)
+    case other(String)
+
+    public init(_ text: String) {
+        // Only the lowercase form, so that `text` writes back the same characters.
+        if let value = UUIDValue(text), !text.utf8.contains(where: { (UInt8(ascii: "A")...UInt8(ascii: "F")).contains($0) }) {
+            self = .uuid(value)
+        } else {
+            self = .other(text)
+        }
+    }
+
+    public var text: String {
+        switch self {
+        case .uuid(let value): return value.text
+        case .other(let text): return text
+        }
+    }
+
+    /// The order of the texts (two UUIDs compare as their lowercase hex does).
+    public static func < (a: ChatID, b: ChatID) -> Bool {
+        switch (a, b) {
+        case (.uuid(let x), .uuid(let y)): return x < y
+        case (.uuid, .other), (.other, .uuid), (.other, .other): return a.text < b.text
+        }
+    }
+}
+
+extension ChatID: Codable, CodingKeyRepresentable {
+    public init(from decoder: any Decoder) throws { self.init(try decoder.singleValueContainer().decode(String.self)) }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.singleValueContainer()
+        try c.encode(text)
+    }
+
+    // As a dictionary key it is written as its text, so a snapshot reads as before.
+    public var codingKey: any CodingKey { ChatIDKey(stringValue: text) }
+
+    public init?<T: CodingKey>(codingKey: T) { self.init(codingKey.stringValue) }
+
+    struct ChatIDKey: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+}
+
+/// When the server stored a message: its RFC 3339 text with milliseconds (as the servers
+/// here write it) as milliseconds since the Unix epoch, any other form as its text. `text`
+/// gives back exactly what was read; the order is the text's.
+public enum ChatTime: Hashable, Comparable, Sendable {
+    case milliseconds(Int64)
+    case other(String)
+
+    public init(_ text: String) {
+        if let ms = RFC3339.parse(text), RFC3339.format(unixMilliseconds: ms) == text {
+            self = .milliseconds(ms)
+        } else {
+            self = .other(text)
+        }
+    }
+
+    public var text: String {
+        switch self {
+        case .milliseconds(let ms): return RFC3339.format(unixMilliseconds: ms)
+        case .other(let text): return text
+        }
+    }
+
+    /// The order of the texts (fixed-width RFC 3339 texts compare as their instants do).
+    public static func < (a: ChatTime, b: ChatTime) -> Bool {
+        switch (a, b) {
+        case (.milliseconds(let x), .milliseconds(let y)): return x < y
+        case (.milliseconds, .other), (.other, .milliseconds), (.other, .other): return a.text < b.text
+        }
+    }
+}

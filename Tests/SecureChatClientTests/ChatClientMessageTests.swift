@@ -1,0 +1,50 @@
+import Foundation
+import LabKernel
+import SecureChatClient
+import Testing
+
+/// The compact message record: what it reads back, how it orders, how a snapshot stores it.
+@Suite("Chat client: compact messages")
+struct ChatClientMessageTests {
+    @Test("server ids and times are held compactly and read back as sent; other forms are kept as text")
+    func roundTrip() {
+        let uuid = "3f2b8c1e-9a4d-4e6f-8b7a-0c1d2e3f4a5b"
+        #expect(ChatID(uuid) == .uuid(UUIDValue(uuid)!) && ChatID(uuid).text == uuid)
+        for text in ["3F2B8C1E-9A4D-4E6F-8B7A-0C1D2E3F4A5B", "msg-17", "", "3f2b8c1e9a4d4e6f8b7a0c1d2e3f4a5b"] {
+            #expect(ChatID(text) == .other(text) && ChatID(text).text == text, "\(text)")
+        }
+        let stamp = "2026-11-27T01:02:03.456Z"
+        #expect(ChatTime(stamp) == .milliseconds(RFC3339.parse(stamp)!) && ChatTime(stamp).text == stamp)
+        for text in ["2026-11-27T01:02:03Z", "2026-11-27T01:02:03.456789+00:00", "yesterday"] {
+            #expect(ChatTime(text) == .other(text) && ChatTime(text).text == text, "\(text)")
+        }
+        let message = ChatClientMessage(id: uuid, channelID: "general", senderID: uuid, senderDeviceID: nil, text: "hi",
+                                        createdAt: stamp, edited: false, deleted: false)
+        #expect(message.id == uuid && message.channelID == "general" && message.senderDeviceID == nil && message.createdAt == stamp)
+    }
+
+    @Test("ids and times order as their texts do, compact or not")
+    func order() {
+        var generator = StreamSeed(4).generator()
+        let texts = (0..<200).map { n in n % 5 == 0 ? "id-\(n)" : UUIDText.random(using: &generator) }
+        #expect(texts.map(ChatID.init).sorted().map(\.text) == texts.sorted())
+        let times = (0..<200).map { n in n % 7 == 0 ? "2026-11-27T0\(n % 10):00:00Z" : RFC3339.format(unixMilliseconds: 1_795_000_000_000 + Int64(n * 7919 % 5000)) }
+        #expect(times.map(ChatTime.init).sorted().map(\.text) == times.sorted())
+    }
+
+    @Test("a snapshot's messages and timelines are stored as text keyed by id, as before, and read back equal")
+    func snapshotFormat() throws {
+        var snapshot = ChatClient.Snapshot(seed: StreamSeed(1))
+        let id = "0a1b2c3d-4e5f-4a6b-8c7d-8e9fa0b1c2d3"
+        snapshot.messages[ChatID(id)] = ChatClientMessage(id: id, channelID: "c", senderID: "u", senderDeviceID: "d", text: "hello",
+                                                          createdAt: "2026-11-27T01:02:03.456Z", edited: true, deleted: false)
+        snapshot.timelines["c"] = [ChatID(id)]
+        let data = try JSONEncoder().encode(snapshot)
+        let object = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        let messages = try #require(object["messages"] as? [String: [String: Any]])
+        #expect(messages[id]?["createdAt"] as? String == "2026-11-27T01:02:03.456Z" && messages[id]?["id"] as? String == id)
+        #expect((object["timelines"] as? [String: [String]])?["c"] == [id])
+        let back = try JSONDecoder().decode(ChatClient.Snapshot.self, from: data)
+        #expect(back.messages == snapshot.messages && back.timelines == snapshot.timelines)
+    }
+}
