@@ -37,7 +37,7 @@ extension BridgeRelay {
         case .pairingOpen(let session, let pin, _):
             guard pin.utf8.count == 6, pin.utf8.allSatisfy({ (48...57).contains($0) }), !session.isEmpty, session.utf8.count <= 128 else { break }
             // One open session per daemon: a new one replaces the last.
-            for id in state.sessions.keys.sorted() where state.sessions[id]!.daemonID == daemon { state.sessions[id] = nil }
+            for id in state.sessions.filter({ $0.value.daemonID == daemon }).keys.sorted() { state.sessions[id] = nil }
             state.sessions[session] = PairingSession(daemonID: daemon, pin: pin, expiresAt: now + config.pairingLifetime, failures: 0)
         case .pairingClose(let session):
             if state.sessions[session]?.daemonID == daemon { state.sessions[session] = nil }
@@ -115,7 +115,7 @@ extension BridgeRelay {
         }
         var revoked = 0
         if let known = state.daemons[id], known.serverPublicKey != server {
-            for hash in state.tokens.keys.sorted() where state.tokens[hash]!.daemonID == id {
+            for hash in state.tokens.filter({ $0.value.daemonID == id }).keys.sorted() {
                 let record = state.tokens.removeValue(forKey: hash)!
                 state.tokenOfDevice[id + "|" + record.deviceID] = nil
                 reply.changes.append(.token(hash: hash, nil))
@@ -156,10 +156,10 @@ extension BridgeRelay {
         guard let connection = state.tunnels.removeValue(forKey: tunnel), let daemon = connection.daemonID,
               state.tunnelOfDaemon[daemon] == tunnel else { return reply }
         state.tunnelOfDaemon[daemon] = nil
-        for id in state.exchanges.keys.sorted() where state.exchanges[id]!.tunnel == tunnel {
+        for id in state.exchanges.filter({ $0.value.tunnel == tunnel }).keys.sorted() {
             end(id, state.exchanges.removeValue(forKey: id)!, with: .bridgeOffline, &reply)
         }
-        for id in state.sessions.keys.sorted() where state.sessions[id]!.daemonID == daemon { state.sessions[id] = nil }
+        for id in state.sessions.filter({ $0.value.daemonID == daemon }).keys.sorted() { state.sessions[id] = nil }
         return reply
     }
 

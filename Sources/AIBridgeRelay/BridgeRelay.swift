@@ -88,7 +88,7 @@ public struct BridgeRelay: Sendable {
         expireSessions(now: now, &reply)
         // Every open session is compared (in constant time), so timing tells nothing.
         var match: String?
-        for id in state.sessions.keys.sorted() where Self.equal(Array(state.sessions[id]!.pin.utf8), Array(pin.utf8)) { match = id }
+        for id in state.sessions.filter({ Self.equal(Array($0.value.pin.utf8), Array(pin.utf8)) }).keys.sorted() { match = id }
         guard let sessionID = match, let session = state.sessions.removeValue(forKey: sessionID) else {
             wrongPIN(peer: peer, now: now, &reply)
             throw .invalidPIN
@@ -110,7 +110,7 @@ public struct BridgeRelay: Sendable {
     }
 
     mutating func expireSessions(now: Instant, _ reply: inout RelayReply) {
-        for id in state.sessions.keys.sorted() where state.sessions[id]!.expiresAt <= now {
+        for id in state.sessions.filter({ $0.value.expiresAt <= now }).keys.sorted() {
             let session = state.sessions.removeValue(forKey: id)!
             if let tunnel = state.tunnelOfDaemon[session.daemonID] { reply.send(tunnel, .pairingClosed(sessionID: id, reason: "expired")) }
         }
@@ -169,7 +169,7 @@ public struct BridgeRelay: Sendable {
     public mutating func expire(now: Instant) -> RelayReply {
         var reply = RelayReply()
         expireSessions(now: now, &reply)
-        for id in state.exchanges.keys.sorted() where state.exchanges[id]!.deadline <= now {
+        for id in state.exchanges.filter({ $0.value.deadline <= now }).keys.sorted() {
             let exchange = state.exchanges.removeValue(forKey: id)!
             reply.send(exchange.tunnel, .cancel(requestID: id))
             end(id, exchange, with: .bridgeTimeout, &reply)
@@ -179,9 +179,11 @@ public struct BridgeRelay: Sendable {
 
     /// When `expire` next has work (nil: nothing pending).
     public var nextDeadline: Instant? {
-        let exchange = state.exchanges.values.map(\.deadline).min()
-        let session = state.sessions.values.map(\.expiresAt).min()
-        return [exchange, session].compactMap { $0 }.min()
+        // Called after every exchange the relay has: a scan, with nothing allocated.
+        let exchange = state.exchanges.values.lazy.map(\.deadline).min()
+        let session = state.sessions.values.lazy.map(\.expiresAt).min()
+        guard let exchange, let session else { return exchange ?? session }
+        return min(exchange, session)
     }
 
     /// Ends an exchange that failed: its response, or an `error` event if it was streaming.
