@@ -49,7 +49,7 @@ extension ChatClient {
         guard var message = snapshot.messages[ChatID(id)], !message.deleted else { return }
         message.deleted = true
         message.text = ""
-        snapshot.messages[message.key] = message
+        snapshot.messages[message.compactID] = message
         snapshot.ownPlaintexts[id] = nil
         out.append(.delivered(message))
     }

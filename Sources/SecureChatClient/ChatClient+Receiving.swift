@@ -59,11 +59,11 @@ extension ChatClient {
         let message = ChatClientMessage(id: id, channelID: channel, senderID: json["sender_id"]?.stringValue ?? "",
                                         senderDeviceID: json["sender_device_id"]?.stringValue, text: text,
                                         createdAt: json["created_at"]?.stringValue ?? "", edited: json["edited_at"]?.stringValue != nil, deleted: false)
-        snapshot.messages[message.key] = message
+        snapshot.messages[message.compactID] = message
         // Delivered, the message holds its text; the copy kept for the echo is not read again.
         snapshot.ownPlaintexts[id] = nil
         let position = insertionIndex(of: message, in: channel)
-        snapshot.timelines[channel, default: []].insert(message.key, at: position)  // in place: no copy of the timeline
+        snapshot.timelines[channel, default: []].insert(message.compactID, at: position)  // in place: no copy of the timeline
         out.append(.delivered(message))
     }
 
@@ -74,7 +74,7 @@ extension ChatClient {
         guard let line = snapshot.timelines[channel] else { return 0 }
         var position = line.endIndex
         while position > line.startIndex, let other = snapshot.messages[line[position - 1]],
-              (other.time, other.key) > (message.time, message.key) {
+              (other.compactCreatedAt, other.compactID) > (message.compactCreatedAt, message.compactID) {
             position -= 1
         }
         return position
@@ -186,7 +186,7 @@ extension ChatClient {
             message.text = content
         }
         message.edited = true
-        snapshot.messages[message.key] = message
+        snapshot.messages[message.compactID] = message
         out.append(.delivered(message))
     }
 }

@@ -139,7 +139,7 @@ extension ChatClient {
                 if let original = sent.edits, var message = snapshot.messages[ChatID(original)] {
                     message.text = sent.text
                     message.edited = true
-                    snapshot.messages[message.key] = message
+                    snapshot.messages[message.compactID] = message
                     out.append(.delivered(message))
                 }
             }

@@ -8,32 +8,32 @@ public import LabKernel
 /// of 36 or 24 characters (`ChatID`, `ChatTime`). Ids and times in any other form are kept
 /// as the text they came as. The fields read as the strings the server sent.
 public struct ChatClientMessage: Sendable, Equatable {
-    public let key: ChatID
-    public let channelKey: ChatID
-    public let senderKey: ChatID
-    public let senderDeviceKey: ChatID?
+    public let compactID: ChatID
+    public let compactChannelID: ChatID
+    public let compactSenderID: ChatID
+    public let compactSenderDeviceID: ChatID?
     /// When the server stored it: the timeline's order (then the id).
-    public let time: ChatTime
+    public let compactCreatedAt: ChatTime
     public var text: String
     public var edited: Bool
     public var deleted: Bool
 
     public init(id: String, channelID: String, senderID: String, senderDeviceID: String?, text: String, createdAt: String, edited: Bool, deleted: Bool) {
-        key = ChatID(id)
-        channelKey = ChatID(channelID)
-        senderKey = ChatID(senderID)
-        senderDeviceKey = senderDeviceID.map(ChatID.init)
-        time = ChatTime(createdAt)
+        compactID = ChatID(id)
+        compactChannelID = ChatID(channelID)
+        compactSenderID = ChatID(senderID)
+        compactSenderDeviceID = senderDeviceID.map(ChatID.init)
+        compactCreatedAt = ChatTime(createdAt)
         self.text = text
         self.edited = edited
         self.deleted = deleted
     }
 
-    public var id: String { key.text }
-    public var channelID: String { channelKey.text }
-    public var senderID: String { senderKey.text }
-    public var senderDeviceID: String? { senderDeviceKey?.text }
-    public var createdAt: String { time.text }
+    public var id: String { compactID.text }
+    public var channelID: String { compactChannelID.text }
+    public var senderID: String { compactSenderID.text }
+    public var senderDeviceID: String? { compactSenderDeviceID?.text }
+    public var createdAt: String { compactCreatedAt.text }
 }
 
 extension ChatClientMessage: Codable {
