@@ -5,9 +5,10 @@ extension ChatServer {
     /// the sweep due (its deletions are committed with that request's rows, as the sync
     /// server's retention sweep does).
     ///
-    /// Without it every refresh left its access token behind for good: a phone refreshing
-    /// every fifteen minutes added 96 rows a day to the server's memory and database,
-    /// none of them usable. What goes changes no answer:
+    /// Without it nothing expired was ever forgotten: every refresh leaves a rotated refresh
+    /// token (kept for reuse detection; a phone refreshing every fifteen minutes adds 96 a
+    /// day), and a login abandoned without a logout leaves its access token, in the
+    /// server's memory and database for good. What goes changes no answer:
     /// - an access token a day after it expired (within that day, presenting it still says
     ///   "Token expired", which a client reads as "refresh"; after it, "Invalid token",
     ///   the same 401);
