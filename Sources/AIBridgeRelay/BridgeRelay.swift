@@ -87,8 +87,8 @@ public struct BridgeRelay: Sendable {
         }
         expireSessions(now: now, &reply)
         // Every open session is compared (in constant time), so timing tells nothing.
-        var match: String?
-        for id in state.sessions.filter({ Self.equal(Array($0.value.pin.utf8), Array(pin.utf8)) }).keys.sorted() { match = id }
+        // Two open sessions with the same PIN: the greater id is taken, the same on every run.
+        let match = state.sessions.filter({ Self.equal(Array($0.value.pin.utf8), Array(pin.utf8)) }).keys.max()
         guard let sessionID = match, let session = state.sessions.removeValue(forKey: sessionID) else {
             wrongPIN(peer: peer, now: now, &reply)
             throw .invalidPIN
