@@ -118,7 +118,7 @@ public final class SQLiteSyncServerStore {
                 text(a.resolution), .text(a.createdAt), .integer(a.createdAtMs), text(a.resolvedAt)])
         case .command(let c):
             try database.run("INSERT OR REPLACE INTO commands VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [
-                .text(c.id), .integer(c.sequence), .text(c.deviceID), .text(c.tenantID), .text(c.type), .text(c.payload.canonicalText),
+                .text(c.id), .integer(c.sequence), .text(c.deviceID), .text(c.tenantID), .text(c.type), .text(c.payloadText),
                 .text(c.createdAt), text(c.ackedAt)])
         case .credential(let c):
             try database.run("INSERT OR REPLACE INTO credentials VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [
