@@ -63,7 +63,7 @@ extension SyncServer {
     /// Marks an approval resolved and queues its `complete_step` (with a push, if any).
     mutating func settle(_ approval: inout ApprovalRecord, output: JSONValue, now: Instant) -> (command: CommandRecord, push: PushWake?) {
         approval.state = .resolved
-        approval.resolution = output.canonicalText
+        approval.resolution = state.shared(output.canonicalText)
         approval.resolvedAt = timestamp(now)
         state.put(approval)
         let command = enqueue(.completeStep, payload: [

@@ -43,6 +43,8 @@ extension SyncServer {
         if let device, !caller.sees(device.tenantID) { throw APIError(404, "not found", "device \(sync.deviceID) not found") }
         if device == nil && !caller.tenant.isEmpty { throw APIError(404, "not found", "device \(sync.deviceID) not found") }
         let tenant = device?.tenantID ?? caller.tenant
+        // The registered record's copy of the id, which every row of this device then shares.
+        let deviceID = device?.deviceID ?? sync.deviceID
 
         var reported: [Int64] = []
         for (index, status) in sync.statusUpdates.enumerated() {
@@ -63,8 +65,8 @@ extension SyncServer {
         for (status, ms) in zip(sync.statusUpdates, reported) {
             if let existing = state.statuses[sync.deviceID]?[status.instanceID], existing.reportedAtMs > ms { continue }
             state.put(StatusRecord(
-                deviceID: sync.deviceID, tenantID: tenant, instanceID: status.instanceID, sequenceName: status.sequenceName,
-                state: status.state, currentStep: status.currentStep, handler: status.handler,
+                deviceID: deviceID, tenantID: tenant, instanceID: status.instanceID, sequenceName: state.shared(status.sequenceName),
+                state: state.shared(status.state), currentStep: state.shared(status.currentStep), handler: state.shared(status.handler),
                 contextSummary: config.keepsStatusTexts ? status.contextSummary?.canonicalText : nil,
                 steps: config.keepsStatusTexts ? status.steps?.canonicalText : nil, updatedAt: stamp,
                 reportedAtMs: ms))
@@ -72,9 +74,10 @@ extension SyncServer {
         var created: [ApprovalRecord] = []
         for approval in sync.approvalRequests where state.approval(device: sync.deviceID, instance: approval.instanceID, block: approval.blockID) == nil {
             created.append(ApprovalRecord(
-                id: newID(), deviceID: sync.deviceID, tenantID: tenant, instanceID: approval.instanceID, blockID: approval.blockID,
-                sequenceName: approval.sequenceName, prompt: approval.prompt, choices: approval.choices?.canonicalText,
-                storeAs: approval.storeAs, timeoutSecs: approval.timeoutSeconds, metadata: approval.metadata?.canonicalText,
+                id: newID(), deviceID: deviceID, tenantID: tenant, instanceID: approval.instanceID, blockID: state.shared(approval.blockID),
+                sequenceName: state.shared(approval.sequenceName), prompt: state.shared(approval.prompt),
+                choices: state.shared(approval.choices?.canonicalText), storeAs: state.shared(approval.storeAs),
+                timeoutSecs: approval.timeoutSeconds, metadata: state.shared(approval.metadata?.canonicalText),
                 state: .pending, resolution: nil, createdAt: stamp, createdAtMs: unixMs(now), resolvedAt: nil))
             state.put(created[created.count - 1])
         }

@@ -15,8 +15,8 @@ public struct SyncServerState: Equatable, Sendable {
     /// By device, then instance.
     public package(set) var statuses: [String: [String: StatusRecord]] = [:]
     public package(set) var approvals: [String: ApprovalRecord] = [:]
-    /// "device|instance|block" → approval id (one approval per gate).
-    var approvalByGate: [String: String] = [:]
+    /// The approval of each gate (one per gate).
+    var approvalByGate: [ApprovalGate: String] = [:]
     public package(set) var commands: [String: CommandRecord] = [:]
     /// Unacknowledged command ids per device, oldest first.
     public package(set) var pendingByDevice: [String: [String]] = [:]
@@ -33,6 +33,12 @@ public struct SyncServerState: Equatable, Sendable {
     /// Server settings and keys: the root API key, the manifest root key's seed, …
     public package(set) var meta: [String: String] = [:]
     public package(set) var manifest = ManifestState()
+
+    /// Texts that many rows repeat, each kept once (`shared`).
+    var sharedTexts: Set<String> = []
+    /// How many distinct texts are shared at most: a step's prompt is the same in every
+    /// approval of that step, but a client could send a new one each time.
+    static let sharedTextLimit = 4096
 
     /// Rows written since the log was last taken.
     public package(set) var changes: [StoreChange] = []
@@ -82,7 +88,7 @@ public struct SyncServerState: Equatable, Sendable {
     mutating func put(_ approval: ApprovalRecord) {
         index(approval, replacing: approvals[approval.id])
         approvals[approval.id] = approval
-        approvalByGate[Self.gate(approval.deviceID, approval.instanceID, approval.blockID)] = approval.id
+        approvalByGate[ApprovalGate(approval)] = approval.id
         changes.append(.approval(approval))
     }
 
@@ -145,7 +151,7 @@ public struct SyncServerState: Equatable, Sendable {
 
     mutating func remove(approval id: String) {
         guard let approval = approvals.removeValue(forKey: id) else { return }
-        approvalByGate[Self.gate(approval.deviceID, approval.instanceID, approval.blockID)] = nil
+        approvalByGate[ApprovalGate(approval)] = nil
         approvalOrder.remove(approval.orderKey, from: ListName.lists(tenant: approval.tenantID, device: approval.deviceID, state: approval.state.rawValue))
         if let expiry = approval.expiryKey { expiryOrder.remove(expiry, from: [ListName.all]) }
         changes.append(.deleteApproval(id))
@@ -194,16 +200,28 @@ public struct SyncServerState: Equatable, Sendable {
         changes.append(.manifestVersion(tenant: tenant, version: version))
     }
 
+    /// `text`, as the copy other rows already hold when one does. A string longer than 15
+    /// bytes is a heap object of its own; the names, prompts and choices a workflow's
+    /// approvals and statuses carry are the same in all of them (a day of a million phones
+    /// files five million approvals), so they share one.
+    mutating func shared(_ text: String) -> String {
+        guard text.utf8.count > 15 else { return text }  // held inline: nothing to share
+        if let index = sharedTexts.firstIndex(of: text) { return sharedTexts[index] }
+        if sharedTexts.count < Self.sharedTextLimit { sharedTexts.insert(text) }
+        return text
+    }
+
+    mutating func shared(_ text: String?) -> String? { text.map { shared($0) } }
+
     // MARK: Reads
 
-    static func gate(_ device: String, _ instance: String, _ block: String) -> String { "\(device)|\(instance)|\(block)" }
     package static func credentialKey(_ tenant: String, _ id: String) -> String { "\(tenant)|\(id)" }
 
     /// The tenant of an API key (looked up by its hash).
     public func tenant(forKey key: String) -> String? { tenantByKey[SyncServer.keyHash(key)] }
 
     public func approval(device: String, instance: String, block: String) -> ApprovalRecord? {
-        approvalByGate[Self.gate(device, instance, block)].flatMap { approvals[$0] }
+        approvalByGate[ApprovalGate(device: device, instance: instance, block: block)].flatMap { approvals[$0] }
     }
 
     public func credential(tenant: String, id: String) -> CredentialRecord? {
@@ -225,7 +243,7 @@ public struct SyncServerState: Equatable, Sendable {
         for byInstance in statuses.values { for status in byInstance.values { index(status, replacing: nil) } }
         for approval in approvals.values { index(approval, replacing: nil) }
         tenantByKey = Dictionary(tenants.values.map { ($0.apiKeyHash, $0.tenantID) }, uniquingKeysWith: { first, _ in first })
-        approvalByGate = Dictionary(approvals.values.map { (Self.gate($0.deviceID, $0.instanceID, $0.blockID), $0.id) },
+        approvalByGate = Dictionary(approvals.values.map { (ApprovalGate($0), $0.id) },
                                     uniquingKeysWith: { first, _ in first })
         var pending: [String: [CommandRecord]] = [:]
         for command in commands.values where command.ackedAt == nil { pending[command.deviceID, default: []].append(command) }
@@ -233,6 +251,18 @@ public struct SyncServerState: Equatable, Sendable {
         nextCommandSequence = (commands.values.map(\.sequence).max() ?? 0) + 1
         changes = []
     }
+}
+
+/// A step of an instance on a device that waits for an answer: what an approval is for.
+/// Its strings are the approval's own (no key text is built per approval).
+struct ApprovalGate: Hashable, Sendable {
+    var device: String
+    var instance: String
+    var block: String
+}
+
+extension ApprovalGate {
+    init(_ approval: ApprovalRecord) { self.init(device: approval.deviceID, instance: approval.instanceID, block: approval.blockID) }
 }
 
 /// One row written, for the driver to persist.

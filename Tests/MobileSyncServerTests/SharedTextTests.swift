@@ -1,0 +1,53 @@
+import Orch8Wire
+import LabKernel
+import Testing
+@testable import MobileSyncServer
+
+/// The texts that every approval and status of a step repeats are kept once
+/// (`SyncServerState.shared`): memory, not behaviour, so what is checked is that rows
+/// share one copy and still read back exactly as sent, past the table's limit too.
+@Suite("Sync server: texts many rows repeat are kept once")
+struct SharedTextTests {
+    static let prompt = "Approve this payment of $99.99 to ACME Corporation?"
+
+    @Test("approvals of one step from different devices hold one copy of its prompt, choices and names")
+    func approvalsShareTheirStepTexts() throws {
+        var h = try ServerHarness()
+        let acme = try h.tenant("acme")
+        for n in 1...3 {
+            _ = try h.register("phone-\(n)", key: acme, push: nil)
+            let gate = ApprovalRequest(instanceID: ServerHarness.uuid(n), blockID: "payment_approval_step", sequenceName: "payment-verification",
+                                       prompt: Self.prompt, choices: [["label": "Approve", "value": "approved"], ["label": "Decline", "value": "declined"]],
+                                       storeAs: "payment_decision_value", timeoutSeconds: 3600)
+            // Each request is JSON on the wire: the server parses its own strings from it.
+            _ = try h.sync(SyncRequest(deviceID: "phone-\(n)", approvalRequests: [gate]), key: acme)
+        }
+        let approvals = h.server.state.approvals.values.sorted { $0.deviceID < $1.deviceID }
+        #expect(approvals.count == 3)
+        #expect(approvals.allSatisfy { $0.prompt == Self.prompt && $0.sequenceName == "payment-verification" })
+        let fields: [(String, (ApprovalRecord) -> String?)] = [
+            ("prompt", \.prompt), ("choices", \.choices), ("sequence name", \.sequenceName), ("block id", \.blockID), ("store as", \.storeAs),
+        ]
+        for (name, field) in fields {
+            let storages = Set(approvals.map { Self.storage(of: field($0)) })
+            #expect(storages.count == 1, "the \(name) is held \(storages.count) times")
+        }
+    }
+
+    @Test("past the limit of distinct texts, a text is kept as it came, and the table stops growing")
+    func pastTheLimit() {
+        var state = SyncServerState()
+        let texts = (0..<(SyncServerState.sharedTextLimit + 50)).map { "a prompt of its own, number \($0)" }
+        let kept = texts.map { state.shared($0) }
+        #expect(kept == texts)
+        #expect(state.sharedTexts.count == SyncServerState.sharedTextLimit)
+        // Short texts are held inline by String itself and never enter the table.
+        #expect(state.shared("approved") == "approved" && state.sharedTexts.count == SyncServerState.sharedTextLimit)
+    }
+
+    /// Where a string's UTF-8 bytes live: equal for two strings that share one storage.
+    static func storage(of text: String?) -> UInt {
+        guard var text else { return 0 }
+        return text.withUTF8 { UInt(bitPattern: $0.baseAddress) }
+    }
+}
