@@ -169,6 +169,8 @@ public final class SQLiteSyncServerStore {
         func o(_ v: SQLiteValue) -> String? { v.text }
         func i(_ v: SQLiteValue) -> Int64 { v.integer ?? 0 }
         func json(_ v: SQLiteValue) -> JSONValue { (try? JSONValue.parse(s(v))) ?? .null }
+        /// A time column the server wrote (`RFC3339.format`), as Unix milliseconds.
+        func ms(_ v: SQLiteValue) -> Int64? { v.text.flatMap(RFC3339.parse) }
         /// A secret column: its plain text, noting rows to seal again.
         func secret(_ v: SQLiteValue, upgrade: @autoclosure () -> Void) throws -> String {
             let stored = s(v)
@@ -186,23 +188,23 @@ public final class SQLiteSyncServerStore {
         }
         for r in try database.query("SELECT * FROM devices") {
             state.devices[s(r[0])] = DeviceRecord(deviceID: s(r[0]), tenantID: s(r[1]), pushToken: o(r[2]), platform: s(r[3]),
-                                                  appVersion: o(r[4]), active: i(r[5]) != 0, lastSyncAt: o(r[6]), registeredAt: s(r[7]))
+                                                  appVersion: o(r[4]), active: i(r[5]) != 0, lastSyncAtMs: ms(r[6]), registeredAtMs: ms(r[7]) ?? 0)
         }
         for r in try database.query("SELECT * FROM instance_status") {
             state.statuses[s(r[0]), default: [:]][s(r[1])] = StatusRecord(
                 deviceID: s(r[0]), tenantID: s(r[2]), instanceID: s(r[1]), sequenceName: o(r[3]), state: s(r[4]), currentStep: o(r[5]),
-                handler: o(r[6]), contextSummary: o(r[7]), steps: o(r[8]), updatedAt: s(r[9]), reportedAtMs: i(r[10]))
+                handler: o(r[6]), contextSummary: o(r[7]), steps: o(r[8]), updatedAtMs: ms(r[9]) ?? 0, reportedAtMs: i(r[10]))
         }
         for r in try database.query("SELECT * FROM approvals") {
             state.approvals[s(r[0])] = ApprovalRecord(
                 id: s(r[0]), deviceID: s(r[1]), tenantID: s(r[2]), instanceID: s(r[3]), blockID: s(r[4]), sequenceName: o(r[5]),
                 prompt: o(r[6]), choices: o(r[7]), storeAs: o(r[8]), timeoutSecs: r[9].integer.map(Int.init), metadata: o(r[10]),
-                state: ApprovalRecord.State(rawValue: s(r[11])) ?? .pending, resolution: o(r[12]), createdAt: s(r[13]),
-                createdAtMs: i(r[14]), resolvedAt: o(r[15]))
+                state: ApprovalRecord.State(rawValue: s(r[11])) ?? .pending, resolution: o(r[12]),
+                createdAtMs: i(r[14]), resolvedAtMs: ms(r[15]))
         }
         for r in try database.query("SELECT * FROM commands") {
             state.commands[s(r[0])] = CommandRecord(id: s(r[0]), sequence: i(r[1]), deviceID: s(r[2]), tenantID: s(r[3]), type: s(r[4]),
-                                                    payload: json(r[5]), createdAt: s(r[6]), ackedAt: o(r[7]))
+                                                    payload: json(r[5]), createdAtMs: ms(r[6]) ?? 0, ackedAtMs: ms(r[7]))
         }
         for r in try database.query("SELECT * FROM credentials") {
             var sealedAgain = false

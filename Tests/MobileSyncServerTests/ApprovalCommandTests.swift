@@ -3,6 +3,7 @@ import Orch8Wire
 import Foundation
 import LabCrypto
 import LabKernel
+import ServerStorage
 import Testing
 @testable import MobileSyncServer
 
@@ -170,4 +171,38 @@ struct ApprovalCommandTests {
         let report = try h.send("POST", "/telemetry/mobile/errors", ["error_type": "crash", "message": "boom", "device": device], key: acme)
         #expect(report.status == 202)
     }
+
+    @Test("a resolved, delivered approval's rows read back from SQLite as the server held them, with the times the API showed")
+    func rowsPersistWithTheirTimes() throws {
+        var h = try ServerHarness(sqlite: true)
+        let acme = try h.tenant("acme")
+        _ = try h.register("phone-1", key: acme, push: nil)
+        let gate = ApprovalRequest(instanceID: Self.instance, blockID: "payment_approval", sequenceName: "payment-verification",
+                                   prompt: "Approve?", choices: nil, storeAs: nil, timeoutSeconds: nil)
+        let status = StatusUpdate(instanceID: Self.instance, sequenceName: "payment-verification", state: "waiting",
+                                  currentStep: "payment_approval", handler: nil, timestamp: h.timestamp)
+        h.now = h.now + .milliseconds(1_234)
+        _ = try h.sync(SyncRequest(deviceID: "phone-1", statusUpdates: [status], approvalRequests: [gate]), key: acme)
+        let created = h.timestamp
+        let id = try #require(h.server.state.approvals.keys.first)
+        h.now = h.now + .seconds(61)
+        #expect(try h.send("POST", "/api/v1/mobile/approvals/\(id)/resolve", ["output": ["value": "yes"]], key: acme).status == 200)
+        let resolved = h.timestamp
+        h.now = h.now + .milliseconds(7)
+        let (_, response) = try h.sync(SyncRequest(deviceID: "phone-1"), key: acme)
+        let command = try #require(response?.commands.first?.id)
+        _ = try h.sync(SyncRequest(deviceID: "phone-1", commandAcks: [command]), key: acme)
+        let acked = h.timestamp
+
+        let approval = try #require(try h.send("GET", "/api/v1/mobile/approvals?state=resolved", key: acme).jsonBody?["items"]?.arrayValue?.first)
+        #expect(approval["created_at"]?.stringValue == created && approval["resolved_at"]?.stringValue == resolved)
+        #expect(h.server.state.commands[command]?.ackedAt == acked && h.server.state.devices["phone-1"]?.lastSyncAt == acked)
+        let statuses = try h.send("GET", "/api/v1/mobile/status?device_id=phone-1", key: acme).jsonBody
+        #expect(statuses?["items"]?.arrayValue?.first?["updated_at"]?.stringValue == created)
+
+        let reloaded = try #require(try h.store?.load())
+        #expect(reloaded == h.server.state)
+        #expect(reloaded.approvals[id]?.resolvedAt == resolved && reloaded.commands[command]?.ackedAt == acked)
+    }
 }
+

@@ -81,7 +81,7 @@ public final class MobileSyncLiveServer: ReferenceServer, @unchecked Sendable {
     func wakeSubscribers(_ reply: SyncServerReply) {
         guard channels.count > 0 else { return }
         for change in reply.changes {
-            guard case .command(let command) = change, command.ackedAt == nil else { continue }
+            guard case .command(let command) = change, command.ackedAtMs == nil else { continue }
             let push = reply.pushes.first { $0.commandID == command.id }
             channels.wake(device: command.deviceID, commandID: command.id, metadata: push?.metadata)
         }

@@ -64,7 +64,7 @@ extension SyncServer {
     mutating func settle(_ approval: inout ApprovalRecord, output: JSONValue, now: Instant) -> (command: CommandRecord, push: PushWake?) {
         approval.state = .resolved
         approval.resolution = state.shared(output.canonicalText)
-        approval.resolvedAt = timestamp(now)
+        approval.resolvedAtMs = unixMs(now)
         state.put(approval)
         let command = enqueue(.completeStep, payload: [
             "instance_id": .string(approval.instanceID), "block_id": .string(approval.blockID),

@@ -34,8 +34,8 @@ extension SyncServer {
         let retention = config.retention
         let commandCutoff = nowMs - retention.acknowledgedCommands.nanoseconds / 1_000_000
         let spent = state.commands.values.filter { command in
-            guard let acked = command.ackedAt, let ms = RFC3339.parse(acked) else { return false }
-            return ms < commandCutoff
+            guard let acked = command.ackedAtMs else { return false }
+            return acked < commandCutoff
         }.map(\.id).sorted()
         for id in spent { state.remove(command: id) }
         if !spent.isEmpty {

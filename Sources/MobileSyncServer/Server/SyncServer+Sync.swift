@@ -61,14 +61,14 @@ extension SyncServer {
             try requireUUID(delegation.instanceID, "step_delegations[\(index)].instance_id")
         }
 
-        let stamp = timestamp(now)
+        let stamp = unixMs(now)
         for (status, ms) in zip(sync.statusUpdates, reported) {
             if let existing = state.statuses[sync.deviceID]?[status.instanceID], existing.reportedAtMs > ms { continue }
             state.put(StatusRecord(
                 deviceID: deviceID, tenantID: tenant, instanceID: status.instanceID, sequenceName: state.shared(status.sequenceName),
                 state: state.shared(status.state), currentStep: state.shared(status.currentStep), handler: state.shared(status.handler),
                 contextSummary: config.keepsStatusTexts ? status.contextSummary?.canonicalText : nil,
-                steps: config.keepsStatusTexts ? status.steps?.canonicalText : nil, updatedAt: stamp,
+                steps: config.keepsStatusTexts ? status.steps?.canonicalText : nil, updatedAtMs: stamp,
                 reportedAtMs: ms))
         }
         var created: [ApprovalRecord] = []
@@ -78,7 +78,7 @@ extension SyncServer {
                 sequenceName: state.shared(approval.sequenceName), prompt: state.shared(approval.prompt),
                 choices: state.shared(approval.choices?.canonicalText), storeAs: state.shared(approval.storeAs),
                 timeoutSecs: approval.timeoutSeconds, metadata: state.shared(approval.metadata?.canonicalText),
-                state: .pending, resolution: nil, createdAt: stamp, createdAtMs: unixMs(now), resolvedAt: nil))
+                state: .pending, resolution: nil, createdAtMs: stamp, resolvedAtMs: nil))
             state.put(created[created.count - 1])
         }
         for delegation in sync.stepDelegations {
@@ -89,12 +89,12 @@ extension SyncServer {
             state.setMeta(seen, command.id)
         }
         for id in sync.commandAcks {
-            guard var command = state.commands[id], command.deviceID == sync.deviceID, command.ackedAt == nil else { continue }
-            command.ackedAt = stamp
+            guard var command = state.commands[id], command.deviceID == sync.deviceID, command.ackedAtMs == nil else { continue }
+            command.ackedAtMs = stamp
             state.put(command)
         }
         if var device {
-            device.lastSyncAt = stamp
+            device.lastSyncAtMs = stamp
             state.put(device)
         }
         let pending = state.pendingCommands(device: sync.deviceID, limit: config.commandBatch)
@@ -107,7 +107,7 @@ extension SyncServer {
     /// Registers a device for a tenant (the typed `POST /mobile/devices/register`).
     public mutating func register(device: String, platform: String, pushToken: String?, tenant: String, now: Instant) {
         state.put(DeviceRecord(deviceID: device, tenantID: tenant, pushToken: pushToken, platform: platform, appVersion: nil,
-                               active: true, lastSyncAt: nil, registeredAt: timestamp(now)))
+                               active: true, lastSyncAtMs: nil, registeredAtMs: unixMs(now)))
         _ = state.takeChanges()
     }
 
@@ -119,7 +119,7 @@ extension SyncServer {
     @discardableResult
     mutating func enqueue(_ type: SyncCommandType, payload: JSONValue, device: String, tenant: String, now: Instant) -> CommandRecord {
         let command = CommandRecord(id: newID(), sequence: state.nextCommandSequence, deviceID: device, tenantID: tenant,
-                                    type: type.rawValue, payload: payload, createdAt: timestamp(now), ackedAt: nil)
+                                    type: type.rawValue, payload: payload, createdAtMs: unixMs(now), ackedAtMs: nil)
         state.put(command)
         return command
     }
@@ -141,9 +141,9 @@ extension SyncServer {
         if let existing = state.devices[id], existing.tenantID != tenant {
             throw APIError(409, "conflict", "device \(id) is already registered to another tenant")
         }
-        let registeredAt = state.devices[id]?.registeredAt ?? timestamp(now)
+        let registeredAt = state.devices[id]?.registeredAtMs ?? unixMs(now)
         state.put(DeviceRecord(deviceID: id, tenantID: tenant, pushToken: pushToken, platform: platform, appVersion: appVersion,
-                               active: true, lastSyncAt: state.devices[id]?.lastSyncAt, registeredAt: registeredAt))
+                               active: true, lastSyncAtMs: state.devices[id]?.lastSyncAtMs, registeredAtMs: registeredAt))
         return .empty(201)
     }
 

@@ -1,8 +1,9 @@
 public import LabKernel
 
 // The rows of the orch8 mobile sync server (wire-notes §a, `orch8-storage` records).
-// Times are RFC 3339 text as the API shows them, plus Unix milliseconds where the
-// server computes with them (expiry, ordering).
+// The times the server stamps are kept as Unix milliseconds and shown as the RFC 3339
+// text the API answers with (`RFC3339.format`, the server's one format): a day of a large
+// fleet stamps five rows per workflow, and each text was a heap string of its own.
 
 public struct DeviceRecord: Equatable, Sendable {
     public var deviceID: String
@@ -11,8 +12,11 @@ public struct DeviceRecord: Equatable, Sendable {
     public var platform: String
     public var appVersion: String?
     public var active: Bool
-    public var lastSyncAt: String?
-    public var registeredAt: String
+    public var lastSyncAtMs: Int64?
+    public var registeredAtMs: Int64
+
+    public var lastSyncAt: String? { lastSyncAtMs.map(RFC3339.format(unixMilliseconds:)) }
+    public var registeredAt: String { RFC3339.format(unixMilliseconds: registeredAtMs) }
 
     public var json: JSONValue {
         ["device_id": .string(deviceID), "tenant_id": .string(tenantID), "push_token": pushToken.map(JSONValue.string) ?? .null,
@@ -20,15 +24,15 @@ public struct DeviceRecord: Equatable, Sendable {
          "last_sync_at": lastSyncAt.map(JSONValue.string) ?? .null, "registered_at": .string(registeredAt)]
     }
 
-    package init(deviceID: String, tenantID: String, pushToken: String?, platform: String, appVersion: String?, active: Bool, lastSyncAt: String?, registeredAt: String) {
+    package init(deviceID: String, tenantID: String, pushToken: String?, platform: String, appVersion: String?, active: Bool, lastSyncAtMs: Int64?, registeredAtMs: Int64) {
         self.deviceID = deviceID
         self.tenantID = tenantID
         self.pushToken = pushToken
         self.platform = platform
         self.appVersion = appVersion
         self.active = active
-        self.lastSyncAt = lastSyncAt
-        self.registeredAt = registeredAt
+        self.lastSyncAtMs = lastSyncAtMs
+        self.registeredAtMs = registeredAtMs
     }
 }
 
@@ -44,9 +48,12 @@ public struct StatusRecord: Equatable, Sendable {
     public var contextSummary: String?
     /// The step timeline as JSON text.
     public var steps: String?
-    public var updatedAt: String
+    /// When the server stored it.
+    public var updatedAtMs: Int64
     /// The device's timestamp of this status, so an older one arriving late does not win.
     public var reportedAtMs: Int64
+
+    public var updatedAt: String { RFC3339.format(unixMilliseconds: updatedAtMs) }
 
     var orderKey: StatusKey { StatusKey(reportedAtMs: reportedAtMs, instanceID: instanceID, deviceID: deviceID) }
 
@@ -57,7 +64,7 @@ public struct StatusRecord: Equatable, Sendable {
          "steps": steps.map(JSONValue.string) ?? .null, "updated_at": .string(updatedAt)]
     }
 
-    package init(deviceID: String, tenantID: String, instanceID: String, sequenceName: String?, state: String, currentStep: String?, handler: String?, contextSummary: String?, steps: String?, updatedAt: String, reportedAtMs: Int64) {
+    package init(deviceID: String, tenantID: String, instanceID: String, sequenceName: String?, state: String, currentStep: String?, handler: String?, contextSummary: String?, steps: String?, updatedAtMs: Int64, reportedAtMs: Int64) {
         self.deviceID = deviceID
         self.tenantID = tenantID
         self.instanceID = instanceID
@@ -67,7 +74,7 @@ public struct StatusRecord: Equatable, Sendable {
         self.handler = handler
         self.contextSummary = contextSummary
         self.steps = steps
-        self.updatedAt = updatedAt
+        self.updatedAtMs = updatedAtMs
         self.reportedAtMs = reportedAtMs
     }
 }
@@ -91,9 +98,11 @@ public struct ApprovalRecord: Equatable, Sendable {
     public var state: State
     /// JSON text of the output it was resolved with.
     public var resolution: String?
-    public var createdAt: String
     public var createdAtMs: Int64
-    public var resolvedAt: String?
+    public var resolvedAtMs: Int64?
+
+    public var createdAt: String { RFC3339.format(unixMilliseconds: createdAtMs) }
+    public var resolvedAt: String? { resolvedAtMs.map(RFC3339.format(unixMilliseconds:)) }
 
     public var json: JSONValue {
         ["id": .string(id), "device_id": .string(deviceID), "tenant_id": .string(tenantID), "instance_id": .string(instanceID),
@@ -119,7 +128,7 @@ public struct ApprovalRecord: Equatable, Sendable {
         return items.compactMap { $0["value"]?.stringValue }
     }
 
-    package init(id: String, deviceID: String, tenantID: String, instanceID: String, blockID: String, sequenceName: String?, prompt: String?, choices: String?, storeAs: String?, timeoutSecs: Int?, metadata: String?, state: State, resolution: String?, createdAt: String, createdAtMs: Int64, resolvedAt: String?) {
+    package init(id: String, deviceID: String, tenantID: String, instanceID: String, blockID: String, sequenceName: String?, prompt: String?, choices: String?, storeAs: String?, timeoutSecs: Int?, metadata: String?, state: State, resolution: String?, createdAtMs: Int64, resolvedAtMs: Int64?) {
         self.id = id
         self.deviceID = deviceID
         self.tenantID = tenantID
@@ -133,9 +142,8 @@ public struct ApprovalRecord: Equatable, Sendable {
         self.metadata = metadata
         self.state = state
         self.resolution = resolution
-        self.createdAt = createdAt
         self.createdAtMs = createdAtMs
-        self.resolvedAt = resolvedAt
+        self.resolvedAtMs = resolvedAtMs
     }
 }
 
@@ -150,8 +158,12 @@ public struct CommandRecord: Equatable, Sendable {
     /// memory the parsed value takes (a command's payload is an object holding an object;
     /// a day of a million phones keeps five million of them). Parsed when sent.
     public var payloadText: String
-    public var createdAt: String
-    public var ackedAt: String?
+    public var createdAtMs: Int64
+    /// When the device acknowledged it (nil: still to be delivered).
+    public var ackedAtMs: Int64?
+
+    public var createdAt: String { RFC3339.format(unixMilliseconds: createdAtMs) }
+    public var ackedAt: String? { ackedAtMs.map(RFC3339.format(unixMilliseconds:)) }
 
     public var payload: JSONValue {
         // Always `canonicalText` output (the database's loader parses what it reads), so
@@ -159,20 +171,20 @@ public struct CommandRecord: Equatable, Sendable {
         (try? JSONValue.parse(payloadText)) ?? .null
     }
 
-    package init(id: String, sequence: Int64, deviceID: String, tenantID: String, type: String, payload: JSONValue, createdAt: String, ackedAt: String?) {
+    package init(id: String, sequence: Int64, deviceID: String, tenantID: String, type: String, payload: JSONValue, createdAtMs: Int64, ackedAtMs: Int64?) {
         self.init(id: id, sequence: sequence, deviceID: deviceID, tenantID: tenantID, type: type, payloadText: payload.canonicalText,
-                  createdAt: createdAt, ackedAt: ackedAt)
+                  createdAtMs: createdAtMs, ackedAtMs: ackedAtMs)
     }
 
-    package init(id: String, sequence: Int64, deviceID: String, tenantID: String, type: String, payloadText: String, createdAt: String, ackedAt: String?) {
+    package init(id: String, sequence: Int64, deviceID: String, tenantID: String, type: String, payloadText: String, createdAtMs: Int64, ackedAtMs: Int64?) {
         self.id = id
         self.sequence = sequence
         self.deviceID = deviceID
         self.tenantID = tenantID
         self.type = type
         self.payloadText = payloadText
-        self.createdAt = createdAt
-        self.ackedAt = ackedAt
+        self.createdAtMs = createdAtMs
+        self.ackedAtMs = ackedAtMs
     }
 }
 

@@ -116,8 +116,8 @@ public struct SyncServerState: Equatable, Sendable {
     mutating func put(_ command: CommandRecord) {
         let isNew = commands[command.id] == nil
         commands[command.id] = command
-        if isNew && command.ackedAt == nil { pendingByDevice[command.deviceID, default: []].append(command.id) }
-        if command.ackedAt != nil, var pending = pendingByDevice[command.deviceID] {
+        if isNew && command.ackedAtMs == nil { pendingByDevice[command.deviceID, default: []].append(command.id) }
+        if command.ackedAtMs != nil, var pending = pendingByDevice[command.deviceID] {
             pending.removeAll { $0 == command.id }
             pendingByDevice[command.deviceID] = pending.isEmpty ? nil : pending
         }
@@ -246,7 +246,7 @@ public struct SyncServerState: Equatable, Sendable {
         approvalByGate = Dictionary(approvals.values.map { (ApprovalGate($0), $0.id) },
                                     uniquingKeysWith: { first, _ in first })
         var pending: [String: [CommandRecord]] = [:]
-        for command in commands.values where command.ackedAt == nil { pending[command.deviceID, default: []].append(command) }
+        for command in commands.values where command.ackedAtMs == nil { pending[command.deviceID, default: []].append(command) }
         pendingByDevice = pending.mapValues { $0.sorted { $0.sequence < $1.sequence }.map(\.id) }
         nextCommandSequence = (commands.values.map(\.sequence).max() ?? 0) + 1
         changes = []
