@@ -37,7 +37,7 @@ extension BridgeRelay {
         case .pairingOpen(let session, let pin, _):
             guard pin.utf8.count == 6, pin.utf8.allSatisfy({ (48...57).contains($0) }), !session.isEmpty, session.utf8.count <= 128 else { break }
             // One open session per daemon: a new one replaces the last.
-            for id in state.sessions.filter({ $0.value.daemonID == daemon }).keys.sorted() { state.sessions[id] = nil }
+            state.closeSessions(of: daemon)
             state.sessions[session] = PairingSession(daemonID: daemon, pin: pin, expiresAt: now + config.pairingLifetime, failures: 0)
         case .pairingClose(let session):
             if state.sessions[session]?.daemonID == daemon { state.sessions[session] = nil }
@@ -159,7 +159,7 @@ extension BridgeRelay {
         for id in state.exchanges.filter({ $0.value.tunnel == tunnel }).keys.sorted() {
             end(id, state.exchanges.removeValue(forKey: id)!, with: .bridgeOffline, &reply)
         }
-        for id in state.sessions.filter({ $0.value.daemonID == daemon }).keys.sorted() { state.sessions[id] = nil }
+        state.closeSessions(of: daemon)
         return reply
     }
 

@@ -22,6 +22,12 @@ public struct RelayState: Sendable {
 
     public init() {}
 
+    /// Closes every pairing session a daemon has open (they announce nothing: the daemon
+    /// is opening another or has gone).
+    mutating func closeSessions(of daemon: String) {
+        for id in sessions.filter({ $0.value.daemonID == daemon }).keys.sorted() { sessions[id] = nil }
+    }
+
     /// Adds a loaded token with its index.
     package mutating func load(token hash: String, _ record: TokenRecord) {
         tokens[hash] = record
