@@ -206,9 +206,9 @@ public struct SyncServerState: Equatable, Sendable {
     /// files five million approvals), so they share one.
     mutating func shared(_ text: String) -> String {
         guard text.utf8.count > 15 else { return text }  // held inline: nothing to share
-        if let index = sharedTexts.firstIndex(of: text) { return sharedTexts[index] }
-        if sharedTexts.count < Self.sharedTextLimit { sharedTexts.insert(text) }
-        return text
+        // One hash lookup: `insert` hands back the copy already held when there is one.
+        if sharedTexts.count < Self.sharedTextLimit { return sharedTexts.insert(text).memberAfterInsert }
+        return sharedTexts.firstIndex(of: text).map { sharedTexts[$0] } ?? text
     }
 
     mutating func shared(_ text: String?) -> String? { text.map { shared($0) } }
