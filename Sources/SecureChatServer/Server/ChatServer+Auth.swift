@@ -87,14 +87,14 @@ extension ChatServer {
                                 role: state.users.isEmpty ? .admin : .member, standing: .active, createdAt: now)
             state.users[user.id] = user
             state.userIDByName[username.lowercased()] = user.id
-            return .json(201, issueTokens(user: user, device: addDevice(user.id, name: deviceName, now: now), now: now))
+            return .json(201, issueTokens(user: user, device: addDevice(user.id, name: deviceName, now: now), now: now).answer)
         case (.login(let userID, let username, let deviceName), .verified(let matches)):
             guard matches, let userID, let user = state.users[userID] else {
                 try? rateLimit("login-failures:" + username, capacity: config.failedLoginsPerAccountPerMinute, now: now)
                 throw ChatAPIError(401, "Invalid credentials")
             }
             try checkStanding(user, now: now)
-            return .json(200, issueTokens(user: user, device: addDevice(userID, name: deviceName, now: now), now: now))
+            return .json(200, issueTokens(user: user, device: addDevice(userID, name: deviceName, now: now), now: now).answer)
         case (.register, .verified), (.login, .hashed):
             throw ChatAPIError(500, "Internal server error")
         }
@@ -122,8 +122,10 @@ extension ChatServer {
     }
 
     /// A new token family for a login, or the next token of `family` on refresh. Both
-    /// kinds of token are stored by their SHA-256 only.
-    mutating func issueTokens(user: ChatUser, device: String, family: String? = nil, now: Instant) -> JSONValue {
+    /// kinds of token are stored by their SHA-256 only. Returns the answer, and the key the
+    /// refresh token is stored under (a rotated token's `successor` holds that same string,
+    /// not a copy: rotated tokens are kept 30 days).
+    mutating func issueTokens(user: ChatUser, device: String, family: String? = nil, now: Instant) -> (answer: JSONValue, refreshKey: String) {
         let familyID = family ?? newID()
         let access = "at_" + generator.token(24), refresh = "rt_" + generator.token(32)
         let hash = Self.tokenKey(refresh)
@@ -131,8 +133,9 @@ extension ChatServer {
                                                                  expiresAt: now + config.accessTokenLifetime, refreshHash: hash))
         state.refreshTokens[hash] = RefreshRecord(tokenHash: hash, familyID: familyID, userID: user.id, deviceID: device,
                                                   expiresAt: now + config.refreshTokenLifetime, state: .active)
-        return ["access_token": .string(access), "refresh_token": .string(refresh), "token_type": "bearer", "user_id": .string(user.id),
-                "device_id": .string(device), "expires_in": .number(Double(config.accessTokenLifetime.nanoseconds / 1_000_000_000))]
+        let answer: JSONValue = ["access_token": .string(access), "refresh_token": .string(refresh), "token_type": "bearer", "user_id": .string(user.id),
+                                 "device_id": .string(device), "expires_in": .number(Double(config.accessTokenLifetime.nanoseconds / 1_000_000_000))]
+        return (answer, hash)
     }
 
     /// The key a token is stored under: its SHA-256 in hex.
@@ -161,10 +164,10 @@ extension ChatServer {
         guard let user = state.users[record.userID], state.devices[record.deviceID] != nil else { throw ChatAPIError(401, "Invalid refresh token") }
         try checkStanding(user, now: now)
         state.removeAccessTokens(family: record.familyID)
-        let tokens = issueTokens(user: user, device: record.deviceID, family: record.familyID, now: now)
+        let (tokens, successor) = issueTokens(user: user, device: record.deviceID, family: record.familyID, now: now)
         record.state = .rotated
         record.rotatedAt = now
-        record.successor = tokens["refresh_token"]?.stringValue.map(Self.tokenKey)
+        record.successor = successor
         state.refreshTokens[hash] = record
         return .json(200, tokens)
     }

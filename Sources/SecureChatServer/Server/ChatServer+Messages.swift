@@ -120,8 +120,9 @@ extension ChatServer {
         }
         try validate(content: content, contentType: contentType, version: version, in: channel)
         if let device { try requireUUID(device, ["body", "sender_device_id"]) }
-        let senderDevice = device ?? caller.deviceID
-        guard state.devices[senderDevice]?.userID == caller.userID else {
+        // The id as the device's row holds it: the message shares that string rather than
+        // keeping the copy parsed from this request for the rest of the run.
+        guard let senderDevice = state.devices[device ?? caller.deviceID].flatMap({ $0.userID == caller.userID ? $0.id : nil }) else {
             throw ChatAPIError.validation(["body", "sender_device_id"], "sender_device_id is not one of your devices")
         }
         if channel.isDM, version == 2, contentType != ChatEnvelope.distributionContentType {
