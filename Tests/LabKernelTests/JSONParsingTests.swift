@@ -12,6 +12,15 @@ struct JSONParsingTests {
         #expect(try JSONValue.parse(value.canonicalText) == value)
     }
 
+    @Test("every escape decodes, between runs of plain text of any length, and the text re-escapes to the same value")
+    func escapes() throws {
+        let plain = String(repeating: "envelope ", count: 40)
+        let text = #"["\b\f\n\r\t\/\"\\", "x\u0001y", ""# + plain + #"\"to\": \"é\" "# + plain + #"\u00e9\ud83d\ude00"]"#
+        let value = try JSONValue.parse(text)
+        #expect(value == [.string("\u{08}\u{0C}\n\r\t/\"\\"), .string("x\u{01}y"), .string(plain + "\"to\": \"é\" " + plain + "é😀")])
+        #expect(try JSONValue.parse(value.canonicalText) == value)
+    }
+
     @Test("errors give the line and column", arguments: [
         ("{\"a\": 1,}", "expected a quoted key", 1, 9),
         ("[1, 2", "unexpected end of input in a list", 1, 6),

@@ -152,33 +152,35 @@ struct JSONParser {
             if byte == UInt8(ascii: "\\") || byte < 0x20 { break }
             scan += 1
         }
-        var scalars = String.UnicodeScalarView()
+        // With escapes: the decoded bytes gathered in a buffer and made a String once, of
+        // its exact length (a String grown by appending keeps up to twice its length as
+        // capacity, and a chat message's content, an escaped JSON envelope, is kept by the
+        // server for the whole run).
+        var out: [UInt8] = []
+        out.reserveCapacity(scan - index + 64)
         var start = index
-        var out = ""
         while true {
             guard index < bytes.count else { throw fail("unterminated string") }
             let byte = bytes[index]
             if byte == UInt8(ascii: "\"") {
-                out += String(decoding: bytes[start..<index], as: UTF8.self)
+                out += bytes[start..<index]
                 index += 1
                 break
             }
             if byte < 0x20 { throw fail("control character in a string") }
             if byte == UInt8(ascii: "\\") {
-                out += String(decoding: bytes[start..<index], as: UTF8.self)
+                out += bytes[start..<index]
                 index += 1
                 guard index < bytes.count else { throw fail("unterminated escape") }
                 let escape = bytes[index]
                 index += 1
                 switch escape {
-                case UInt8(ascii: "\""): out += "\""
-                case UInt8(ascii: "\\"): out += "\\"
-                case UInt8(ascii: "/"): out += "/"
-                case UInt8(ascii: "b"): out += "\u{08}"
-                case UInt8(ascii: "f"): out += "\u{0C}"
-                case UInt8(ascii: "n"): out += "\n"
-                case UInt8(ascii: "r"): out += "\r"
-                case UInt8(ascii: "t"): out += "\t"
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): out.append(escape)
+                case UInt8(ascii: "b"): out.append(0x08)
+                case UInt8(ascii: "f"): out.append(0x0C)
+                case UInt8(ascii: "n"): out.append(0x0A)
+                case UInt8(ascii: "r"): out.append(0x0D)
+                case UInt8(ascii: "t"): out.append(0x09)
                 case UInt8(ascii: "u"):
                     var code = try hex4()
                     if (0xD800...0xDBFF).contains(code) {
@@ -192,9 +194,7 @@ struct JSONParser {
                     } else if (0xDC00...0xDFFF).contains(code) {
                         throw fail("unpaired surrogate in a string")
                     }
-                    scalars.removeAll()
-                    scalars.append(Unicode.Scalar(code)!)
-                    out += String(scalars)
+                    Unicode.UTF8.encode(Unicode.Scalar(code)!) { out.append($0) }
                 default: throw fail("unknown escape \\\(Character(Unicode.Scalar(escape)))")
                 }
                 start = index
@@ -202,7 +202,7 @@ struct JSONParser {
             }
             index += 1
         }
-        return out
+        return String(decoding: out, as: UTF8.self)
     }
 
     mutating func hex4() throws(JSONParseError) -> UInt32 {
