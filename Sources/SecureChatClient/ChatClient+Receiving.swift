@@ -56,15 +56,25 @@ extension ChatClient {
 
     mutating func deliver(_ json: JSONValue, text: String, _ out: inout [ClientEffect]) {
         guard let id = json["id"]?.stringValue, let channel = json["channel_id"]?.stringValue else { return }
-        let message = ChatClientMessage(id: id, channelID: channel, senderID: json["sender_id"]?.stringValue ?? "",
-                                        senderDeviceID: json["sender_device_id"]?.stringValue, text: text,
-                                        createdAt: json["created_at"]?.stringValue ?? "", edited: json["edited_at"]?.stringValue != nil, deleted: false)
+        let origin = origin(of: MessageOrigin.Key(channelID: ChatID(channel), senderID: ChatID(json["sender_id"]?.stringValue ?? ""),
+                                                  senderDeviceID: json["sender_device_id"]?.stringValue.map(ChatID.init)))
+        let message = ChatClientMessage(id: ChatID(id), origin: origin, text: text, createdAt: ChatTime(json["created_at"]?.stringValue ?? ""),
+                                        edited: json["edited_at"]?.stringValue != nil, deleted: false)
         snapshot.messages[message.compactID] = message
         // Delivered, the message holds its text; the copy kept for the echo is not read again.
         snapshot.ownPlaintexts[id] = nil
         let position = insertionIndex(of: message, in: channel)
         snapshot.timelines[channel, default: []].insert(message.compactID, at: position)  // in place: no copy of the timeline
         out.append(.delivered(message))
+    }
+
+    /// The shared record of a channel, sender and device, made the first time one of its
+    /// messages arrives.
+    mutating func origin(of key: MessageOrigin.Key) -> MessageOrigin {
+        if let known = origins[key] { return known }
+        let made = MessageOrigin(channelID: key.channelID, senderID: key.senderID, senderDeviceID: key.senderDeviceID)
+        origins[key] = made
+        return made
     }
 
     /// Where a message goes in its channel's timeline (ordered by `created_at`, then id):

@@ -6,34 +6,66 @@ public import LabKernel
 /// the record is kept compact: the server's ids are UUIDs and its times are RFC 3339 with
 /// milliseconds, and each is held as the 16 or 8 bytes it encodes instead of a heap string
 /// of 36 or 24 characters (`ChatID`, `ChatTime`). Ids and times in any other form are kept
-/// as the text they came as. The fields read as the strings the server sent.
+/// as the text they came as. Where it came from (channel, sender, device) is one shared
+/// `MessageOrigin`: a phone's messages come from a few dozen of them. The fields read as
+/// the strings the server sent.
 public struct ChatClientMessage: Sendable, Equatable {
+    // In this order, the flags fill the id's padding: 72 bytes a message, not 80.
     public let compactID: ChatID
-    public let compactChannelID: ChatID
-    public let compactSenderID: ChatID
-    public let compactSenderDeviceID: ChatID?
+    public var edited: Bool
+    public var deleted: Bool
+    let origin: MessageOrigin
     /// When the server stored it: the timeline's order (then the id).
     public let compactCreatedAt: ChatTime
     public var text: String
-    public var edited: Bool
-    public var deleted: Bool
 
     public init(id: String, channelID: String, senderID: String, senderDeviceID: String?, text: String, createdAt: String, edited: Bool, deleted: Bool) {
-        compactID = ChatID(id)
-        compactChannelID = ChatID(channelID)
-        compactSenderID = ChatID(senderID)
-        compactSenderDeviceID = senderDeviceID.map(ChatID.init)
-        compactCreatedAt = ChatTime(createdAt)
+        self.init(id: ChatID(id), origin: MessageOrigin(channelID: ChatID(channelID), senderID: ChatID(senderID), senderDeviceID: senderDeviceID.map(ChatID.init)),
+                  text: text, createdAt: ChatTime(createdAt), edited: edited, deleted: deleted)
+    }
+
+    init(id: ChatID, origin: MessageOrigin, text: String, createdAt: ChatTime, edited: Bool, deleted: Bool) {
+        compactID = id
+        self.origin = origin
+        compactCreatedAt = createdAt
         self.text = text
         self.edited = edited
         self.deleted = deleted
     }
 
+    public var compactChannelID: ChatID { origin.channelID }
+    public var compactSenderID: ChatID { origin.senderID }
+    public var compactSenderDeviceID: ChatID? { origin.senderDeviceID }
     public var id: String { compactID.text }
     public var channelID: String { compactChannelID.text }
     public var senderID: String { compactSenderID.text }
     public var senderDeviceID: String? { compactSenderDeviceID?.text }
     public var createdAt: String { compactCreatedAt.text }
+}
+
+/// Where a message came from: its channel, its sender and the sender's device. Immutable,
+/// so messages share one (`ChatClient.origin`); two are equal when their ids are.
+final class MessageOrigin: Sendable, Equatable {
+    let channelID: ChatID
+    let senderID: ChatID
+    let senderDeviceID: ChatID?
+
+    init(channelID: ChatID, senderID: ChatID, senderDeviceID: ChatID?) {
+        self.channelID = channelID
+        self.senderID = senderID
+        self.senderDeviceID = senderDeviceID
+    }
+
+    static func == (a: MessageOrigin, b: MessageOrigin) -> Bool {
+        a === b || (a.channelID == b.channelID && a.senderID == b.senderID && a.senderDeviceID == b.senderDeviceID)
+    }
+
+    /// What identifies one: the key of the client's table of them.
+    struct Key: Hashable {
+        var channelID: ChatID
+        var senderID: ChatID
+        var senderDeviceID: ChatID?
+    }
 }
 
 extension ChatClientMessage: Codable {

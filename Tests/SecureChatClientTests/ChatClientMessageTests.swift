@@ -1,6 +1,6 @@
 import Foundation
 import LabKernel
-import SecureChatClient
+@testable import SecureChatClient
 import Testing
 
 /// The compact message record: what it reads back, how it orders, how a snapshot stores it.
@@ -21,6 +21,22 @@ struct ChatClientMessageTests {
         let message = ChatClientMessage(id: uuid, channelID: "general", senderID: uuid, senderDeviceID: nil, text: "hi",
                                         createdAt: stamp, edited: false, deleted: false)
         #expect(message.id == uuid && message.channelID == "general" && message.senderDeviceID == nil && message.createdAt == stamp)
+    }
+
+    @Test("messages of one channel, sender and device share one record of where they came from, and read back their own")
+    func originsAreShared() {
+        var client = ChatClient(snapshot: ChatClient.Snapshot(seed: StreamSeed(1)))
+        var out: [ClientEffect] = []
+        for (n, device) in ["d1", "d1", "d1", "d2"].enumerated() {
+            let json: JSONValue = ["id": .string("m\(n)"), "channel_id": "c", "sender_id": "u", "sender_device_id": .string(device),
+                                   "created_at": .string(RFC3339.format(unixMilliseconds: 1_795_000_000_000 + Int64(n)))]
+            client.deliver(json, text: "text \(n)", &out)
+        }
+        let line = client.timeline("c")
+        #expect(line.map(\.text) == ["text 0", "text 1", "text 2", "text 3"])
+        #expect(line[0].origin === line[1].origin && line[1].origin === line[2].origin)
+        #expect(line[3].origin !== line[0].origin && line[3].senderDeviceID == "d2" && line[0].senderDeviceID == "d1")
+        #expect(line.allSatisfy { $0.channelID == "c" && $0.senderID == "u" })
     }
 
     @Test("ids and times order as their texts do, compact or not")
