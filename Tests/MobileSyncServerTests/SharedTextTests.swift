@@ -32,6 +32,21 @@ struct SharedTextTests {
             let storages = Set(approvals.map { Self.storage(of: field($0)) })
             #expect(storages.count == 1, "the \(name) is held \(storages.count) times")
         }
+        #expect(Set(approvals.map { ObjectIdentifier($0.step) }).count == 1, "one step record for the three approvals")
+    }
+
+    @Test("past the limit of distinct steps, a step is kept as it came (its texts still shared), and the table stops growing")
+    func stepsPastTheLimit() {
+        var state = SyncServerState()
+        let steps = (0..<(SyncServerState.sharedTextLimit + 10)).map { n in
+            ApprovalStep(blockID: "gate", sequenceName: "payment-verification", prompt: "Approve payment number \(n)?", choices: nil, storeAs: nil,
+                         timeoutSecs: n, metadata: nil)
+        }
+        let kept = steps.map { state.shared($0) }
+        #expect(kept == steps)
+        #expect(state.sharedSteps.count == SyncServerState.sharedTextLimit)
+        #expect(state.shared(steps[0]) === kept[0], "a step already held is handed back, not a new one")
+        #expect(Self.storage(of: kept.last?.sequenceName) == Self.storage(of: kept.first?.sequenceName))
     }
 
     @Test("past the limit of distinct texts, a text is kept as it came, and the table stops growing")

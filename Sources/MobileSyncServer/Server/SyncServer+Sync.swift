@@ -73,12 +73,11 @@ extension SyncServer {
         }
         var created: [ApprovalRecord] = []
         for approval in sync.approvalRequests where state.approval(device: sync.deviceID, instance: approval.instanceID, block: approval.blockID) == nil {
-            created.append(ApprovalRecord(
-                id: newID(), deviceID: deviceID, tenantID: tenant, instanceID: approval.instanceID, blockID: state.shared(approval.blockID),
-                sequenceName: state.shared(approval.sequenceName), prompt: state.shared(approval.prompt),
-                choices: state.shared(approval.choices?.canonicalText), storeAs: state.shared(approval.storeAs),
-                timeoutSecs: approval.timeoutSeconds, metadata: state.shared(approval.metadata?.canonicalText),
-                state: .pending, resolution: nil, createdAtMs: stamp, resolvedAtMs: nil))
+            let step = ApprovalStep(blockID: approval.blockID, sequenceName: approval.sequenceName, prompt: approval.prompt,
+                                    choices: approval.choices?.canonicalText, storeAs: approval.storeAs, timeoutSecs: approval.timeoutSeconds,
+                                    metadata: approval.metadata?.canonicalText)
+            created.append(ApprovalRecord(id: newID(), deviceID: deviceID, tenantID: tenant, instanceID: approval.instanceID, step: state.shared(step),
+                                          state: .pending, resolution: nil, createdAtMs: stamp, resolvedAtMs: nil))
             state.put(created[created.count - 1])
         }
         for delegation in sync.stepDelegations {

@@ -86,21 +86,24 @@ public struct ApprovalRecord: Equatable, Sendable {
     public var deviceID: String
     public var tenantID: String
     public var instanceID: String
-    public var blockID: String
-    public var sequenceName: String?
-    public var prompt: String?
-    /// JSON text of `[{label, value}]`, as the real API returns it.
-    public var choices: String?
-    public var storeAs: String?
-    public var timeoutSecs: Int?
-    /// JSON text.
-    public var metadata: String?
+    /// What every approval of its workflow step repeats, shared with them
+    /// (`SyncServerState.shared`).
+    public let step: ApprovalStep
     public var state: State
     /// JSON text of the output it was resolved with.
     public var resolution: String?
     public var createdAtMs: Int64
     public var resolvedAtMs: Int64?
 
+    public var blockID: String { step.blockID }
+    public var sequenceName: String? { step.sequenceName }
+    public var prompt: String? { step.prompt }
+    /// JSON text of `[{label, value}]`, as the real API returns it.
+    public var choices: String? { step.choices }
+    public var storeAs: String? { step.storeAs }
+    public var timeoutSecs: Int? { step.timeoutSecs }
+    /// JSON text.
+    public var metadata: String? { step.metadata }
     public var createdAt: String { RFC3339.format(unixMilliseconds: createdAtMs) }
     public var resolvedAt: String? { resolvedAtMs.map(RFC3339.format(unixMilliseconds:)) }
 
@@ -129,10 +132,40 @@ public struct ApprovalRecord: Equatable, Sendable {
     }
 
     package init(id: String, deviceID: String, tenantID: String, instanceID: String, blockID: String, sequenceName: String?, prompt: String?, choices: String?, storeAs: String?, timeoutSecs: Int?, metadata: String?, state: State, resolution: String?, createdAtMs: Int64, resolvedAtMs: Int64?) {
+        self.init(id: id, deviceID: deviceID, tenantID: tenantID, instanceID: instanceID,
+                  step: ApprovalStep(blockID: blockID, sequenceName: sequenceName, prompt: prompt, choices: choices, storeAs: storeAs,
+                                     timeoutSecs: timeoutSecs, metadata: metadata),
+                  state: state, resolution: resolution, createdAtMs: createdAtMs, resolvedAtMs: resolvedAtMs)
+    }
+
+    package init(id: String, deviceID: String, tenantID: String, instanceID: String, step: ApprovalStep, state: State, resolution: String?,
+                 createdAtMs: Int64, resolvedAtMs: Int64?) {
         self.id = id
         self.deviceID = deviceID
         self.tenantID = tenantID
         self.instanceID = instanceID
+        self.step = step
+        self.state = state
+        self.resolution = resolution
+        self.createdAtMs = createdAtMs
+        self.resolvedAtMs = resolvedAtMs
+    }
+}
+
+/// What every approval of one workflow step repeats: the gate's block, its sequence, what
+/// the operator is asked and may answer, where the answer goes, its timeout and metadata.
+/// Immutable, so the approvals of a step (a day of a million phones files five million)
+/// hold one reference to one of these instead of seven fields each; equal by value.
+public final class ApprovalStep: Hashable, Sendable {
+    public let blockID: String
+    public let sequenceName: String?
+    public let prompt: String?
+    public let choices: String?
+    public let storeAs: String?
+    public let timeoutSecs: Int?
+    public let metadata: String?
+
+    package init(blockID: String, sequenceName: String?, prompt: String?, choices: String?, storeAs: String?, timeoutSecs: Int?, metadata: String?) {
         self.blockID = blockID
         self.sequenceName = sequenceName
         self.prompt = prompt
@@ -140,10 +173,18 @@ public struct ApprovalRecord: Equatable, Sendable {
         self.storeAs = storeAs
         self.timeoutSecs = timeoutSecs
         self.metadata = metadata
-        self.state = state
-        self.resolution = resolution
-        self.createdAtMs = createdAtMs
-        self.resolvedAtMs = resolvedAtMs
+    }
+
+    public static func == (a: ApprovalStep, b: ApprovalStep) -> Bool {
+        a === b || (a.blockID == b.blockID && a.sequenceName == b.sequenceName && a.prompt == b.prompt && a.choices == b.choices
+                    && a.storeAs == b.storeAs && a.timeoutSecs == b.timeoutSecs && a.metadata == b.metadata)
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(blockID)
+        hasher.combine(sequenceName)
+        hasher.combine(prompt)
+        hasher.combine(storeAs)
     }
 }
 

@@ -36,8 +36,10 @@ public struct SyncServerState: Equatable, Sendable {
 
     /// Texts that many rows repeat, each kept once (`shared`).
     var sharedTexts: Set<String> = []
-    /// How many distinct texts are shared at most: a step's prompt is the same in every
-    /// approval of that step, but a client could send a new one each time.
+    /// The steps approvals repeat, each kept once (`shared`).
+    var sharedSteps: Set<ApprovalStep> = []
+    /// How many distinct texts, and steps, are shared at most: a step's prompt is the same
+    /// in every approval of that step, but a client could send a new one each time.
     static let sharedTextLimit = 4096
 
     /// Rows written since the log was last taken.
@@ -212,6 +214,17 @@ public struct SyncServerState: Equatable, Sendable {
     }
 
     mutating func shared(_ text: String?) -> String? { text.map { shared($0) } }
+
+    /// `step`, as the one other approvals already hold when one does (its texts shared
+    /// too, for the steps that differ only in part).
+    mutating func shared(_ step: ApprovalStep) -> ApprovalStep {
+        if let held = sharedSteps.firstIndex(of: step) { return sharedSteps[held] }
+        let step = ApprovalStep(blockID: shared(step.blockID), sequenceName: shared(step.sequenceName), prompt: shared(step.prompt),
+                                choices: shared(step.choices), storeAs: shared(step.storeAs), timeoutSecs: step.timeoutSecs,
+                                metadata: shared(step.metadata))
+        if sharedSteps.count < Self.sharedTextLimit { sharedSteps.insert(step) }
+        return step
+    }
 
     // MARK: Reads
 
