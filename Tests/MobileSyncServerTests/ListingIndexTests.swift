@@ -80,6 +80,12 @@ struct ListingIndexTests {
                 let scan = h.server.state.statuses.values.flatMap(\.values).filter { tenant.isEmpty || $0.tenantID == tenant }
                     .sorted { ($0.reportedAtMs, $0.instanceID, $0.deviceID) > ($1.reportedAtMs, $1.instanceID, $1.deviceID) }
                 #expect(ids(statuses, "instance_id") == scan.prefix(9).map(\.instanceID) && statuses.jsonBody?["total"]?.numberValue == Double(scan.count))
+                for device in devices.prefix(3) where tenant.isEmpty || h.server.state.devices[device]?.tenantID == tenant {
+                    let ofDevice = try h.send("GET", "/api/v1/mobile/status?limit=3&device_id=\(device)", key: key)
+                    let rows = scan.filter { $0.deviceID == device }
+                    #expect(ids(ofDevice, "instance_id") == rows.prefix(3).map(\.instanceID) && ofDevice.jsonBody?["total"]?.numberValue == Double(rows.count),
+                            "\(tenant) \(device)")
+                }
                 let listed = try h.send("GET", "/api/v1/mobile/devices?limit=2", key: key)
                 let deviceScan = h.server.state.devices.values.filter { tenant.isEmpty || $0.tenantID == tenant }.map(\.deviceID).sorted()
                 #expect(ids(listed, "device_id") == Array(deviceScan.prefix(2)) && listed.jsonBody?["total"]?.numberValue == Double(deviceScan.count))

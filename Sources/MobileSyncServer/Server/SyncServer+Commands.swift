@@ -15,22 +15,38 @@ extension SyncServer {
         }
         let count = try limit(request)
         expireApprovals(now: now)
-        guard let list = try listName(request, caller) else { return .json(200, ["items": [], "total": 0]) }
-        let name = wanted.map { ListName.scope(list, state: $0.rawValue) } ?? list
-        let items = state.approvalOrder.page(name, limit: count).compactMap { state.approvals[$0.id]?.json }
-        return .json(200, ["items": .array(items), "total": .number(Double(state.approvalOrder.count(name)))])
+        switch listing(request, caller) {
+        case .hidden:
+            return .json(200, ["items": [], "total": 0])
+        case .device(let device):
+            let rows = (state.approvalsByDevice[device] ?? []).compactMap { state.approvals[$0] }
+                .filter { wanted == nil || $0.state == wanted }.sorted { $0.orderKey < $1.orderKey }
+            return .json(200, ["items": .array(rows.prefix(count).map(\.json)), "total": .number(Double(rows.count))])
+        case .list(let list):
+            let name = wanted.map { ListName.scope(list, state: $0.rawValue) } ?? list
+            let items = state.approvalOrder.page(name, limit: count).compactMap { state.approvals[$0.id]?.json }
+            return .json(200, ["items": .array(items), "total": .number(Double(state.approvalOrder.count(name)))])
+        }
     }
 
-    /// The list a listing reads (`OrderedIndex`): the device's when `device_id` is given,
-    /// else the caller's tenant's (or, for the root key, `tenant_id`'s or everyone's). Nil
-    /// when the device belongs to a tenant the caller does not see (an empty page).
-    func listName(_ request: HTTPRequestMessage, _ caller: Caller) throws -> String? {
+    /// What a listing reads.
+    enum Listing {
+        /// A device of a tenant the caller does not see: an empty page.
+        case hidden
+        /// One device's rows (`device_id`), sorted when asked: a device has few.
+        case device(String)
+        /// A list kept in order (`OrderedIndex`): the caller's tenant's, or for the root
+        /// key `tenant_id`'s or everyone's.
+        case list(String)
+    }
+
+    func listing(_ request: HTTPRequestMessage, _ caller: Caller) -> Listing {
         let tenant = scope(request, caller)
         if let device = request.query["device_id"], !device.isEmpty {
-            if let record = state.devices[device], let tenant, record.tenantID != tenant { return nil }
-            return ListName.device(device)
+            if let record = state.devices[device], let tenant, record.tenantID != tenant { return .hidden }
+            return .device(device)
         }
-        return tenant.map(ListName.tenant) ?? ListName.all
+        return .list(tenant.map(ListName.tenant) ?? ListName.all)
     }
 
     /// Marks pending approvals whose timeout has passed as expired: the earliest

@@ -155,11 +155,16 @@ extension SyncServer {
     /// `GET /mobile/status?device_id=`: newest first.
     func listStatuses(_ request: HTTPRequestMessage, caller: Caller) throws -> HTTPResponseMessage {
         let count = try limit(request)
-        guard let list = try listName(request, caller) else {
+        switch listing(request, caller) {
+        case .hidden:
             throw APIError(404, "not found", "device \(request.query["device_id"] ?? "") not found")
+        case .device(let device):
+            let rows = (state.statuses[device] ?? [:]).values.sorted { $0.orderKey > $1.orderKey }
+            return .json(200, ["items": .array(rows.prefix(count).map(\.json)), "total": .number(Double(rows.count))])
+        case .list(let list):
+            let items = state.statusOrder.page(list, limit: count, descending: true).compactMap { state.statuses[$0.deviceID]?[$0.instanceID]?.json }
+            return .json(200, ["items": .array(items), "total": .number(Double(state.statusOrder.count(list)))])
         }
-        let items = state.statusOrder.page(list, limit: count, descending: true).compactMap { state.statuses[$0.deviceID]?[$0.instanceID]?.json }
-        return .json(200, ["items": .array(items), "total": .number(Double(state.statusOrder.count(list)))])
     }
 
     /// The tenant a listing is limited to: the caller's, or for the root key the

@@ -1,8 +1,10 @@
 /// Named lists of keys kept in order, for the listings an operator's dashboard polls
 /// (`GET /mobile/approvals?state=pending&limit=1` every 3 s): a page costs its own
-/// length, never a scan and sort of the whole table under the server's lock. Each row is filed under every list a query may name (all rows, its
-/// tenant's, its device's, each crossed with its state), so the list a query needs is
-/// already in order; totals are the lists' lengths.
+/// length, never a scan and sort of the whole table under the server's lock. Each row is
+/// filed under every list a query may name (all rows, its tenant's, each crossed with its
+/// state), so the list a query needs is already in order; totals are the lists' lengths.
+/// One device's rows are few, and sorted when asked for (`SyncServer.listApprovals`): lists
+/// of their own cost a kilobyte a device, a gigabyte for a million phones.
 struct OrderedIndex<Key: Comparable & Sendable>: Sendable, Equatable {
     private(set) var lists: [String: SortedChunks<Key>] = [:]
 
@@ -64,8 +66,11 @@ struct SortedChunks<Key: Comparable & Sendable>: Sendable, Equatable {
         let c = min(chunkIndex(for: key), chunks.count - 1)
         chunks[c].insert(key, at: Self.position(of: key, in: chunks[c]))
         if chunks[c].count > 2 * Self.maxChunk {
+            // Both halves as copies of their own length: trimmed in place, the lower half
+            // would keep the whole chunk's capacity, and keys mostly arrive at the end
+            // (creation times), so every chunk but the last would stay half empty.
             let upper = Array(chunks[c][Self.maxChunk...])
-            chunks[c].removeSubrange(Self.maxChunk...)
+            chunks[c] = Array(chunks[c][..<Self.maxChunk])
             chunks.insert(upper, at: c + 1)
         }
     }
@@ -129,13 +134,12 @@ struct ExpiryKey: Comparable, Sendable {
 enum ListName {
     static let all = "*"
     static func tenant(_ id: String) -> String { "t:" + id }
-    static func device(_ id: String) -> String { "d:" + id }
     /// `scope`, limited to one state (approvals).
     static func scope(_ scope: String, state: String) -> String { scope + "|" + state }
 
-    /// The lists a row of `tenant` and `device` is filed under (and crossed with `state`).
-    static func lists(tenant: String, device: String, state: String? = nil) -> [String] {
-        let scopes = [all, Self.tenant(tenant), Self.device(device)]
+    /// The lists a row of `tenant` is filed under (and crossed with `state`).
+    static func lists(tenant: String, state: String? = nil) -> [String] {
+        let scopes = [all, Self.tenant(tenant)]
         guard let state else { return scopes }
         return scopes + scopes.map { scope($0, state: state) }
     }

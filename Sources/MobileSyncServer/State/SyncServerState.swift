@@ -17,6 +17,8 @@ public struct SyncServerState: Equatable, Sendable {
     public package(set) var approvals: [String: ApprovalRecord] = [:]
     /// The approval of each gate (one per gate).
     var approvalByGate: [ApprovalGate: String] = [:]
+    /// Each device's approvals (a device's listing sorts its few rows when asked).
+    var approvalsByDevice: [String: [String]] = [:]
     public package(set) var commands: [String: CommandRecord] = [:]
     /// Unacknowledged command ids per device, oldest first.
     public package(set) var pendingByDevice: [String: [String]] = [:]
@@ -102,16 +104,17 @@ public struct SyncServerState: Equatable, Sendable {
     }
 
     mutating func index(_ status: StatusRecord, replacing old: StatusRecord?) {
-        if let old { statusOrder.remove(old.orderKey, from: ListName.lists(tenant: old.tenantID, device: old.deviceID)) }
-        statusOrder.insert(status.orderKey, into: ListName.lists(tenant: status.tenantID, device: status.deviceID))
+        if let old { statusOrder.remove(old.orderKey, from: ListName.lists(tenant: old.tenantID)) }
+        statusOrder.insert(status.orderKey, into: ListName.lists(tenant: status.tenantID))
     }
 
     mutating func index(_ approval: ApprovalRecord, replacing old: ApprovalRecord?) {
+        if old == nil { approvalsByDevice[approval.deviceID, default: []].append(approval.id) }
         if let old {
-            approvalOrder.remove(old.orderKey, from: ListName.lists(tenant: old.tenantID, device: old.deviceID, state: old.state.rawValue))
+            approvalOrder.remove(old.orderKey, from: ListName.lists(tenant: old.tenantID, state: old.state.rawValue))
             if let expiry = old.expiryKey { expiryOrder.remove(expiry, from: [ListName.all]) }
         }
-        approvalOrder.insert(approval.orderKey, into: ListName.lists(tenant: approval.tenantID, device: approval.deviceID, state: approval.state.rawValue))
+        approvalOrder.insert(approval.orderKey, into: ListName.lists(tenant: approval.tenantID, state: approval.state.rawValue))
         if approval.state == .pending, let expiry = approval.expiryKey { expiryOrder.insert(expiry, into: [ListName.all]) }
     }
 
@@ -154,7 +157,9 @@ public struct SyncServerState: Equatable, Sendable {
     mutating func remove(approval id: String) {
         guard let approval = approvals.removeValue(forKey: id) else { return }
         approvalByGate[ApprovalGate(approval)] = nil
-        approvalOrder.remove(approval.orderKey, from: ListName.lists(tenant: approval.tenantID, device: approval.deviceID, state: approval.state.rawValue))
+        approvalsByDevice[approval.deviceID]?.removeAll { $0 == id }
+        if approvalsByDevice[approval.deviceID]?.isEmpty == true { approvalsByDevice[approval.deviceID] = nil }
+        approvalOrder.remove(approval.orderKey, from: ListName.lists(tenant: approval.tenantID, state: approval.state.rawValue))
         if let expiry = approval.expiryKey { expiryOrder.remove(expiry, from: [ListName.all]) }
         changes.append(.deleteApproval(id))
     }
@@ -252,6 +257,7 @@ public struct SyncServerState: Equatable, Sendable {
         statusOrder = OrderedIndex()
         deviceOrder = OrderedIndex()
         expiryOrder = OrderedIndex()
+        approvalsByDevice = [:]
         for device in devices.values { index(device, replacing: nil) }
         for byInstance in statuses.values { for status in byInstance.values { index(status, replacing: nil) } }
         for approval in approvals.values { index(approval, replacing: nil) }
