@@ -1,5 +1,6 @@
 import Orch8Wire
 import LabKernel
+import LabTestSupport
 import Testing
 @testable import MobileSyncServer
 
@@ -29,7 +30,7 @@ struct SharedTextTests {
             ("prompt", \.prompt), ("choices", \.choices), ("sequence name", \.sequenceName), ("block id", \.blockID), ("store as", \.storeAs),
         ]
         for (name, field) in fields {
-            let storages = Set(approvals.map { Self.storage(of: field($0)) })
+            let storages = Set(approvals.map { storageAddress(of: field($0)) })
             #expect(storages.count == 1, "the \(name) is held \(storages.count) times")
         }
         #expect(Set(approvals.map { ObjectIdentifier($0.step) }).count == 1, "one step record for the three approvals")
@@ -46,7 +47,7 @@ struct SharedTextTests {
         #expect(kept == steps)
         #expect(state.sharedSteps.count == SyncServerState.sharedTextLimit)
         #expect(state.shared(steps[0]) === kept[0], "a step already held is handed back, not a new one")
-        #expect(Self.storage(of: kept.last?.sequenceName) == Self.storage(of: kept.first?.sequenceName))
+        #expect(storageAddress(of: kept.last?.sequenceName) == storageAddress(of: kept.first?.sequenceName))
     }
 
     @Test("past the limit of distinct texts, a text is kept as it came, and the table stops growing")
@@ -58,11 +59,5 @@ struct SharedTextTests {
         #expect(state.sharedTexts.count == SyncServerState.sharedTextLimit)
         // Short texts are held inline by String itself and never enter the table.
         #expect(state.shared("approved") == "approved" && state.sharedTexts.count == SyncServerState.sharedTextLimit)
-    }
-
-    /// Where a string's UTF-8 bytes live: equal for two strings that share one storage.
-    static func storage(of text: String?) -> UInt {
-        guard var text else { return 0 }
-        return text.withUTF8 { UInt(bitPattern: $0.baseAddress) }
     }
 }

@@ -1,5 +1,6 @@
 import Testing
 import LabKernel
+import LabTestSupport
 @testable import SecureChatServer
 
 /// Strings the chat server keeps for the whole run are held once where two rows name the
@@ -17,7 +18,7 @@ struct SharedStorageTests {
         #expect(rotated.count == 1 && active.count == 1)
         guard let successor = rotated.first?.successor, let (key, record) = active.first else { return }
         #expect(successor == key)
-        #expect(Self.storage(of: successor) == Self.storage(of: key) && Self.storage(of: successor) == Self.storage(of: record.tokenHash))
+        #expect(storageAddress(of: successor) == storageAddress(of: key) && storageAddress(of: successor) == storageAddress(of: record.tokenHash))
     }
 
     @Test("a stored message names its sender's device with the device row's id, not the copy its request carried")
@@ -31,12 +32,6 @@ struct SharedStorageTests {
         let message = h.server.state.messages.values.first
         let device = h.server.state.devices[alice.deviceID]
         #expect(message?.senderDeviceID == alice.deviceID)
-        #expect(Self.storage(of: message?.senderDeviceID) == Self.storage(of: device?.id))
-    }
-
-    /// Where a string's bytes live (0 for nil); two strings with one address share storage.
-    static func storage(of text: String?) -> UInt {
-        guard var text else { return 0 }
-        return text.withUTF8 { UInt(bitPattern: $0.baseAddress) }
+        #expect(storageAddress(of: message?.senderDeviceID) == storageAddress(of: device?.id))
     }
 }
