@@ -56,8 +56,8 @@ extension ChatClient {
 
     mutating func deliver(_ json: JSONValue, text: String, _ out: inout [ClientEffect]) {
         guard let id = json["id"]?.stringValue, let channel = json["channel_id"]?.stringValue else { return }
-        let origin = origin(of: MessageOrigin.Key(channelID: ChatID(channel), senderID: ChatID(json["sender_id"]?.stringValue ?? ""),
-                                                  senderDeviceID: json["sender_device_id"]?.stringValue.map(ChatID.init)))
+        let origin = origin(in: channel, senderID: ChatID(json["sender_id"]?.stringValue ?? ""),
+                            senderDeviceID: json["sender_device_id"]?.stringValue.map(ChatID.init))
         let message = ChatClientMessage(id: ChatID(id), origin: origin, text: text, createdAt: ChatTime(json["created_at"]?.stringValue ?? ""),
                                         edited: json["edited_at"]?.stringValue != nil, deleted: false)
         snapshot.messages[message.compactID] = message
@@ -68,14 +68,24 @@ extension ChatClient {
         out.append(.delivered(message))
     }
 
-    /// The shared record of a channel, sender and device, made the first time one of its
-    /// messages arrives.
-    mutating func origin(of key: MessageOrigin.Key) -> MessageOrigin {
-        if let known = origins[key] { return known }
-        let made = MessageOrigin(channelID: key.channelID, senderID: key.senderID, senderDeviceID: key.senderDeviceID)
-        origins[key] = made
-        return made
+    /// The record of where a message came from, shared with a recent message of its
+    /// channel from the same sender and device when there is one. Looking among the
+    /// channel's latest messages needs no table of origins (a table per client cost more
+    /// than the records it saved), and it finds them in a restored snapshot too: a table
+    /// made by each launch shared nothing with the messages of the launches before.
+    func origin(in channel: String, senderID: ChatID, senderDeviceID: ChatID?) -> MessageOrigin {
+        if let line = snapshot.timelines[channel] {
+            for id in line.suffix(Self.originLookback).reversed() {
+                guard let origin = snapshot.messages[id]?.origin else { continue }
+                if origin.senderID == senderID && origin.senderDeviceID == senderDeviceID { return origin }
+            }
+        }
+        return MessageOrigin(channelID: ChatID(channel), senderID: senderID, senderDeviceID: senderDeviceID)
     }
+
+    /// How many of a channel's latest messages `origin(in:…)` looks at: a DM has two
+    /// senders and a group's conversation a handful at a time.
+    static let originLookback = 16
 
     /// Where a message goes in its channel's timeline (ordered by `created_at`, then id):
     /// after the last one that is not later. Messages mostly arrive in order, so the

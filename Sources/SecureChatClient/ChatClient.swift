@@ -46,9 +46,6 @@ public struct ChatClient: Sendable {
     var pendingDistribution: Set<String> = []
     /// Ids handled without a timeline entry (key distributions), so they are not redone.
     var seenOnly: Set<String> = []
-    /// The origins of the messages delivered since this client was made, one per channel,
-    /// sender and device, for the messages to share.
-    var origins: [MessageOrigin.Key: MessageOrigin] = [:]
     /// Who is typing where, until when (indicators lapse without a refresh).
     var typingUntil: [TypingKey: Instant] = [:]
     public internal(set) var stats = Stats()

@@ -44,7 +44,7 @@ public struct ChatClientMessage: Sendable, Equatable {
 }
 
 /// Where a message came from: its channel, its sender and the sender's device. Immutable,
-/// so messages share one (`ChatClient.origin`); two are equal when their ids are.
+/// so messages share one (`ChatClient.origin(in:…)`); two are equal when their ids are.
 final class MessageOrigin: Sendable, Equatable {
     let channelID: ChatID
     let senderID: ChatID
@@ -60,12 +60,6 @@ final class MessageOrigin: Sendable, Equatable {
         a === b || (a.channelID == b.channelID && a.senderID == b.senderID && a.senderDeviceID == b.senderDeviceID)
     }
 
-    /// What identifies one: the key of the client's table of them.
-    struct Key: Hashable {
-        var channelID: ChatID
-        var senderID: ChatID
-        var senderDeviceID: ChatID?
-    }
 }
 
 extension ChatClientMessage: Codable {

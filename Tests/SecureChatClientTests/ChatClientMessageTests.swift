@@ -23,20 +23,27 @@ struct ChatClientMessageTests {
         #expect(message.id == uuid && message.channelID == "general" && message.senderDeviceID == nil && message.createdAt == stamp)
     }
 
-    @Test("messages of one channel, sender and device share one record of where they came from, and read back their own")
+    @Test("messages of one channel, sender and device share one record of where they came from, across a relaunch, and read back their own")
     func originsAreShared() {
         var client = ChatClient(snapshot: ChatClient.Snapshot(seed: StreamSeed(1)))
         var out: [ClientEffect] = []
-        for (n, device) in ["d1", "d1", "d1", "d2"].enumerated() {
-            let json: JSONValue = ["id": .string("m\(n)"), "channel_id": "c", "sender_id": "u", "sender_device_id": .string(device),
+        func deliver(_ n: Int, from device: String, in channel: String = "c") {
+            let json: JSONValue = ["id": .string("m\(n)"), "channel_id": .string(channel), "sender_id": "u", "sender_device_id": .string(device),
                                    "created_at": .string(RFC3339.format(unixMilliseconds: 1_795_000_000_000 + Int64(n)))]
             client.deliver(json, text: "text \(n)", &out)
         }
+        for (n, device) in ["d1", "d1", "d1", "d2"].enumerated() { deliver(n, from: device) }
+        deliver(4, from: "d1", in: "other")
+        // The app is killed and relaunched from its stored snapshot: what arrives next shares
+        // the records the stored messages hold.
+        client = ChatClient(snapshot: client.snapshot)
+        deliver(5, from: "d1")
         let line = client.timeline("c")
-        #expect(line.map(\.text) == ["text 0", "text 1", "text 2", "text 3"])
-        #expect(line[0].origin === line[1].origin && line[1].origin === line[2].origin)
+        #expect(line.map(\.text) == ["text 0", "text 1", "text 2", "text 3", "text 5"])
+        #expect(line[0].origin === line[1].origin && line[1].origin === line[2].origin && line[4].origin === line[0].origin)
         #expect(line[3].origin !== line[0].origin && line[3].senderDeviceID == "d2" && line[0].senderDeviceID == "d1")
         #expect(line.allSatisfy { $0.channelID == "c" && $0.senderID == "u" })
+        #expect(client.timeline("other").map(\.channelID) == ["other"] && client.timeline("other")[0].origin !== line[0].origin)
     }
 
     @Test("ids and times order as their texts do, compact or not")
