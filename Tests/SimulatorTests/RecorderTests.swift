@@ -59,4 +59,23 @@ struct RecorderTests {
         #expect(results[2].observed.map { abs($0 - 99_000_000) < 1_000_000 } == true)
         #expect(results[3].observed == nil && results[3].message.contains("no data"))
     }
+
+    @Test("checks made in any order report the counts and the first violation a sorted pass would")
+    func unorderedChecks() {
+        let keys = (0..<500).map { "m.d\($0 % 37).\($0)" }
+        let breaks = Set(["m.d3.77", "m.d20.205", "m.d1.1"])
+        var sorted = InvariantLedger()
+        let a = sorted.register("sorted")
+        for key in keys.sorted() { sorted.check(a, !breaks.contains(key), "\(key) broke") }
+        var generator = StreamSeed(9).generator()
+        for order in [keys, keys.reversed(), keys.shuffled(using: &generator)] {
+            var ledger = InvariantLedger()
+            let b = ledger.register("sorted")
+            var checks = UnorderedChecks<String>()
+            for key in order { checks.check(key, !breaks.contains(key), "\(key) broke") }
+            checks.record(b, into: &ledger)
+            #expect(ledger.rows == sorted.rows)
+        }
+        #expect(sorted.rows[0].checks == 500 && sorted.rows[0].violations == 3 && sorted.rows[0].firstViolation == "m.d1.1 broke")
+    }
 }

@@ -73,3 +73,25 @@ public struct InvariantLedger: Sendable {
 
     public var allHold: Bool { rows.allSatisfy(\.passed) }
 }
+
+/// Checks of one invariant made in any order (a dictionary's), reported as a pass in the
+/// order of their keys would report them: the same counts, and the violation of the
+/// smallest key first. A pass over a large table needs no sorted copy of it.
+struct UnorderedChecks<Key: Comparable> {
+    var checks = 0
+    var violations = 0
+    /// The smallest key that violated, and what its violation says.
+    var first: (key: Key, violation: String)?
+
+    mutating func check(_ key: Key, _ holds: Bool, _ violation: @autoclosure () -> String) {
+        checks += 1
+        guard !holds else { return }
+        violations += 1
+        if first.map({ key < $0.key }) ?? true { first = (key, violation()) }
+    }
+
+    /// Adds them to invariant `index` of `ledger`.
+    func record(_ index: Int, into ledger: inout InvariantLedger) {
+        ledger.record(index, checks: checks, violations: violations, first: first?.violation)
+    }
+}
