@@ -3,22 +3,34 @@ import LabKernel
 import LabTestSupport
 @testable import SecureChatServer
 
-/// Strings the chat server keeps for the whole run are held once where two rows name the
-/// same thing: memory, not behaviour (the answers are checked by the other suites), so
-/// what is checked is that the rows share one copy.
+/// What the chat server keeps for the whole run is held once where two rows name the same
+/// thing: memory, not behaviour (the answers are checked by the other suites), so what is
+/// checked is that the rows share one copy.
 @Suite("Chat server: what rows repeat is kept once")
 struct SharedStorageTests {
-    @Test("a rotated refresh token names its successor with the successor's own stored key, not a copy")
-    func successorIsTheStoredKey() {
+    @Test("a login's refresh tokens, rotated and active, share one record of whose they are; a rotated one names its successor by its hash")
+    func tokensShareTheirLogin() {
         var h = ChatHarness()
         let a = h.register("alice")
-        #expect(h.send("POST", "/auth/refresh", ["refresh_token": .string(a.refresh)]).status == 200)
-        let rotated = h.server.state.refreshTokens.values.filter { $0.state == .rotated }
-        let active = h.server.state.refreshTokens.filter { $0.value.state == .active }
-        #expect(rotated.count == 1 && active.count == 1)
-        guard let successor = rotated.first?.successor, let (key, record) = active.first else { return }
-        #expect(successor == key)
-        #expect(storageAddress(of: successor) == storageAddress(of: key) && storageAddress(of: successor) == storageAddress(of: record.tokenHash))
+        var refresh = a.refresh
+        for _ in 0..<3 {
+            let answer = h.send("POST", "/auth/refresh", ["refresh_token": .string(refresh)])
+            #expect(answer.status == 200)
+            refresh = answer.jsonBody?["refresh_token"]?.stringValue ?? ""
+        }
+        let b = h.register("bob")
+        let table = h.server.state.refreshTokens
+        let alices = table.entries.values.filter { $0.login.userID == a.userID }
+        #expect(alices.count == 4 && alices.filter { $0.state == .rotated }.count == 3)
+        #expect(alices.allSatisfy { $0.login === alices[0].login })
+        #expect(table.entries.values.contains { $0.login.userID == b.userID && $0.login !== alices[0].login })
+        // The chain: each rotated token's successor is a stored token of the same login.
+        for entry in alices where entry.state == .rotated {
+            #expect(entry.successor.flatMap { table.entries[$0] }?.login === entry.login)
+        }
+        // Read as rows they are what was stored: the key, the family and the successor's key.
+        let rows = table.rows
+        #expect(rows.allSatisfy { $0.key == $0.value.tokenHash && ($0.value.successor.map { rows[$0] != nil } ?? true) })
     }
 
     @Test("a stored message names its sender's device with the device row's id, not the copy its request carried")

@@ -121,18 +121,16 @@ extension ChatServer {
         return device.id
     }
 
-    /// A new token family for a login, or the next token of `family` on refresh. Both
-    /// kinds of token are stored by their SHA-256 only. Returns the answer, and the key the
-    /// refresh token is stored under (a rotated token's `successor` holds that same string,
-    /// not a copy: rotated tokens are kept 30 days).
-    mutating func issueTokens(user: ChatUser, device: String, family: String? = nil, now: Instant) -> (answer: JSONValue, refreshKey: String) {
-        let familyID = family ?? newID()
+    /// A new token family for a login, or the next token of `login`'s family on refresh.
+    /// Both kinds of token are stored by their SHA-256 only. Returns the answer, and the
+    /// key the refresh token is stored under.
+    mutating func issueTokens(user: ChatUser, device: String, login: RefreshTokenTable.Login? = nil, now: Instant) -> (answer: JSONValue, refreshKey: String) {
+        let login = login ?? RefreshTokenTable.Login(familyID: newID(), userID: user.id, deviceID: device)
         let access = "at_" + generator.token(24), refresh = "rt_" + generator.token(32)
         let hash = Self.tokenKey(refresh)
-        state.putAccessToken(Self.tokenKey(access), AccessRecord(userID: user.id, deviceID: device, familyID: familyID,
+        state.putAccessToken(Self.tokenKey(access), AccessRecord(userID: user.id, deviceID: device, familyID: login.familyID,
                                                                  expiresAt: now + config.accessTokenLifetime, refreshHash: hash))
-        state.refreshTokens[hash] = RefreshRecord(tokenHash: hash, familyID: familyID, userID: user.id, deviceID: device,
-                                                  expiresAt: now + config.refreshTokenLifetime, state: .active)
+        state.refreshTokens.issue(hash, login: login, expiresAt: now + config.refreshTokenLifetime)
         let answer: JSONValue = ["access_token": .string(access), "refresh_token": .string(refresh), "token_type": "bearer", "user_id": .string(user.id),
                                  "device_id": .string(device), "expires_in": .number(Double(config.accessTokenLifetime.nanoseconds / 1_000_000_000))]
         return (answer, hash)
@@ -164,7 +162,8 @@ extension ChatServer {
         guard let user = state.users[record.userID], state.devices[record.deviceID] != nil else { throw ChatAPIError(401, "Invalid refresh token") }
         try checkStanding(user, now: now)
         state.removeAccessTokens(family: record.familyID)
-        let (tokens, successor) = issueTokens(user: user, device: record.deviceID, family: record.familyID, now: now)
+        let (tokens, successor) = issueTokens(user: user, device: record.deviceID, login: state.refreshTokens.login(of: hash)
+                                              ?? RefreshTokenTable.Login(familyID: record.familyID, userID: record.userID, deviceID: record.deviceID), now: now)
         record.state = .rotated
         record.rotatedAt = now
         record.successor = successor
@@ -190,9 +189,7 @@ extension ChatServer {
     /// Revokes the refresh tokens and drops the access tokens that `pick` selects by
     /// (user, device, family): a logout, a ban or a deleted device ends both kinds alike.
     mutating func revokeTokens(where pick: (_ user: String, _ device: String, _ family: String) -> Bool) {
-        for (key, record) in state.refreshTokens where record.state != .revoked && pick(record.userID, record.deviceID, record.familyID) {
-            state.refreshTokens[key]?.state = .revoked
-        }
+        state.refreshTokens.revoke(where: pick)
         for (key, token) in state.accessTokens where pick(token.userID, token.deviceID, token.familyID) { state.removeAccessToken(key) }
     }
 
@@ -237,8 +234,8 @@ extension ChatServer {
             throw ChatAPIError(401, "Token expired", headers: [HTTPHeader("WWW-Authenticate", "Bearer")])
         }
         guard let user = state.users[record.userID] else { throw ChatAPIError(401, "Invalid token") }
-        if let refresh = record.refreshHash, state.refreshTokens[refresh]?.confirmed != true {
-            state.refreshTokens[refresh]?.confirmed = true  // the client has this pair
+        if let refresh = record.refreshHash, state.refreshTokens.isConfirmed(refresh) == false {
+            state.refreshTokens.confirm(refresh)  // the client has this pair
         }
         return Caller(userID: user.id, deviceID: record.deviceID, familyID: record.familyID, isAdmin: user.role == .admin)
     }

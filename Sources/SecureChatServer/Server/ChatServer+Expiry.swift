@@ -29,8 +29,7 @@ extension ChatServer {
         let accessCutoff = now - Self.expiredAccessTokenKept
         let access = state.accessTokens.rows.filter { $0.value.expiresAt <= accessCutoff }.map(\.key).sorted()
         for key in access { state.removeAccessToken(key) }
-        let refresh = state.refreshTokens.rows.filter { $0.value.expiresAt <= now }.map(\.key).sorted()
-        for key in refresh { state.refreshTokens[key] = nil }
+        state.refreshTokens.removeExpired(now: now)
         state.tickets = state.tickets.filter { now < $0.value.expiresAt }
     }
 }

@@ -6,7 +6,7 @@ public struct ChatServerState: Sendable {
     public var users = Table<ChatUser>()
     public var userIDByName: [String: String] = [:]
     public var devices = Table<ChatDevice>()
-    public var refreshTokens = Table<RefreshRecord>()
+    public var refreshTokens = RefreshTokenTable()
     /// By the SHA-256 (hex) of the token, like refresh tokens: a copy of the database
     /// holds no usable bearer token.
     public var accessTokens = Table<AccessRecord>()

@@ -1,0 +1,171 @@
+public import LabKernel
+
+/// The refresh tokens, by the SHA-256 of each, as rows the driver commits (`RefreshRecord`
+/// by the hash's hex text) and as the server keeps them in memory.
+///
+/// Every refresh leaves the rotated token behind for thirty days (reuse detection reads
+/// it), so a phone that refreshes every fifteen minutes while in use keeps dozens, and
+/// they were the largest part of a chat server's memory that is not messages. In memory a
+/// token is its 32-byte hash held inline (not a 64-character string) and an `Entry` that
+/// points at its login's one shared record of who it belongs to; `RefreshRecord` is made
+/// when a route reads a token, and for the rows a request changed.
+public struct RefreshTokenTable: Sendable, Sequence {
+    /// Who a login's tokens belong to: one record per login, shared by its tokens.
+    final class Login: Sendable {
+        let familyID: String
+        let userID: String
+        let deviceID: String
+
+        init(familyID: String, userID: String, deviceID: String) {
+            self.familyID = familyID
+            self.userID = userID
+            self.deviceID = deviceID
+        }
+    }
+
+    /// A token as kept: everything of its `RefreshRecord` but the hash (its key) and who
+    /// it belongs to (its login).
+    struct Entry: Sendable {
+        var login: Login
+        var expiresAt: Instant
+        var rotatedAt: Instant?
+        var successor: TokenDigest?
+        var state: RefreshRecord.State
+        var confirmed: Bool?
+    }
+
+    private(set) var entries: [TokenDigest: Entry] = [:]
+    private var dirty: Set<TokenDigest> = []
+
+    public init() {}
+
+    /// The token stored under `key` (the hex SHA-256), as its row.
+    public subscript(key: String) -> RefreshRecord? {
+        get { TokenDigest(hex: key).flatMap { digest in entries[digest].map { record(digest, $0) } } }
+        set {
+            guard let digest = TokenDigest(hex: key) else { return }
+            put(digest, newValue)
+            dirty.insert(digest)
+        }
+    }
+
+    public var count: Int { entries.count }
+    public var isEmpty: Bool { entries.isEmpty }
+    /// Every token as its row (for inspection: made anew on each call).
+    public var rows: [String: RefreshRecord] { Dictionary(uniqueKeysWithValues: map { ($0.key, $0.value) }) }
+    public var values: [RefreshRecord] { map(\.value) }
+
+    public func makeIterator() -> some IteratorProtocol<(key: String, value: RefreshRecord)> {
+        entries.lazy.map { (key: $0.key.hex, value: record($0.key, $0.value)) }.makeIterator()
+    }
+
+    /// Stores a new active token of `login`'s family.
+    mutating func issue(_ key: String, login: Login, expiresAt: Instant) {
+        guard let digest = TokenDigest(hex: key) else { return }
+        entries[digest] = Entry(login: login, expiresAt: expiresAt, state: .active)
+        dirty.insert(digest)
+    }
+
+    /// The login of the token under `key`: the one its successor shares.
+    func login(of key: String) -> Login? { TokenDigest(hex: key).flatMap { entries[$0]?.login } }
+
+    /// Whether the client has used the pair this token came with (nil: no such token).
+    func isConfirmed(_ key: String) -> Bool? {
+        TokenDigest(hex: key).flatMap { entries[$0] }.map { $0.confirmed == true }
+    }
+
+    /// Marks the pair of the token under `key` as in the client's hands.
+    mutating func confirm(_ key: String) {
+        guard let digest = TokenDigest(hex: key), entries[digest] != nil else { return }
+        entries[digest]!.confirmed = true
+        dirty.insert(digest)
+    }
+
+    /// Revokes the tokens not yet revoked that `pick` selects by (user, device, family).
+    mutating func revoke(where pick: (_ user: String, _ device: String, _ family: String) -> Bool) {
+        for (digest, entry) in entries where entry.state != .revoked && pick(entry.login.userID, entry.login.deviceID, entry.login.familyID) {
+            entries[digest]!.state = .revoked
+            dirty.insert(digest)
+        }
+    }
+
+    /// Forgets every token expired by `now`, whatever its state.
+    mutating func removeExpired(now: Instant) {
+        for digest in entries.filter({ $0.value.expiresAt <= now }).keys {
+            entries[digest] = nil
+            dirty.insert(digest)
+        }
+    }
+
+    /// Loads a row without marking it changed (a key that is not a SHA-256 in hex names no
+    /// token anyone could present, and is skipped).
+    package mutating func load(_ key: String, _ value: RefreshRecord) {
+        guard let digest = TokenDigest(hex: key) else { return }
+        put(digest, value)
+    }
+
+    /// The rows changed since the last call, by key (nil: deleted).
+    package mutating func takeDirty() -> [(String, RefreshRecord?)] {
+        defer { dirty.removeAll() }
+        return dirty.sorted().map { digest in (digest.hex, entries[digest].map { record(digest, $0) }) }
+    }
+
+    // MARK: Rows and entries
+
+    func record(_ digest: TokenDigest, _ entry: Entry) -> RefreshRecord {
+        RefreshRecord(tokenHash: digest.hex, familyID: entry.login.familyID, userID: entry.login.userID, deviceID: entry.login.deviceID,
+                      expiresAt: entry.expiresAt, state: entry.state, rotatedAt: entry.rotatedAt, successor: entry.successor?.hex,
+                      confirmed: entry.confirmed)
+    }
+
+    /// Stores a row. Its login is the one the token had, or its successor has, when that is
+    /// the same; otherwise a new one (rows loaded before their successors get their own).
+    mutating func put(_ digest: TokenDigest, _ value: RefreshRecord?) {
+        guard let value else {
+            entries[digest] = nil
+            return
+        }
+        let successor = value.successor.flatMap(TokenDigest.init(hex:))
+        let same = { (login: Login) in login.familyID == value.familyID && login.userID == value.userID && login.deviceID == value.deviceID }
+        let login = [entries[digest]?.login, successor.flatMap { entries[$0]?.login }].lazy.compactMap { $0 }.first(where: same)
+            ?? Login(familyID: value.familyID, userID: value.userID, deviceID: value.deviceID)
+        entries[digest] = Entry(login: login, expiresAt: value.expiresAt, rotatedAt: value.rotatedAt, successor: successor,
+                                state: value.state, confirmed: value.confirmed)
+    }
+}
+
+/// A SHA-256, held as four words: a key that costs no allocation.
+public struct TokenDigest: Hashable, Comparable, Sendable {
+    let words: (UInt64, UInt64, UInt64, UInt64)
+
+    public init?(hex: String) {
+        guard hex.utf8.count == 64, let bytes = [UInt8](hex: hex) else { return nil }
+        self.init(bytes)
+    }
+
+    init(_ bytes: [UInt8]) {
+        func word(_ at: Int) -> UInt64 { bytes[at..<at + 8].reduce(0) { $0 << 8 | UInt64($1) } }
+        words = (word(0), word(8), word(16), word(24))
+    }
+
+    /// The lowercase hex text it was made from.
+    public var hex: String {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(32)
+        for word in [words.0, words.1, words.2, words.3] {
+            for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: word >> UInt64(shift))) }
+        }
+        return bytes.hexString
+    }
+
+    public static func == (a: TokenDigest, b: TokenDigest) -> Bool { a.words == b.words }
+
+    public static func < (a: TokenDigest, b: TokenDigest) -> Bool { a.words < b.words }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(words.0)
+        hasher.combine(words.1)
+        hasher.combine(words.2)
+        hasher.combine(words.3)
+    }
+}
