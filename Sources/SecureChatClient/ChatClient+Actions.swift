@@ -23,7 +23,7 @@ extension ChatClient {
     /// Queues an edit of one of our messages: it goes through the send pipeline (members,
     /// devices, keys) so the new content is encrypted for the channel as it is now.
     mutating func edit(_ messageID: String, text: String, now: Instant, _ out: inout [ClientEffect]) {
-        guard let message = snapshot.messages[ChatID(messageID)], message.senderID == snapshot.userID, !message.deleted else {
+        guard let message = snapshot.message(ChatID(messageID)), message.senderID == snapshot.userID, !message.deleted else {
             return out.append(.surfaced(.sendRefused(clientID: messageID, status: 403, detail: "only your own messages can be edited")))
         }
         let clientID = UUIDText.random(using: &snapshot.generator)
@@ -46,10 +46,13 @@ extension ChatClient {
     }
 
     mutating func markDeleted(_ id: String, _ out: inout [ClientEffect]) {
-        guard var message = snapshot.messages[ChatID(id)], !message.deleted else { return }
-        message.deleted = true
-        message.text = ""
-        snapshot.messages[message.compactID] = message
+        let deleted = snapshot.update(ChatID(id)) { message in
+            guard !message.deleted else { return false }
+            message.deleted = true
+            message.text = ""
+            return true
+        }
+        guard let message = deleted else { return }
         snapshot.ownPlaintexts[id] = nil
         out.append(.delivered(message))
     }

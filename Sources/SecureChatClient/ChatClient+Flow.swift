@@ -171,7 +171,7 @@ extension ChatClient {
             // this device starts from its newest page; older ones are `loadOlder`'s. Where
             // paging must go on is stored, so a stop before it ends leaves no hole.
             let hadHistory = snapshot.channels[channel]?.synced == true
-            let reachedKnown = page.contains { $0["id"]?.stringValue.map { snapshot.messages[ChatID($0)] != nil || seenOnly.contains($0) } ?? false }
+            let reachedKnown = page.contains { $0["id"]?.stringValue.map { snapshot.holds(ChatID($0), in: channel) || seenOnly.contains($0) } ?? false }
             if let cursor = flight.request.query["before"] { snapshot.channels[channel]?.catchUpFrom?.removeAll { $0 == cursor } }
             if hadHistory, body?["has_more"] == true, !reachedKnown, let oldest = page.first?["created_at"]?.stringValue {
                 let cursors = snapshot.channels[channel]?.catchUpFrom ?? []
@@ -227,7 +227,7 @@ extension ChatClient {
     /// A channel left this device's list: its timeline, its keys and what is queued for it go.
     mutating func removeChannel(_ id: String, _ out: inout [ClientEffect]) {
         guard snapshot.channels.removeValue(forKey: id) != nil else { return }
-        snapshot.timelines[id] = nil
+        snapshot.retireTimeline(id)
         snapshot.keys?.senderChains[id] = nil
         snapshot.keys?.distributedTo[id] = nil
         snapshot.pending.removeAll { $0.channelID == id }

@@ -6,7 +6,7 @@ extension ChatClient {
     /// A message from a page or the socket: once per id, decrypted, placed in its
     /// channel's timeline by `created_at` (then id), and handed to the app.
     mutating func ingest(_ json: JSONValue, _ out: inout [ClientEffect]) {
-        guard let id = json["id"]?.stringValue, let channel = json["channel_id"]?.stringValue, snapshot.messages[ChatID(id)] == nil,
+        guard let id = json["id"]?.stringValue, let channel = json["channel_id"]?.stringValue, !snapshot.holds(ChatID(id), in: channel),
               !seenOnly.contains(id) else { return }
         let version = json["protocol_version"]?.numberValue ?? 1
         let content = json["content"]?.stringValue ?? ""
@@ -60,11 +60,9 @@ extension ChatClient {
                             senderDeviceID: json["sender_device_id"]?.stringValue.map(ChatID.init))
         let message = ChatClientMessage(id: ChatID(id), origin: origin, text: text, createdAt: ChatTime(json["created_at"]?.stringValue ?? ""),
                                         edited: json["edited_at"]?.stringValue != nil, deleted: false)
-        snapshot.messages[message.compactID] = message
+        snapshot.insert(message, in: channel)
         // Delivered, the message holds its text; the copy kept for the echo is not read again.
         snapshot.ownPlaintexts[id] = nil
-        let position = insertionIndex(of: message, in: channel)
-        snapshot.timelines[channel, default: []].insert(message.compactID, at: position)  // in place: no copy of the timeline
         out.append(.delivered(message))
     }
 
@@ -74,11 +72,9 @@ extension ChatClient {
     /// than the records it saved), and it finds them in a restored snapshot too: a table
     /// made by each launch shared nothing with the messages of the launches before.
     func origin(in channel: String, senderID: ChatID, senderDeviceID: ChatID?) -> MessageOrigin {
-        if let line = snapshot.timelines[channel] {
-            for id in line.suffix(Self.originLookback).reversed() {
-                guard let origin = snapshot.messages[id]?.origin else { continue }
-                if origin.senderID == senderID && origin.senderDeviceID == senderDeviceID { return origin }
-            }
+        for message in (snapshot.timelines[channel] ?? []).suffix(Self.originLookback).reversed() {
+            let origin = message.origin
+            if origin.senderID == senderID && origin.senderDeviceID == senderDeviceID { return origin }
         }
         return MessageOrigin(channelID: ChatID(channel), senderID: senderID, senderDeviceID: senderDeviceID)
     }
@@ -86,19 +82,6 @@ extension ChatClient {
     /// How many of a channel's latest messages `origin(in:…)` looks at: a DM has two
     /// senders and a group's conversation a handful at a time.
     static let originLookback = 16
-
-    /// Where a message goes in its channel's timeline (ordered by `created_at`, then id):
-    /// after the last one that is not later. Messages mostly arrive in order, so the
-    /// search starts at the end.
-    func insertionIndex(of message: ChatClientMessage, in channel: String) -> Int {
-        guard let line = snapshot.timelines[channel] else { return 0 }
-        var position = line.endIndex
-        while position > line.startIndex, let other = snapshot.messages[line[position - 1]],
-              (other.compactCreatedAt, other.compactID) > (message.compactCreatedAt, message.compactID) {
-            position -= 1
-        }
-        return position
-    }
 
     static let maxHeldPerSender = 200
 
@@ -195,7 +178,7 @@ extension ChatClient {
 
     /// `message.edit`: the new content decrypted like a new message.
     mutating func receiveEdit(_ json: JSONValue, _ out: inout [ClientEffect]) {
-        guard let id = json["id"]?.stringValue, var message = snapshot.messages[ChatID(id)], let content = json["content"]?.stringValue else { return }
+        guard let id = json["id"]?.stringValue, var message = snapshot.message(ChatID(id)), let content = json["content"]?.stringValue else { return }
         if message.senderDeviceID == snapshot.deviceID { return }  // our own edit: we know the text
         if snapshot.channels[message.channelID]?.isDM ?? false {
             guard let text = openPairwise(content, id: id, &out) else { return }
@@ -206,7 +189,11 @@ extension ChatClient {
             message.text = content
         }
         message.edited = true
-        snapshot.messages[message.compactID] = message
+        let edited = message
+        _ = snapshot.update(edited.compactID) { stored in
+            stored = edited
+            return true
+        }
         out.append(.delivered(message))
     }
 }

@@ -136,12 +136,14 @@ extension ChatClient {
             guard (200..<300).contains(response.status) else { return dropHead(response, &out) }
             if let index = snapshot.pending.firstIndex(where: { $0.clientID == clientID }) {
                 let sent = snapshot.pending.remove(at: index)
-                if let original = sent.edits, var message = snapshot.messages[ChatID(original)] {
-                    message.text = sent.text
-                    message.edited = true
-                    snapshot.messages[message.compactID] = message
-                    out.append(.delivered(message))
+                let edited = sent.edits.flatMap { original in
+                    snapshot.update(ChatID(original)) { message in
+                        message.text = sent.text
+                        message.edited = true
+                        return true
+                    }
                 }
+                if let edited { out.append(.delivered(edited)) }
             }
         default:
             break
@@ -173,7 +175,7 @@ extension ChatClient {
         let sent = snapshot.pending.remove(at: index)
         bundles = [:]
         // Kept for the echo, unless the socket's echo was delivered first.
-        if let id = body?["id"]?.stringValue, snapshot.messages[ChatID(id)] == nil { snapshot.ownPlaintexts[id] = sent.text }
+        if let id = body?["id"]?.stringValue, !snapshot.holds(ChatID(id), in: sent.channelID) { snapshot.ownPlaintexts[id] = sent.text }
         if let body { ingest(body, &out) }
     }
 

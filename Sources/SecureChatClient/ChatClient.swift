@@ -96,9 +96,10 @@ public struct ChatClient: Sendable {
         public var keys: ChatKeyStore?
         public var generator: SeededGenerator
         public var channels: [String: ChannelInfo] = [:]
-        /// Delivered messages by id, and each channel's order.
-        public var messages: [ChatID: ChatClientMessage] = [:]
-        public var timelines: [String: [ChatID]] = [:]
+        /// Each channel's delivered messages in order (`ChatClient+Timelines`).
+        public var timelines: [String: [ChatClientMessage]] = [:]
+        /// The timelines of channels this device left, by channel: still delivered.
+        public var formerTimelines: [String: [ChatClientMessage]]?
         /// Our own plaintexts by message id until the message is delivered (our chains cannot
         /// decrypt what they sent); then the message holds the text.
         public var ownPlaintexts: [String: String] = [:]
@@ -240,7 +241,7 @@ public struct ChatClient: Sendable {
 
     /// A channel's delivered messages, in order.
     public func timeline(_ channel: String) -> [ChatClientMessage] {
-        (snapshot.timelines[channel] ?? []).compactMap { snapshot.messages[$0] }
+        snapshot.timelines[channel] ?? []
     }
 }
 

@@ -55,19 +55,43 @@ struct ChatClientMessageTests {
         #expect(times.map(ChatTime.init).sorted().map(\.text) == times.sorted())
     }
 
-    @Test("a snapshot's messages and timelines are stored as text keyed by id, as before, and read back equal")
+    @Test("a snapshot's timelines are stored as messages with text ids and times, and read back equal")
     func snapshotFormat() throws {
         var snapshot = ChatClient.Snapshot(seed: StreamSeed(1))
         let id = "0a1b2c3d-4e5f-4a6b-8c7d-8e9fa0b1c2d3"
-        snapshot.messages[ChatID(id)] = ChatClientMessage(id: id, channelID: "c", senderID: "u", senderDeviceID: "d", text: "hello",
-                                                          createdAt: "2026-11-27T01:02:03.456Z", edited: true, deleted: false)
-        snapshot.timelines["c"] = [ChatID(id)]
+        snapshot.timelines["c"] = [ChatClientMessage(id: id, channelID: "c", senderID: "u", senderDeviceID: "d", text: "hello",
+                                                     createdAt: "2026-11-27T01:02:03.456Z", edited: true, deleted: false)]
         let data = try JSONEncoder().encode(snapshot)
         let object = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
-        let messages = try #require(object["messages"] as? [String: [String: Any]])
-        #expect(messages[id]?["createdAt"] as? String == "2026-11-27T01:02:03.456Z" && messages[id]?["id"] as? String == id)
-        #expect((object["timelines"] as? [String: [String]])?["c"] == [id])
+        let line = try #require((object["timelines"] as? [String: [[String: Any]]])?["c"])
+        #expect(line.count == 1 && line[0]["createdAt"] as? String == "2026-11-27T01:02:03.456Z" && line[0]["id"] as? String == id)
         let back = try JSONDecoder().decode(ChatClient.Snapshot.self, from: data)
-        #expect(back.messages == snapshot.messages && back.timelines == snapshot.timelines)
+        #expect(back.timelines == snapshot.timelines && back.messageCount == 1)
+    }
+
+    @Test("timelines keep delivery in created_at order, find messages by id, and a left channel's messages stay delivered")
+    func timelines() {
+        var snapshot = ChatClient.Snapshot(seed: StreamSeed(2))
+        func message(_ n: Int, at ms: Int64, in channel: String = "c") -> ChatClientMessage {
+            ChatClientMessage(id: "m\(n)", channelID: channel, senderID: "u", senderDeviceID: "d", text: "text \(n)",
+                              createdAt: RFC3339.format(unixMilliseconds: 1_795_000_000_000 + ms), edited: false, deleted: false)
+        }
+        // Out of order, and two at one instant (then by id).
+        for (n, ms) in [(1, 10), (3, 30), (2, 20), (5, 40), (4, 40), (0, 0)] { snapshot.insert(message(n, at: Int64(ms)), in: "c") }
+        snapshot.insert(message(9, at: 5, in: "g"), in: "g")
+        #expect(snapshot.timelines["c"]?.map(\.id) == ["m0", "m1", "m2", "m3", "m4", "m5"] && snapshot.messageCount == 7)
+        #expect(snapshot.holds(ChatID("m3"), in: "c") && !snapshot.holds(ChatID("m3"), in: "g") && snapshot.holds(ChatID("m9")))
+        #expect(snapshot.message(ChatID("m9"))?.text == "text 9" && snapshot.message(ChatID("m7")) == nil)
+        let edited = snapshot.update(ChatID("m2")) { stored in
+            stored.text = "changed"
+            return true
+        }
+        #expect(edited?.text == "changed" && snapshot.timelines["c"]?[2].text == "changed")
+        #expect(snapshot.update(ChatID("m2")) { _ in false } == nil && snapshot.update(ChatID("m7")) { _ in true } == nil)
+        snapshot.retireTimeline("c")
+        #expect(snapshot.timelines["c"] == nil && snapshot.messageCount == 7)
+        #expect(snapshot.holds(ChatID("m4"), in: "c") && snapshot.message(ChatID("m4"))?.text == "text 4")
+        snapshot.insert(message(6, at: 50), in: "c")
+        #expect(snapshot.timelines["c"]?.map(\.id) == ["m6"] && snapshot.holds(ChatID("m0"), in: "c") && snapshot.messageCount == 8)
     }
 }

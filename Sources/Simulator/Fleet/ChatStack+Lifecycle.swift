@@ -76,7 +76,7 @@ extension ChatStack {
     /// What a device's client has stored: its messages and the sends still to go out.
     func storedFacts(_ device: Int) -> (messages: Int, pending: Int) {
         guard let snapshot = clients[device]?.snapshot else { return (0, 0) }
-        return (snapshot.messages.count, snapshot.pending.count)
+        return (snapshot.messageCount, snapshot.pending.count)
     }
 
     /// The set-up phases are over: each client now follows its app.
