@@ -190,7 +190,9 @@ extension ChatServer {
     /// (user, device, family): a logout, a ban or a deleted device ends both kinds alike.
     mutating func revokeTokens(where pick: (_ user: String, _ device: String, _ family: String) -> Bool) {
         state.refreshTokens.revoke(where: pick)
-        for (key, token) in state.accessTokens where pick(token.userID, token.deviceID, token.familyID) { state.removeAccessToken(key) }
+        // The keys first: removing from the table while going through it would copy all of it.
+        let picked = state.accessTokens.compactMap { key, token in pick(token.userID, token.deviceID, token.familyID) ? key : nil }
+        for key in picked { state.removeAccessToken(key) }
     }
 
     mutating func logout(_ request: HTTPRequestMessage, now: Instant, outputs: inout [ChatOutput]) throws -> HTTPResponseMessage {

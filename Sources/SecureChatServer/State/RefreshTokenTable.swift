@@ -83,7 +83,11 @@ public struct RefreshTokenTable: Sendable, Sequence {
 
     /// Revokes the tokens not yet revoked that `pick` selects by (user, device, family).
     mutating func revoke(where pick: (_ user: String, _ device: String, _ family: String) -> Bool) {
-        for (digest, entry) in entries where entry.state != .revoked && pick(entry.login.userID, entry.login.deviceID, entry.login.familyID) {
+        // The keys first: changing the table while going through it would copy all of it.
+        let picked = entries.compactMap { digest, entry in
+            entry.state != .revoked && pick(entry.login.userID, entry.login.deviceID, entry.login.familyID) ? digest : nil
+        }
+        for digest in picked {
             entries[digest]!.state = .revoked
             dirty.insert(digest)
         }

@@ -29,7 +29,8 @@ public struct Table<Value: Sendable>: Sendable, Sequence {
     public func makeIterator() -> Dictionary<String, Value>.Iterator { rows.makeIterator() }
 
     public mutating func removeAll(where remove: (Value) -> Bool) {
-        for (key, value) in rows where remove(value) {
+        // The keys first: removing rows while going through them would copy the table.
+        for key in rows.compactMap({ remove($0.value) ? $0.key : nil }) {
             rows[key] = nil
             dirty.insert(key)
         }
