@@ -49,7 +49,6 @@ public final class SQLiteChatServerStore {
         case .members(let key, let value): return ("members", key, try json(value))
         case .invites(let key, let value): return ("invites", key, try json(value))
         case .message(let key, let value): return ("message", key, try json(value))
-        case .clientMessageID(let key, let value): return ("client_id", key, try json(value))
         case .x3dhSetup(let key, let value): return ("x3dh", key, try json(value))
         case .senderKeys(let key, let value): return ("sender_keys", key, try json(value))
         case .settings(let settings): return ("settings", "all", JSONValue.object(settings).canonicalText)
@@ -72,7 +71,8 @@ public final class SQLiteChatServerStore {
             case "members": state.members.load(key, try decoder.decode([String: Membership].self, from: data))
             case "invites": state.invites.load(key, try decoder.decode([String: ChannelInvite].self, from: data))
             case "message": state.messages.load(key, try decoder.decode(ChatMessage.self, from: data))
-            case "client_id": state.messageByClientID.load(key, try decoder.decode(String.self, from: data))
+            // "client_id" rows (older databases stored the retried-send index) are derived:
+            // `rebuildIndexes` makes it from the messages.
             case "x3dh": state.x3dhSetups.load(key, try JSONValue.parse(json))
             case "sender_keys": state.senderKeys.load(key, try decoder.decode([String: SenderKeyRecord].self, from: data))
             case "settings": state.settings = try JSONValue.parse(json).objectValue ?? state.settings

@@ -21,9 +21,11 @@ struct ChatStoreTests {
         try step { bob = $0.register("bob") }
         var dm = ""
         try step { dm = $0.send("POST", "/channels/dm", ["user_id": .string(bob.userID)], token: alice.access).jsonBody?["id"]?.stringValue ?? "" }
+        var group = ""
+        try step { group = $0.legacyGroup(alice) }
         var ids: [String] = []
-        for n in 0..<3 {
-            try step { ids.append($0.send("POST", "/channels/\(dm)/messages", ["content": .string("m\(n)"), "client_message_id": .string("c\(n)")],
+        for (n, channel) in [dm, group, group].enumerated() {
+            try step { ids.append($0.send("POST", "/channels/\(channel)/messages", ["content": .string("m\(n)"), "client_message_id": .string("c\(n)")],
                                           token: alice.access).jsonBody?["id"]?.stringValue ?? "") }
         }
         try step { $0.send("DELETE", "/channels/messages/\(ids[1])", token: alice.access) }
@@ -35,7 +37,8 @@ struct ChatStoreTests {
         #expect(loaded.refreshTokens.rows == live.refreshTokens.rows && loaded.accessTokens.rows == live.accessTokens.rows)
         #expect(loaded.channels.rows == live.channels.rows, "message order is rebuilt from the messages")
         #expect(loaded.members.rows == live.members.rows && loaded.messages.rows == live.messages.rows)
-        #expect(loaded.messageByClientID.rows == live.messageByClientID.rows && loaded.settings == live.settings)
+        #expect(live.messages.count == 2 && live.messageByClientID.count == 2, "the DM's plaintext was refused, the group's two stored")
+        #expect(loaded.messageByClientID == live.messageByClientID && loaded.settings == live.settings)
         #expect(loaded.userIDByName == live.userIDByName && loaded.channelsOfUser == live.channelsOfUser && loaded.dmByPair == live.dmByPair)
         #expect(loaded.audit == live.audit && loaded.audit.count == 1)
     }

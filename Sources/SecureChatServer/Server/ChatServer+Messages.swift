@@ -115,7 +115,8 @@ extension ChatServer {
             replyTo = try f.optionalString("reply_to_id")
             clientID = try f.optionalString("client_message_id")
         } catch { throw ChatAPIError.field(error) }
-        if let clientID, let existing = state.messageByClientID["\(caller.userID)|\(clientID)"], let message = state.messages[existing] {
+        if let clientID, let existing = state.messageByClientID[ClientMessageKey(userID: caller.userID, clientID: clientID)],
+           let message = state.messages[existing] {
             return .json(200, messageJSON(message))  // a retried send: the first one's message, no new event
         }
         try validate(content: content, contentType: contentType, version: version, in: channel)
@@ -142,7 +143,7 @@ extension ChatServer {
                                   editedAt: nil, createdAt: Instant(nanoseconds: created.nanoseconds / 1_000_000 * 1_000_000))
         state.messages[message.id] = message
         state.channels[channel.id]?.messageIDs.append(message.id)
-        if let clientID { state.messageByClientID["\(caller.userID)|\(clientID)"] = message.id }
+        if let clientID = message.clientMessageID { state.messageByClientID[ClientMessageKey(userID: message.senderID, clientID: clientID)] = message.id }
         outputs += deliver(["type": "message.new", "message": messageJSON(message)], users: memberIDs(channel.id)) { $0.channels.contains(channel.id) }
         return .json(201, messageJSON(message))
     }

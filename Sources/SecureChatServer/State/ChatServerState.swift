@@ -31,8 +31,10 @@ public struct ChatServerState: Sendable {
     /// Channel id → invited user id → invitation (private groups).
     public var invites = Table<[String: ChannelInvite]>()
     public var messages = Table<ChatMessage>()
-    /// `user id|client_message_id` → message id: retried sends return the first message.
-    public var messageByClientID = Table<String>()
+    /// (sender, `client_message_id`) → message id: retried sends return the first message.
+    /// Derived from the messages (`rebuildIndexes`), so not stored; its key holds the two
+    /// strings the message keeps, not a third joining them.
+    public var messageByClientID: [ClientMessageKey: String] = [:]
     public var x3dhSetups = Table<JSONValue>()
     /// Channel id → device id → announcement.
     public var senderKeys = Table<[String: SenderKeyRecord]>()
@@ -69,7 +71,8 @@ public struct ChatServerState: Sendable {
         public var updated: Instant
     }
 
-    /// The derived indexes, after a load: names, memberships, DM pairs, channel timelines.
+    /// The derived indexes, after a load: names, memberships, DM pairs, channel timelines,
+    /// retried sends.
     package mutating func rebuildIndexes() {
         userIDByName = Dictionary(users.values.map { ($0.username.lowercased(), $0.id) }, uniquingKeysWith: { first, _ in first })
         bundlesOfUser = [:]
@@ -85,8 +88,12 @@ public struct ChatServerState: Sendable {
             let pair = (members[channel.id] ?? [:]).keys.sorted()
             if pair.count == 2 { dmByPair[Self.pairKey(pair[0], pair[1])] = channel.id }
         }
+        messageByClientID = [:]
         var timelines: [String: [ChatMessage]] = [:]
-        for message in messages.values { timelines[message.channelID, default: []].append(message) }
+        for message in messages.values {
+            timelines[message.channelID, default: []].append(message)
+            if let clientID = message.clientMessageID { messageByClientID[ClientMessageKey(userID: message.senderID, clientID: clientID)] = message.id }
+        }
         for (channel, list) in timelines {
             let ordered = list.sorted { ($0.createdAt, $0.id) < ($1.createdAt, $1.id) }.map(\.id)
             if var record = channels[channel] {
@@ -142,6 +149,12 @@ public struct ChatServerState: Sendable {
     }
 }
 
+/// A user's `client_message_id`: a retried send is known by it.
+public struct ClientMessageKey: Hashable, Sendable {
+    public var userID: String
+    public var clientID: String
+}
+
 /// A row the chat server wrote (a value) or deleted (nil), by table and key: what a
 /// request's reply carries for the driver to commit.
 public enum ChatStoreChange: Sendable {
@@ -154,7 +167,6 @@ public enum ChatStoreChange: Sendable {
     case members(String, [String: Membership]?)
     case invites(String, [String: ChannelInvite]?)
     case message(String, ChatMessage?)
-    case clientMessageID(String, String?)
     case x3dhSetup(String, JSONValue?)
     case senderKeys(String, [String: SenderKeyRecord]?)
     case settings([String: JSONValue])
@@ -176,7 +188,6 @@ extension ChatServerState {
         changes += members.takeDirty().map(ChatStoreChange.members)
         changes += invites.takeDirty().map(ChatStoreChange.invites)
         changes += messages.takeDirty().map(ChatStoreChange.message)
-        changes += messageByClientID.takeDirty().map(ChatStoreChange.clientMessageID)
         changes += x3dhSetups.takeDirty().map(ChatStoreChange.x3dhSetup)
         changes += senderKeys.takeDirty().map(ChatStoreChange.senderKeys)
         if settingsChanged {
