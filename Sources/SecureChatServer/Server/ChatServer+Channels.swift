@@ -106,7 +106,7 @@ extension ChatServer {
     mutating func deleteChannel(_ id: String) {
         guard let channel = state.channels[id] else { return }
         for message in channel.messageIDs {
-            if let m = state.messages[message], let key = m.clientMessageID { state.messageByClientID[ClientMessageKey(userID: m.senderID, clientID: key)] = nil }
+            if let key = state.messages[message].flatMap(ClientMessageKey.init) { state.messageByClientID[key] = nil }
             state.messages[message] = nil
         }
         for user in (state.members[id] ?? [:]).keys { state.channelsOfUser[user]?.remove(id) }

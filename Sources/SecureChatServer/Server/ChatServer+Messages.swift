@@ -143,7 +143,7 @@ extension ChatServer {
                                   editedAt: nil, createdAt: Instant(nanoseconds: created.nanoseconds / 1_000_000 * 1_000_000))
         state.messages[message.id] = message
         state.channels[channel.id]?.messageIDs.append(message.id)
-        if let clientID = message.clientMessageID { state.messageByClientID[ClientMessageKey(userID: message.senderID, clientID: clientID)] = message.id }
+        if let key = ClientMessageKey(message) { state.messageByClientID[key] = message.id }
         outputs += deliver(["type": "message.new", "message": messageJSON(message)], users: memberIDs(channel.id)) { $0.channels.contains(channel.id) }
         return .json(201, messageJSON(message))
     }

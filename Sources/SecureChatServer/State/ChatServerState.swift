@@ -92,7 +92,7 @@ public struct ChatServerState: Sendable {
         var timelines: [String: [ChatMessage]] = [:]
         for message in messages.values {
             timelines[message.channelID, default: []].append(message)
-            if let clientID = message.clientMessageID { messageByClientID[ClientMessageKey(userID: message.senderID, clientID: clientID)] = message.id }
+            if let key = ClientMessageKey(message) { messageByClientID[key] = message.id }
         }
         for (channel, list) in timelines {
             let ordered = list.sorted { ($0.createdAt, $0.id) < ($1.createdAt, $1.id) }.map(\.id)
@@ -153,6 +153,18 @@ public struct ChatServerState: Sendable {
 public struct ClientMessageKey: Hashable, Sendable {
     public var userID: String
     public var clientID: String
+
+    public init(userID: String, clientID: String) {
+        self.userID = userID
+        self.clientID = clientID
+    }
+
+    /// The key a stored message is indexed by (nil: it was sent without a client id),
+    /// holding the message's own strings.
+    init?(_ message: ChatMessage) {
+        guard let clientID = message.clientMessageID else { return nil }
+        self.init(userID: message.senderID, clientID: clientID)
+    }
 }
 
 /// A row the chat server wrote (a value) or deleted (nil), by table and key: what a
