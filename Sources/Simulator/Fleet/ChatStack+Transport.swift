@@ -111,21 +111,23 @@ extension ChatStack {
     /// A message reached its reader (or its sender's acknowledgement came back).
     mutating func delivered(_ message: ChatClientMessage, on device: Int, now: Instant, fleet: inout Fleet) {
         let key = ChatStack.original(message.text)
-        // The record is changed where it is: a copy taken out and put back would hold a
-        // second reference to its set of readers, and removing one would copy the set.
-        guard let at = sent[key]?.at, let group = sent[key]?.group, let acked = sent[key]?.acked else { return }
+        // The record is changed where it is (found once): a copy taken out and put back
+        // would hold a second reference to its set of readers, and removing one would copy
+        // the set.
+        guard let slot = sent.index(forKey: key) else { return }
+        let at = sent.values[slot].at
         if let retired = retiredAt[device], let invariant = invariants.removedReadNothing {
             fleet.invariants.check(invariant, at <= retired, "device \(device), removed at \(retired), decrypted \(message.text) sent at \(at)")
         }
-        let kind = group ? 1 : 0
+        let kind = sent.values[slot].group ? 1 : 0
         if message.senderDeviceID == clients[device]?.deviceID {
-            guard !acked else { return }
-            sent[key]!.acked = true
+            guard !sent.values[slot].acked else { return }
+            sent.values[slot].acked = true
             fleet.recorder.add(metrics.messages[kind])
             fleet.recorder.observe(metrics.ackLatency[kind], UInt64(max(0, (now - at).nanoseconds)))
-        } else if sent[key]!.pending.remove(device) != nil {
+        } else if sent.values[slot].pending.remove(device) != nil {
             // Read by all: the set's storage goes (the record stays for the end-of-run checks).
-            if sent[key]!.pending.isEmpty { sent[key]!.pending = [] }
+            if sent.values[slot].pending.isEmpty { sent.values[slot].pending = [] }
             fleet.recorder.observe(metrics.deliveryLatency[kind], UInt64(max(0, (now - at).nanoseconds)))
         }
     }
