@@ -1,4 +1,4 @@
-import DeviceWorkflows
+@testable import DeviceWorkflows
 import WorkflowHost
 import Orch8Wire
 import Foundation
@@ -169,6 +169,25 @@ struct DelegationCadenceTests {
         #expect(!pruned && kept)
         try store.setSyncValue("manifest_version", "7")
         #expect(try store.syncValue("manifest_version") == "7")
+    }
+
+    @Test("a drained outbox and a pruned command log give their storage back; a rolled-back drain restores every entry")
+    func drainedOutboxReleasesStorage() throws {
+        var store = InMemoryWorkflowStore()
+        for instance in 0..<40 { try store.enqueue(.status(Self.status("i\(instance)"))) }
+        let queued = try store.outbox(.status, limit: 100)
+        try store.begin()
+        try store.removeSent(queued)
+        #expect(store.committed.outbox.capacity == 0, "an empty outbox holds no slots")
+        store.rollback()
+        #expect(try store.outbox(.status, limit: 100) == queued, "the rollback puts every entry back, in order")
+        try store.removeSent(queued)
+        #expect(try store.outboxCount() == 0 && store.committed.outbox.capacity == 0)
+        let commands = (0..<40).map { "c\($0)" }
+        for id in commands { try store.markExecuted(id, at: .zero) }
+        try store.acknowledged(commands)
+        try store.pruneExecuted(before: .zero + .seconds(1))
+        #expect(try !store.isExecuted("c0") && store.committed.executed.capacity == 0)
     }
 
     @Test("outbox conformance: both stores coalesce, keep, roll back and acknowledge alike")

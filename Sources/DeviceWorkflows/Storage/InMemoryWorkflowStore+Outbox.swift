@@ -41,6 +41,9 @@ extension InMemoryWorkflowStore: SyncOutboxStore {
             log(.outbox(slot, committed.outbox[slot]))
             committed.outbox[slot] = nil
         }
+        // A dictionary keeps its capacity when emptied. Most phones' outboxes are empty
+        // between syncs, and the slots one burst grew (192 bytes each) would stay all day.
+        if committed.outbox.isEmpty { committed.outbox = [:] }
     }
 
     public mutating func markExecuted(_ commandID: String, at: Instant) throws {
@@ -75,6 +78,7 @@ extension InMemoryWorkflowStore: SyncOutboxStore {
             log(.executed(id, marker))
             committed.executed[id] = nil
         }
+        if committed.executed.isEmpty { committed.executed = [:] }
     }
 
     public func syncValue(_ key: String) throws -> String? { committed.syncValues[key] }
