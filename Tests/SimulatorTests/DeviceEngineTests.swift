@@ -16,7 +16,7 @@ struct DeviceEngineTests {
         var engine = MobileEngine(config: MobileEngineConfig(), handlers: BuiltinHandlers.names, seed: StreamSeed(5))
         var effects: [EngineEffect] = []
         _ = try engine.loadSequence(json: json, into: &effects)
-        slot.live = engine
+        slot.process = DeviceEngine.AppProcess(engine: engine)
         return slot
     }
 
@@ -38,12 +38,12 @@ struct DeviceEngineTests {
             for slot in [atOnce, later] {
                 slot.clock = now
                 var effects: [EngineEffect] = []
-                if round % 4 == 0 { _ = try slot.live!.start("payment-verification", input: ["amount": 20], now: now, into: &effects) }
-                slot.live!.tick(now: now, into: &effects)
+                if round % 4 == 0 { _ = try slot.engine.start("payment-verification", input: ["amount": 20], now: now, into: &effects) }
+                slot.engine.tick(now: now, into: &effects)
                 // Handlers answer at once; every third instance's fraud check fails for good.
                 for case .invoke(let call) in effects {
                     let fails = call.handler == "fraud_check" && call.key.instance % 3 == 0
-                    slot.live!.handlerFinished(call.key, fails ? .permanent("declined") : .success([:]), now: now, into: &effects)
+                    slot.engine.handlerFinished(call.key, fails ? .permanent("declined") : .success([:]), now: now, into: &effects)
                 }
                 for effect in effects {
                     guard case .persist(let snapshot) = effect else { continue }
@@ -75,8 +75,8 @@ struct DeviceEngineTests {
         for slot in [atOnce, later] {
             slot.clock = .zero + .seconds(60)
             var effects: [EngineEffect] = []
-            _ = try slot.live!.start("payment-verification", input: ["amount": 20], now: slot.clock, into: &effects)
-            slot.live!.tick(now: slot.clock, into: &effects)
+            _ = try slot.engine.start("payment-verification", input: ["amount": 20], now: slot.clock, into: &effects)
+            slot.engine.tick(now: slot.clock, into: &effects)
             for case .persist(let snapshot) in effects {
                 if slot === atOnce {
                     var driver = slot

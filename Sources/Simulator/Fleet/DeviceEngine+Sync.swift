@@ -11,8 +11,22 @@ extension DeviceEngine: SyncDriver {
 
     /// The live engine, in place (`_read`/`_modify`: a plain getter would copy it).
     var engine: MobileEngine {
-        _read { yield live! }
-        _modify { yield &live! }
+        _read { yield process!.engine }
+        _modify { yield &process!.engine }
+    }
+
+    /// The sync client of the running app, in place (none while the app is not running:
+    /// what is set then is dropped with the process that is not there).
+    var syncClient: SyncClient? {
+        _read { yield process?.syncClient }
+        _modify {
+            if let process {
+                yield &process.syncClient
+            } else {
+                var none: SyncClient?
+                yield &none
+            }
+        }
     }
 
     var syncClock: Instant { clock }
@@ -78,7 +92,7 @@ extension DeviceEngine {
     /// current tick lattice. Nil without a client, with a request in flight, or while the
     /// tick loop is stopped.
     func syncDeadline(_ fleet: Fleet, device: Int, now: Instant) -> Instant? {
-        guard let client = syncClient, inFlight == nil else { return nil }
+        guard let client = process?.syncClient, inFlight == nil else { return nil }
         if let until = client.nextDeadline { return max(until, now) }
         if client.forced { return now }
         let d = fleet.devices[device]

@@ -15,12 +15,12 @@ extension WorkflowStack {
             // maxTickDurationMs against modelled time: each instance advanced costs `cost`.
             let budget = Int64(slot.peek { $0.config.maxTickDurationMs } ?? 0) * 1_000_000
             var used: Int64 = 0
-            slot.live!.tick(now: now, into: &effects) {
+            slot.engine.tick(now: now, into: &effects) {
                 defer { used += cost }
                 return used >= budget
             }
         } else {
-            slot.live!.tick(now: now, into: &effects)
+            slot.engine.tick(now: now, into: &effects)
         }
         fleet.recorder.add(metrics.executedTicks[Int(fleet.devices[device].power.rawValue)])
         process(effects, device: device, fleet: &fleet, now: now, queue: &queue)
@@ -48,7 +48,7 @@ extension WorkflowStack {
             }
         }
         let waiting = engine.waitingSteps()
-        slot.live = consume engine
+        slot.process = DeviceEngine.AppProcess(engine: engine)
         if slot.syncing {
             slot.syncClient = SyncClient(config: SyncClient.Config(deviceID: fleet.deviceName(device)), baseTickMs: settings.engine.tickIntervalMs,
                                          seed: slot.seed.child("sync").child(launch))
@@ -67,7 +67,7 @@ extension WorkflowStack {
         let spec = settings.workloads[workload]
         var effects: [EngineEffect] = []
         do {
-            _ = try engines[device]!.live!.start(spec.sequenceName, input: spec.input, now: now, into: &effects)
+            _ = try engines[device]!.engine.start(spec.sequenceName, input: spec.input, now: now, into: &effects)
             if let slot = metrics.slot(spec.sequenceName) { fleet.recorder.add(metrics.started[slot]) }
             activeTopLevel[device] += 1
         } catch {

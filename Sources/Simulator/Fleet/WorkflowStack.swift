@@ -125,7 +125,7 @@ public struct WorkflowStack {
         // A kill empties `handlers`: the result of a handler of a dead process is gone.
         guard let slot = engines[device], let pending = slot.handlers.removeValue(forKey: token), slot.isRunning else { return }
         var effects: [EngineEffect] = []
-        slot.live!.handlerFinished(pending.key, pending.outcome, now: now, into: &effects)
+        slot.engine.handlerFinished(pending.key, pending.outcome, now: now, into: &effects)
         process(effects, device: device, fleet: &fleet, now: now, queue: &queue)
         reschedule(device, fleet: &fleet, now: now, queue: &queue)
     }
@@ -134,7 +134,7 @@ public struct WorkflowStack {
         guard let slot = engines[device], let pending = slot.answers.removeValue(forKey: token), slot.isRunning else { return }
         var effects: [EngineEffect] = []
         do {
-            try slot.live!.completeStep(pending.instanceID, stepName: pending.step, output: .string(pending.value), now: now, into: &effects)
+            try slot.engine.completeStep(pending.instanceID, stepName: pending.step, output: .string(pending.value), now: now, into: &effects)
             fleet.recorder.add(metrics.answers[.answered])
             if let slot = pending.slot { fleet.recorder.observe(metrics.inputWait[slot], UInt64(max(0, (now - pending.promptedAt).nanoseconds))) }
         } catch {
@@ -170,7 +170,7 @@ public struct WorkflowStack {
         return slot.isRunning ? (slot.peek { $0.allInstances.count } ?? 0) : slot.store.storedInstanceCount
     }
 
-    func powerChanged(_ device: Int, to state: PowerState) { engines[device]?.live?.reportPowerState(state) }
+    func powerChanged(_ device: Int, to state: PowerState) { engines[device]?.process?.engine.reportPowerState(state) }
 
     /// When the device next has work: its engine's deadline or its next sync, never before now.
     func workDeadline(_ device: Int, fleet: Fleet, now: Instant) -> Instant {
