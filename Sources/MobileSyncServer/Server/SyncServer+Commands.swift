@@ -22,10 +22,10 @@ extension SyncServer {
             let rows = (state.approvalsByDevice[device] ?? []).compactMap { state.approvals[$0] }
                 .filter { wanted == nil || $0.state == wanted }.sorted { $0.orderKey < $1.orderKey }
             return .json(200, ["items": .array(rows.prefix(count).map(\.json)), "total": .number(Double(rows.count))])
-        case .list(let list):
-            let name = wanted.map { ListName.scope(list, state: $0.rawValue) } ?? list
-            let items = state.approvalOrder.page(name, limit: count).compactMap { state.approvals[$0.id]?.json }
-            return .json(200, ["items": .array(items), "total": .number(Double(state.approvalOrder.count(name)))])
+        case .list(let tenant):
+            let listed = wanted?.rawValue
+            let items = state.approvalOrder.page(tenant: tenant, state: listed, limit: count).compactMap { state.approvals[$0.id]?.json }
+            return .json(200, ["items": .array(items), "total": .number(Double(state.approvalOrder.count(tenant: tenant, state: listed)))])
         }
     }
 
@@ -36,8 +36,8 @@ extension SyncServer {
         /// One device's rows (`device_id`), sorted when asked: a device has few.
         case device(String)
         /// A list kept in order (`OrderedIndex`): the caller's tenant's, or for the root
-        /// key `tenant_id`'s or everyone's.
-        case list(String)
+        /// key `tenant_id`'s or (nil) everyone's.
+        case list(tenant: String?)
     }
 
     func listing(_ request: HTTPRequestMessage, _ caller: Caller) -> Listing {
@@ -46,16 +46,16 @@ extension SyncServer {
             if let record = state.devices[device], let tenant, record.tenantID != tenant { return .hidden }
             return .device(device)
         }
-        return .list(tenant.map(ListName.tenant) ?? ListName.all)
+        return .list(tenant: tenant)
     }
 
     /// Marks pending approvals whose timeout has passed as expired: the earliest
     /// deadlines first, stopping at the first still ahead.
     mutating func expireApprovals(now: Instant) {
         let nowMs = unixMs(now)
-        while let next = state.expiryOrder.page(ListName.all, limit: 1).first, next.deadlineMs <= nowMs {
+        while let next = state.expiryOrder.first, next.deadlineMs <= nowMs {
             guard var approval = state.approvals[next.id], approval.state == .pending else {
-                state.expiryOrder.remove(next, from: [ListName.all])
+                state.expiryOrder.remove(next)
                 continue
             }
             approval.state = .expired

@@ -147,9 +147,9 @@ extension SyncServer {
     }
 
     func listDevices(_ request: HTTPRequestMessage, caller: Caller) throws -> HTTPResponseMessage {
-        let list = scope(request, caller).map(ListName.tenant) ?? ListName.all
-        let items = state.deviceOrder.page(list, limit: try limit(request)).compactMap { state.devices[$0]?.json }
-        return .json(200, ["items": .array(items), "total": .number(Double(state.deviceOrder.count(list)))])
+        let tenant = scope(request, caller)
+        let items = state.deviceOrder.page(tenant: tenant, limit: try limit(request)).compactMap { state.devices[$0]?.json }
+        return .json(200, ["items": .array(items), "total": .number(Double(state.deviceOrder.count(tenant: tenant)))])
     }
 
     /// `GET /mobile/status?device_id=`: newest first.
@@ -161,9 +161,10 @@ extension SyncServer {
         case .device(let device):
             let rows = (state.statuses[device] ?? [:]).values.sorted { $0.orderKey > $1.orderKey }
             return .json(200, ["items": .array(rows.prefix(count).map(\.json)), "total": .number(Double(rows.count))])
-        case .list(let list):
-            let items = state.statusOrder.page(list, limit: count, descending: true).compactMap { state.statuses[$0.deviceID]?[$0.instanceID]?.json }
-            return .json(200, ["items": .array(items), "total": .number(Double(state.statusOrder.count(list)))])
+        case .list(let tenant):
+            let items = state.statusOrder.page(tenant: tenant, limit: count, descending: true)
+                .compactMap { state.statuses[$0.deviceID]?[$0.instanceID]?.json }
+            return .json(200, ["items": .array(items), "total": .number(Double(state.statusOrder.count(tenant: tenant)))])
         }
     }
 

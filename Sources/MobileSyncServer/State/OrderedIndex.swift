@@ -1,34 +1,62 @@
-/// Named lists of keys kept in order, for the listings an operator's dashboard polls
+/// Lists of keys kept in order, for the listings an operator's dashboard polls
 /// (`GET /mobile/approvals?state=pending&limit=1` every 3 s): a page costs its own
 /// length, never a scan and sort of the whole table under the server's lock. Each row is
-/// filed under every list a query may name (all rows, its tenant's, each crossed with its
-/// state), so the list a query needs is already in order; totals are the lists' lengths.
-/// One device's rows are few, and sorted when asked for (`SyncServer.listApprovals`): lists
+/// filed under its tenant's list and, where rows have states, its tenant's list of that
+/// state, so the list a tenant's query needs is already in order; totals are the lists'
+/// lengths. A query across every tenant (the root key's) merges the tenants' pages: they
+/// are few, and filing every row under an all-tenants list as well kept each key twice
+/// (half of the index, a few percent of a day's memory).
+/// One device's rows are few, and sorted when asked (`SyncServer.listApprovals`): lists
 /// of their own cost a kilobyte a device, a gigabyte for a million phones.
 struct OrderedIndex<Key: Comparable & Sendable>: Sendable, Equatable {
-    private(set) var lists: [String: SortedChunks<Key>] = [:]
-
-    mutating func insert(_ key: Key, into names: [String]) {
-        for name in names {
-            var list = lists.removeValue(forKey: name) ?? SortedChunks()
-            list.insert(key)
-            lists[name] = list
-        }
+    /// A list: one tenant's rows, or those of one state.
+    struct ListKey: Hashable, Sendable {
+        var tenant: String
+        var state: String?
     }
 
-    mutating func remove(_ key: Key, from names: [String]) {
-        for name in names {
-            guard var list = lists.removeValue(forKey: name) else { continue }
-            list.remove(key)
-            if list.count > 0 { lists[name] = list }
-        }
+    private(set) var lists: [ListKey: SortedChunks<Key>] = [:]
+
+    /// Files `key` under its tenant's list and, with a `state`, that state's.
+    mutating func insert(_ key: Key, tenant: String, state: String? = nil) {
+        insert(key, into: ListKey(tenant: tenant))
+        if let state { insert(key, into: ListKey(tenant: tenant, state: state)) }
     }
 
-    func count(_ name: String) -> Int { lists[name]?.count ?? 0 }
+    mutating func remove(_ key: Key, tenant: String, state: String? = nil) {
+        remove(key, from: ListKey(tenant: tenant))
+        if let state { remove(key, from: ListKey(tenant: tenant, state: state)) }
+    }
 
-    /// The first `limit` keys of a list, oldest first, or newest first when `descending`.
-    func page(_ name: String, limit: Int, descending: Bool = false) -> [Key] {
-        lists[name]?.prefix(limit, descending: descending) ?? []
+    private mutating func insert(_ key: Key, into name: ListKey) {
+        var list = lists.removeValue(forKey: name) ?? SortedChunks()
+        list.insert(key)
+        lists[name] = list
+    }
+
+    private mutating func remove(_ key: Key, from name: ListKey) {
+        guard var list = lists.removeValue(forKey: name) else { return }
+        list.remove(key)
+        if list.count > 0 { lists[name] = list }
+    }
+
+    /// The lists a query reads: `tenant`'s, or every tenant's when nil.
+    private func lists(tenant: String?, state: String?) -> [SortedChunks<Key>] {
+        if let tenant { return lists[ListKey(tenant: tenant, state: state)].map { [$0] } ?? [] }
+        return lists.filter { $0.key.state == state }.map(\.value)
+    }
+
+    func count(tenant: String?, state: String? = nil) -> Int {
+        lists(tenant: tenant, state: state).reduce(0) { $0 + $1.count }
+    }
+
+    /// The first `limit` keys, oldest first, or newest first when `descending`; across
+    /// tenants, the first `limit` of their pages merged.
+    func page(tenant: String?, state: String? = nil, limit: Int, descending: Bool = false) -> [Key] {
+        let pages = lists(tenant: tenant, state: state).map { $0.prefix(limit, descending: descending) }
+        guard pages.count > 1 else { return pages.first ?? [] }
+        let merged = pages.joined().sorted { descending ? $1 < $0 : $0 < $1 }
+        return Array(merged.prefix(limit))
     }
 }
 
@@ -85,6 +113,9 @@ struct SortedChunks<Key: Comparable & Sendable>: Sendable, Equatable {
         if chunks[c].isEmpty { chunks.remove(at: c) }
     }
 
+    /// The smallest key.
+    var first: Key? { chunks.first?.first }
+
     func prefix(_ limit: Int, descending: Bool) -> [Key] {
         var out: [Key] = []
         out.reserveCapacity(min(limit, count))
@@ -129,18 +160,4 @@ struct ExpiryKey: Comparable, Sendable {
     var deadlineMs: Int64
     var id: String
     static func < (a: ExpiryKey, b: ExpiryKey) -> Bool { (a.deadlineMs, a.id) < (b.deadlineMs, b.id) }
-}
-
-enum ListName {
-    static let all = "*"
-    static func tenant(_ id: String) -> String { "t:" + id }
-    /// `scope`, limited to one state (approvals).
-    static func scope(_ scope: String, state: String) -> String { scope + "|" + state }
-
-    /// The lists a row of `tenant` is filed under (and crossed with `state`).
-    static func lists(tenant: String, state: String? = nil) -> [String] {
-        let scopes = [all, Self.tenant(tenant)]
-        guard let state else { return scopes }
-        return scopes + scopes.map { scope($0, state: state) }
-    }
 }

@@ -51,8 +51,8 @@ public struct SyncServerState: Equatable, Sendable {
     var approvalOrder = OrderedIndex<ApprovalKey>()
     var statusOrder = OrderedIndex<StatusKey>()
     var deviceOrder = OrderedIndex<String>()
-    /// Pending approvals with a timeout, by deadline.
-    var expiryOrder = OrderedIndex<ExpiryKey>()
+    /// Pending approvals with a timeout, by deadline (server-wide).
+    var expiryOrder = SortedChunks<ExpiryKey>()
 
     public init() {}
 
@@ -99,23 +99,23 @@ public struct SyncServerState: Equatable, Sendable {
     // MARK: The listings' orders
 
     mutating func index(_ device: DeviceRecord, replacing old: DeviceRecord?) {
-        if let old { deviceOrder.remove(old.deviceID, from: [ListName.all, ListName.tenant(old.tenantID)]) }
-        deviceOrder.insert(device.deviceID, into: [ListName.all, ListName.tenant(device.tenantID)])
+        if let old { deviceOrder.remove(old.deviceID, tenant: old.tenantID) }
+        deviceOrder.insert(device.deviceID, tenant: device.tenantID)
     }
 
     mutating func index(_ status: StatusRecord, replacing old: StatusRecord?) {
-        if let old { statusOrder.remove(old.orderKey, from: ListName.lists(tenant: old.tenantID)) }
-        statusOrder.insert(status.orderKey, into: ListName.lists(tenant: status.tenantID))
+        if let old { statusOrder.remove(old.orderKey, tenant: old.tenantID) }
+        statusOrder.insert(status.orderKey, tenant: status.tenantID)
     }
 
     mutating func index(_ approval: ApprovalRecord, replacing old: ApprovalRecord?) {
         if old == nil { approvalsByDevice[approval.deviceID, default: []].append(approval.id) }
         if let old {
-            approvalOrder.remove(old.orderKey, from: ListName.lists(tenant: old.tenantID, state: old.state.rawValue))
-            if let expiry = old.expiryKey { expiryOrder.remove(expiry, from: [ListName.all]) }
+            approvalOrder.remove(old.orderKey, tenant: old.tenantID, state: old.state.rawValue)
+            if let expiry = old.expiryKey { expiryOrder.remove(expiry) }
         }
-        approvalOrder.insert(approval.orderKey, into: ListName.lists(tenant: approval.tenantID, state: approval.state.rawValue))
-        if approval.state == .pending, let expiry = approval.expiryKey { expiryOrder.insert(expiry, into: [ListName.all]) }
+        approvalOrder.insert(approval.orderKey, tenant: approval.tenantID, state: approval.state.rawValue)
+        if approval.state == .pending, let expiry = approval.expiryKey { expiryOrder.insert(expiry) }
     }
 
     mutating func put(_ command: CommandRecord) {
@@ -159,8 +159,8 @@ public struct SyncServerState: Equatable, Sendable {
         approvalByGate[ApprovalGate(approval)] = nil
         approvalsByDevice[approval.deviceID]?.removeAll { $0 == id }
         if approvalsByDevice[approval.deviceID]?.isEmpty == true { approvalsByDevice[approval.deviceID] = nil }
-        approvalOrder.remove(approval.orderKey, from: ListName.lists(tenant: approval.tenantID, state: approval.state.rawValue))
-        if let expiry = approval.expiryKey { expiryOrder.remove(expiry, from: [ListName.all]) }
+        approvalOrder.remove(approval.orderKey, tenant: approval.tenantID, state: approval.state.rawValue)
+        if let expiry = approval.expiryKey { expiryOrder.remove(expiry) }
         changes.append(.deleteApproval(id))
     }
 
@@ -256,7 +256,7 @@ public struct SyncServerState: Equatable, Sendable {
         approvalOrder = OrderedIndex()
         statusOrder = OrderedIndex()
         deviceOrder = OrderedIndex()
-        expiryOrder = OrderedIndex()
+        expiryOrder = SortedChunks()
         approvalsByDevice = [:]
         for device in devices.values { index(device, replacing: nil) }
         for byInstance in statuses.values { for status in byInstance.values { index(status, replacing: nil) } }
