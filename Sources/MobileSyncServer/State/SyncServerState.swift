@@ -15,9 +15,9 @@ public struct SyncServerState: Equatable, Sendable {
     /// By device, then instance.
     public package(set) var statuses: [String: [String: StatusRecord]] = [:]
     public package(set) var approvals: [String: ApprovalRecord] = [:]
-    /// The approval of each gate (one per gate).
-    var approvalByGate: [ApprovalGate: String] = [:]
-    /// Each device's approvals (a device's listing sorts its few rows when asked).
+    /// Each device's approvals: a device's listing sorts its few rows when asked, and the
+    /// approval of a gate (one per gate) is found among them. (A table by gate, three
+    /// strings a key, held a twentieth of a day's memory.)
     var approvalsByDevice: [String: [String]] = [:]
     public package(set) var commands: [String: CommandRecord] = [:]
     /// Unacknowledged command ids per device, oldest first.
@@ -92,7 +92,6 @@ public struct SyncServerState: Equatable, Sendable {
     mutating func put(_ approval: ApprovalRecord) {
         index(approval, replacing: approvals[approval.id])
         approvals[approval.id] = approval
-        approvalByGate[ApprovalGate(approval)] = approval.id
         changes.append(.approval(approval))
     }
 
@@ -156,7 +155,6 @@ public struct SyncServerState: Equatable, Sendable {
 
     mutating func remove(approval id: String) {
         guard let approval = approvals.removeValue(forKey: id) else { return }
-        approvalByGate[ApprovalGate(approval)] = nil
         approvalsByDevice[approval.deviceID]?.removeAll { $0 == id }
         if approvalsByDevice[approval.deviceID]?.isEmpty == true { approvalsByDevice[approval.deviceID] = nil }
         approvalOrder.remove(approval.orderKey, tenant: approval.tenantID, state: approval.state.rawValue)
@@ -238,8 +236,12 @@ public struct SyncServerState: Equatable, Sendable {
     /// The tenant of an API key (looked up by its hash).
     public func tenant(forKey key: String) -> String? { tenantByKey[SyncServer.keyHash(key)] }
 
+    /// The approval of a gate: the step `block` of `instance` waiting on `device`.
     public func approval(device: String, instance: String, block: String) -> ApprovalRecord? {
-        approvalByGate[ApprovalGate(device: device, instance: instance, block: block)].flatMap { approvals[$0] }
+        for id in approvalsByDevice[device] ?? [] {
+            if let approval = approvals[id], approval.instanceID == instance, approval.blockID == block { return approval }
+        }
+        return nil
     }
 
     public func credential(tenant: String, id: String) -> CredentialRecord? {
@@ -262,26 +264,12 @@ public struct SyncServerState: Equatable, Sendable {
         for byInstance in statuses.values { for status in byInstance.values { index(status, replacing: nil) } }
         for approval in approvals.values { index(approval, replacing: nil) }
         tenantByKey = Dictionary(tenants.values.map { ($0.apiKeyHash, $0.tenantID) }, uniquingKeysWith: { first, _ in first })
-        approvalByGate = Dictionary(approvals.values.map { (ApprovalGate($0), $0.id) },
-                                    uniquingKeysWith: { first, _ in first })
         var pending: [String: [CommandRecord]] = [:]
         for command in commands.values where command.ackedAtMs == nil { pending[command.deviceID, default: []].append(command) }
         pendingByDevice = pending.mapValues { $0.sorted { $0.sequence < $1.sequence }.map(\.id) }
         nextCommandSequence = (commands.values.map(\.sequence).max() ?? 0) + 1
         changes = []
     }
-}
-
-/// A step of an instance on a device that waits for an answer: what an approval is for.
-/// Its strings are the approval's own (no key text is built per approval).
-struct ApprovalGate: Hashable, Sendable {
-    var device: String
-    var instance: String
-    var block: String
-}
-
-extension ApprovalGate {
-    init(_ approval: ApprovalRecord) { self.init(device: approval.deviceID, instance: approval.instanceID, block: approval.blockID) }
 }
 
 /// One row written, for the driver to persist.
