@@ -36,6 +36,27 @@ struct SharedTextTests {
         #expect(Set(approvals.map { ObjectIdentifier($0.step) }).count == 1, "one step record for the three approvals")
     }
 
+    @Test("an instance's id is held once: its status row and the table's key across reports, and its approval")
+    func instanceIDsAreShared() throws {
+        var h = try ServerHarness()
+        let acme = try h.tenant("acme")
+        _ = try h.register("phone-1", key: acme, push: nil)
+        let id = ServerHarness.uuid(5)
+        for (second, state) in [(1, "Running"), (2, "Waiting")] {
+            let status = StatusUpdate(instanceID: id, sequenceName: "s", state: state, currentStep: "gate", handler: nil,
+                                      timestamp: "2026-01-01T00:00:0\(second)Z")
+            let gate = ApprovalRequest(instanceID: id, blockID: "gate", sequenceName: "s", prompt: "ok?", choices: nil, storeAs: nil, timeoutSeconds: nil)
+            // JSON on the wire: each request brings its own copy of the id.
+            _ = try h.sync(SyncRequest(deviceID: "phone-1", statusUpdates: [status], approvalRequests: state == "Waiting" ? [gate] : []), key: acme)
+        }
+        let statuses = try #require(h.server.state.statuses["phone-1"])
+        let key = try #require(statuses.keys.first), row = try #require(statuses.values.first)
+        #expect(statuses.count == 1 && row.state == "Waiting" && row.instanceID == id)
+        #expect(storageAddress(of: row.instanceID) == storageAddress(of: key), "the row and its key hold one copy")
+        let approval = try #require(h.server.state.approvals.values.first)
+        #expect(approval.instanceID == id && storageAddress(of: approval.instanceID) == storageAddress(of: key), "the approval holds the same copy")
+    }
+
     @Test("past the limit of distinct steps, a step is kept as it came (its texts still shared), and the table stops growing")
     func stepsPastTheLimit() {
         var state = SyncServerState()

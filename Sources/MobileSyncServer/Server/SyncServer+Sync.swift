@@ -63,9 +63,13 @@ extension SyncServer {
 
         let stamp = unixMs(now)
         for (status, ms) in zip(sync.statusUpdates, reported) {
-            if let existing = state.statuses[sync.deviceID]?[status.instanceID], existing.reportedAtMs > ms { continue }
+            let existing = state.statuses[sync.deviceID]?[status.instanceID]
+            if let existing, existing.reportedAtMs > ms { continue }
+            // The stored row's copy of the id, which the table's key, the listing and the
+            // instance's approvals share (each report's own copy was kept beside the key).
             state.put(StatusRecord(
-                deviceID: deviceID, tenantID: tenant, instanceID: status.instanceID, sequenceName: state.shared(status.sequenceName),
+                deviceID: deviceID, tenantID: tenant, instanceID: existing?.instanceID ?? status.instanceID,
+                sequenceName: state.shared(status.sequenceName),
                 state: state.shared(status.state), currentStep: state.shared(status.currentStep), handler: state.shared(status.handler),
                 contextSummary: config.keepsStatusTexts ? status.contextSummary?.canonicalText : nil,
                 steps: config.keepsStatusTexts ? status.steps?.canonicalText : nil, updatedAtMs: stamp,
@@ -76,7 +80,8 @@ extension SyncServer {
             let step = ApprovalStep(blockID: approval.blockID, sequenceName: approval.sequenceName, prompt: approval.prompt,
                                     choices: approval.choices?.canonicalText, storeAs: approval.storeAs, timeoutSecs: approval.timeoutSeconds,
                                     metadata: approval.metadata?.canonicalText)
-            created.append(ApprovalRecord(id: newID(), deviceID: deviceID, tenantID: tenant, instanceID: approval.instanceID, step: state.shared(step),
+            let instanceID = state.statuses[sync.deviceID]?[approval.instanceID]?.instanceID ?? approval.instanceID
+            created.append(ApprovalRecord(id: newID(), deviceID: deviceID, tenantID: tenant, instanceID: instanceID, step: state.shared(step),
                                           state: .pending, resolution: nil, createdAtMs: stamp, resolvedAtMs: nil))
             state.put(created[created.count - 1])
         }
