@@ -92,7 +92,7 @@ extension DeviceEngine {
     /// current tick lattice. Nil without a client, with a request in flight, or while the
     /// tick loop is stopped.
     func syncDeadline(_ fleet: Fleet, device: Int, now: Instant) -> Instant? {
-        guard let client = process?.syncClient, inFlight == nil else { return nil }
+        guard let client = syncClient, inFlight == nil else { return nil }
         if let until = client.nextDeadline { return max(until, now) }
         if client.forced { return now }
         let d = fleet.devices[device]

@@ -11,10 +11,10 @@ extension SyncStack {
     mutating func syncIfDue(_ device: Int, fleet: inout Fleet, workflows: inout WorkflowStack, now: Instant,
                             queue: inout EventQueue<FleetWorld.Event>) {
         guard var slot = workflows.engines[device], slot.isRunning, slot.inFlight == nil,
-              let client = slot.process?.syncClient, client.isDue(tick: fleet.tickCount(device, at: now), now: now) else { return }
+              let client = slot.syncClient, client.isDue(tick: fleet.tickCount(device, at: now), now: now) else { return }
         slot.clock = now
         let outboxCount = (try? slot.store.outboxCount()) ?? 0
-        guard let request = (try? slot.sync(.ticked(fleet.tickCount(device, at: now))))?.send, let sent = slot.process?.syncClient?.inFlight else { return }
+        guard let request = (try? slot.sync(.ticked(fleet.tickCount(device, at: now))))?.send, let sent = slot.syncClient?.inFlight else { return }
         if let last = slot.lastSyncStart {
             fleet.recorder.observe(metrics.interval[Int(fleet.devices[device].power.rawValue)], UInt64(max(0, (now - last).nanoseconds)))
         }
@@ -124,7 +124,7 @@ extension SyncStack {
     /// A silent push woke the phone (or found it running): the client syncs on its next
     /// tick. The caller reschedules the device.
     func pushArrived(_ device: Int, fleet: inout Fleet, workflows: WorkflowStack) {
-        guard var slot = workflows.engines[device], slot.isRunning, slot.process?.syncClient != nil else { return }
+        guard var slot = workflows.engines[device], slot.isRunning, slot.syncClient != nil else { return }
         _ = try? slot.sync(.pushReceived)
     }
 }
