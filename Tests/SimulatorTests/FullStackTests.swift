@@ -111,4 +111,21 @@ struct FullStackTests {
         #expect(level(often) < level(seldom) - 1, "mean battery at the end: \(level(often))% against \(level(seldom))%")
         #expect(often.invariants.rows.allSatisfy { $0.violations == 0 } && seldom.invariants.rows.allSatisfy { $0.violations == 0 })
     }
+
+    @Test("what an app stored must come back at its relaunch, unless the chat client signed in anew while the app was dead (the logout took its store)")
+    func relaunchKeepsWhatWasStored() {
+        let killed = StoredFacts(instances: 2, messages: 3, pending: 0, chatMessages: 6, chatPending: 1, chatSignIn: 1)
+        var restored = killed
+        restored.chatMessages = 0
+        restored.chatPending = 0
+        #expect(!restored.covers(killed), "the same sign-in lost six messages and a send")
+        restored.chatSignIn = 2
+        #expect(restored.covers(killed), "a new sign-in starts from an empty store")
+        restored.instances = 1
+        #expect(!restored.covers(killed), "a new chat sign-in does not excuse a lost workflow instance")
+        var more = killed
+        more.chatMessages += 4
+        more.pending += 1
+        #expect(more.covers(killed), "a relaunch may add")
+    }
 }

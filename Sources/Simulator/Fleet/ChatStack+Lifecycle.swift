@@ -74,9 +74,11 @@ extension ChatStack {
     }
 
     /// What a device's client has stored: its messages and the sends still to go out.
-    func storedFacts(_ device: Int) -> (messages: Int, pending: Int) {
-        guard let snapshot = clients[device]?.snapshot else { return (0, 0) }
-        return (snapshot.messageCount, snapshot.pending.count)
+    /// `signIn` counts the device's sign-ins: a device signed in anew (after a logout or a
+    /// removal) starts from an empty store, whether or not its app ran at that moment.
+    func storedFacts(_ device: Int) -> (messages: Int, pending: Int, signIn: UInt64) {
+        guard let snapshot = clients[device]?.snapshot else { return (0, 0, incarnation[device] ?? 0) }
+        return (snapshot.messageCount, snapshot.pending.count, incarnation[device] ?? 0)
     }
 
     /// The set-up phases are over: each client now follows its app.

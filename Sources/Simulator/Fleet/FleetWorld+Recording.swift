@@ -55,11 +55,11 @@ extension FleetWorld {
     /// the running engine, else in its store) and the chat client's messages and sends
     /// still to go out.
     func storedFacts(_ device: Int) -> StoredFacts {
-        let chatFacts = chat?.storedFacts(device) ?? (messages: 0, pending: 0)
+        let chatFacts = chat?.storedFacts(device) ?? (messages: 0, pending: 0, signIn: 0)
         let agentFacts = agent?.storedFacts(device) ?? (events: 0, pending: 0)
         return StoredFacts(instances: workflows?.storedInstances(device) ?? 0,
-                           messages: chatFacts.messages + agentFacts.events + (bridge?.storedFacts(device) ?? 0) + (desktop?.storedFacts(device) ?? 0),
-                           pending: chatFacts.pending + agentFacts.pending)
+                           messages: agentFacts.events + (bridge?.storedFacts(device) ?? 0) + (desktop?.storedFacts(device) ?? 0),
+                           pending: agentFacts.pending, chatMessages: chatFacts.messages, chatPending: chatFacts.pending, chatSignIn: chatFacts.signIn)
     }
 
     /// Which lifecycle changes the model may make, by cause.
@@ -157,15 +157,23 @@ extension FleetWorld {
 /// What a device's stacks hold across an app's death (`device.state_survives_relaunch`).
 struct StoredFacts: Equatable, CustomStringConvertible {
     var instances: Int
+    /// The other stacks' stored messages and events (agent chats, both bridges).
     var messages: Int
     var pending: Int
+    var chatMessages = 0
+    var chatPending = 0
+    /// The chat client's sign-in (`ChatStack.incarnation`): a new one starts from an empty
+    /// store, as the logout or removal that ended the last one took what it held.
+    var chatSignIn: UInt64 = 0
 
-    /// Nothing stored before is missing (a relaunch may add: starts that queued, sends).
+    /// Nothing stored before is missing (a relaunch may add: starts that queued, sends),
+    /// except what a new chat sign-in since replaced.
     func covers(_ before: StoredFacts) -> Bool {
-        instances >= before.instances && messages >= before.messages && pending >= before.pending
+        let chatKept = chatSignIn != before.chatSignIn || (chatMessages >= before.chatMessages && chatPending >= before.chatPending)
+        return chatKept && instances >= before.instances && messages >= before.messages && pending >= before.pending
     }
 
-    var description: String { "\(instances) instances, \(messages) chat messages, \(pending) sends" }
+    var description: String { "\(instances) instances, \(chatMessages + messages) chat messages, \(chatPending + pending) sends" }
 }
 
 /// What the bucket-end pass over the fleet collects.
