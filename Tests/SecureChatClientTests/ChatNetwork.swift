@@ -22,6 +22,8 @@ struct ChatNetwork {
     var events: [String: [ClientEffect]] = [:]
     /// What each device did, in order: `GET /api/v1/users/me`, `socket`, …
     var log: [String: [String]] = [:]
+    /// The message pages each device asked for: their `limit`, and " before" when paging back.
+    var pagesAsked: [String: [String]] = [:]
     var seed: UInt64 = 1
     /// When set, the next POST of a message from this device reaches the server but its answer is lost.
     var loseNextPostAnswer: String?
@@ -85,6 +87,9 @@ struct ChatNetwork {
                 switch effect {
                 case .request(let id, let request):
                     log[who, default: []].append("\(request.method) \(request.path)")
+                    if request.method == "GET", request.path.hasSuffix("/messages"), let limit = request.query["limit"] {
+                        pagesAsked[who, default: []].append(limit + (request.query["before"] == nil ? "" : " before"))
+                    }
                     if offline.contains(who) { queue.append((who, .transportFailed(id: id))); continue }
                     switch fault(who, request.path) {
                     case .transport?: queue.append((who, .transportFailed(id: id))); continue

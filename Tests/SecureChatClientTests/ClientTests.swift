@@ -88,6 +88,34 @@ struct ClientTests {
         #expect(net.clients["carol"]!.stats.decryptionFailures == 0)
     }
 
+    @Test("a reconnect asks for little when little is new: the newest 2, then pages back five times longer (10, 50, 100) until one meets a message it has")
+    func catchUpPages() {
+        var net = ChatNetwork()
+        for name in ["alice", "carol"] { net.register(name, username: name) }
+        net.run("alice", .createGroup(name: "pages"))
+        let group = net.channelsAdded["alice"]!.last!
+        net.run("alice", .addMember(channelID: group, userID: net.userID("carol")))
+        net.run("alice", .send(channelID: group, text: "first"))
+        var sent = ["first"]
+        // Carol is away while Alice sends `count` messages; the pages her catch-up asked for.
+        func away(_ count: Int) -> [String] {
+            net.goOffline("carol")
+            for _ in 0..<count {
+                sent.append("m\(sent.count)")
+                net.run("alice", .send(channelID: group, text: sent.last!))
+            }
+            net.pagesAsked["carol"] = []
+            net.goOnline("carol")
+            #expect(net.texts("carol", group) == sent, "after \(count) missed")
+            return net.pagesAsked["carol"]!
+        }
+        #expect(away(0) == ["2"])
+        #expect(away(1) == ["2"])
+        #expect(away(3) == ["2", "10 before"])
+        #expect(away(180) == ["2", "10 before", "50 before", "100 before", "100 before"])
+        #expect(net.clients["carol"]!.stats.decryptionFailures == 0)
+    }
+
     @Test("when a member leaves a group, the next sender key is new: the leaver's key does not open later messages")
     func rotationOnLeave() throws {
         var net = ChatNetwork()
