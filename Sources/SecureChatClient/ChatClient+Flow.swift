@@ -17,6 +17,9 @@ extension ChatClient {
             guard isSignedIn else { out.append(.loggedOut(reason: "no saved session")); break }
             socket = .closed
             request(.me, "GET", "/users/me", nil, now: now, &out)
+        case .catchUp:
+            guard isSignedIn else { out.append(.loggedOut(reason: "no saved session")); break }
+            for channel in snapshot.channels.keys.sorted() { catchUp(channel, now: now, &out) }
         case .response(let id, let response):
             guard let flight = inFlight.removeValue(forKey: id) else { break }
             armRequestDeadline()

@@ -72,9 +72,19 @@ extension ChatClient {
     // MARK: 401 and the refresh
 
     /// A 401 to an authenticated request: park it, and refresh once for all parked ones.
+    /// A request sent with an access token that a finished refresh has since replaced (it
+    /// was in flight beside the one whose 401 started the refresh) goes again with the new
+    /// token instead: a second refresh would revoke the pair the first one just handed out,
+    /// and with it the requests already retried with that pair.
     mutating func unauthorized(_ flight: InFlight, now: Instant, _ out: inout [ClientEffect]) {
         guard !flight.retried else { return logout("the server refused the refreshed token", &out) }
         guard let refreshToken = snapshot.refreshToken else { return logout("no refresh token", &out) }
+        if refresh == .idle, let current = snapshot.accessToken, flight.request.headers["authorization"] != "Bearer \(current)" {
+            var again = flight
+            again.retried = true
+            again.request.headers["authorization"] = "Bearer \(current)"
+            return issue(again, now: now, &out)
+        }
         parked.append((flight, now + config.parkLimit))
         timers.arm(.parked, at: parked.map(\.until).min()!)
         guard refresh == .idle else { return }

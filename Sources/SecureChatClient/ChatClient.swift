@@ -12,7 +12,8 @@ public import LabKernel
 /// wake-up at `nextDeadline` and feeds `.timerFired` then (a spurious one does nothing).
 ///
 /// Each request carries its purpose, so a response continues the flow that asked:
-/// startup is me → ticket → socket → channels → messages; a send gathers members, their
+/// startup is me → ticket → socket → channels → messages (a push's background window only
+/// the messages of the channels it knows, `.catchUp`); a send gathers members, their
 /// device sets, bundles for devices without a session, a sender-key distribution, then
 /// posts ciphertext. Every request has a deadline (`Config.requestTimeout`); one that
 /// passes it counts as failed in transit, so nothing waits forever. A 401 parks the
@@ -250,6 +251,10 @@ public enum ClientInput: Sendable {
     case login(username: String, password: String, deviceName: String)
     /// After a restart: restore from the snapshot and connect.
     case start
+    /// A push woke the app in the background for a few seconds: fetch what each channel
+    /// this device knows got, as a platform's background fetch does, without the socket,
+    /// the channel list or sends (those wait for `.start`, when the app is on screen).
+    case catchUp
     case response(id: Int, HTTPResponseMessage)
     /// The request never got an answer (connection refused, reset, timed out).
     case transportFailed(id: Int)

@@ -22,6 +22,39 @@ struct ResilienceTests {
         #expect(net.clients["alice"]!.stats.refreshes == 2 && net.clients["alice"]!.stats.refreshRetries == 1)
     }
 
+    @Test("requests in flight together when the access token expired: one refresh, and a 401 that comes back after it goes again with the new token, not into a second refresh")
+    func unauthorizedAfterTheRefresh() {
+        var net = ChatNetwork()
+        for name in ["alice", "bob"] { net.register(name, username: name) }
+        net.run("alice", .openDM(userID: net.userID("bob")))
+        net.run("alice", .createGroup(name: "team"))
+        net.now = net.now + .minutes(16)  // every access token has expired
+        var alice = net.clients["alice"]!
+        func requests(_ effects: [ClientEffect]) -> [(id: Int, request: HTTPRequestMessage)] {
+            effects.compactMap { if case .request(let id, let request) = $0 { (id, request) } else { nil } }
+        }
+        // The server answers one request now; the client takes the answer.
+        var statuses: [Int] = []
+        func answer(_ flight: (id: Int, request: HTTPRequestMessage)) -> [(id: Int, request: HTTPRequestMessage)] {
+            let response = net.server.handle(flight.request, now: net.now).response
+            statuses.append(response.status)
+            return requests(alice.handle(.response(id: flight.id, response), now: net.now))
+        }
+        // A push's background window: both channels' pages go out at once, on the old token.
+        let pages = requests(alice.handle(.catchUp, now: net.now))
+        #expect(pages.count == 2 && pages.allSatisfy { $0.request.path.hasSuffix("/messages") })
+        let refresh = answer(pages[0])
+        #expect(refresh.map(\.request.path) == ["/api/v1/auth/refresh"])
+        let retried = answer(refresh[0])
+        #expect(retried.map(\.request.path) == [pages[0].request.path])
+        // The second page's 401 comes back only now, after the refresh finished.
+        let again = answer(pages[1])
+        #expect(again.map(\.request.path) == [pages[1].request.path], "sent again with the new token, no second refresh")
+        for flight in retried + again { #expect(answer(flight).isEmpty) }
+        #expect(statuses == [401, 200, 401, 200, 200])
+        #expect(alice.isSignedIn && alice.stats.refreshes == 1)
+    }
+
     @Test("429 and 5xx answers to a refresh back off (Retry-After honoured) and never log out; only a 401 does")
     func refreshErrorsRetry() {
         var (net, dm) = ChatNetwork.pair()
