@@ -80,6 +80,38 @@ struct FullStackTests {
         for row in after.invariants.rows { #expect(row.violations == 0, "\(row.name): \(row.firstViolation ?? "")") }
     }
 
+    @Test("a push wakes a phone in the background: chat fetches what its channels got without a socket, and connects once the app is on screen")
+    func pushCatchUp() async throws {
+        let scenario = try Self.fullStack()
+        let (seen, fetched, connected) = try await cpuBound { () -> (Int, Int, Int) in
+            var kernel = Kernel(world: FleetWorld(scenario: scenario, sink: nil), queue: EventQueue())
+            kernel.queue = kernel.world.initialEvents()
+            var seen = 0, fetched = 0, connected = 0
+            var held: [Int: Int] = [:]  // messages held by each phone catching up, last look
+            var now = Instant.zero
+            while now < .zero + scenario.duration {
+                now = now + .seconds(5)
+                _ = kernel.run(until: .time(now))
+                let (chat, devices) = (kernel.world.chat!, kernel.world.fleet.devices)
+                for device in chat.catchingUp.sorted() {
+                    seen += 1
+                    #expect(chat.connectionOf[device] == nil && devices[device].app != .foreground, "device \(device) at \(now)")
+                    let count = chat.clients[device]!.snapshot.messageCount
+                    if let before = held[device], count > before { fetched += 1 }
+                    held[device] = count
+                }
+                for device in held.keys.sorted() where !chat.catchingUp.contains(device) {
+                    if devices[device].app == .foreground && chat.connectionOf[device] != nil { connected += 1 }
+                    held[device] = nil
+                }
+            }
+            return (seen, fetched, connected)
+        }
+        #expect(seen > 50, "pushes opened background windows")
+        #expect(fetched > 0, "phones in a push's window decrypted what their channels got")
+        #expect(connected > 0, "a phone opened during a push's window connected its socket")
+    }
+
     /// Kiosks on cellular that sync all day; only the cadence the server asks for differs.
     static func syncing(every interval: String) throws -> Scenario {
         try ScenarioLoader.parse(text: """

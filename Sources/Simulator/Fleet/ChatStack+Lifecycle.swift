@@ -27,17 +27,26 @@ extension ChatStack {
             start(device, fleet: &fleet, now: now, queue: &queue)
         } else if !should && running {
             stop(device, fleet: &fleet, now: now)
+        } else if should && catchingUp.contains(device) && fleet.devices[device].app == .foreground {
+            // The person opened the app during a push's window: the client connects now.
+            catchingUp.remove(device)
+            feed(device, .start, now: now, queue: &queue, fleet: &fleet)
         }
     }
 
     /// A client run begins, restored from what the app stored: a signed-in client resumes
-    /// its session (`.start`), one that is not signs in.
+    /// its session (`.start`), or in a push's background window fetches what its channels
+    /// got (`.catchUp`: no socket, as a platform's background fetch); one that is not
+    /// signed in signs in.
     mutating func start(_ device: Int, fleet: inout Fleet, now: Instant, queue: inout EventQueue<FleetWorld.Event>) {
         session[device] = currentSession(device) &+ 1
         awakeSince[device] = now
         lastPushAt[device] = nil
         guard let client = clients[device], let user = userOfDevice[device] else { return }
-        if client.isSignedIn {
+        if client.isSignedIn && !provisioning && fleet.devices[device].app != .foreground {
+            catchingUp.insert(device)
+            feed(device, .catchUp, now: now, queue: &queue, fleet: &fleet)
+        } else if client.isSignedIn {
             feed(device, .start, now: now, queue: &queue, fleet: &fleet)
         } else if !provisioning && fleet.devices[device].app == .foreground {
             // Signing in needs the person: it waits for the app on screen.
@@ -63,6 +72,7 @@ extension ChatStack {
         session[device] = currentSession(device) &+ 1
         awakeSince[device] = nil
         pushWindow.remove(device)
+        catchingUp.remove(device)
         if let connection = connectionOf.removeValue(forKey: device) {
             deviceOfConnection[connection] = nil
             server.disconnect(connection)
@@ -92,17 +102,20 @@ extension ChatStack {
     mutating func pushArrived(_ device: Int, fleet: inout Fleet, now: Instant, queue: inout EventQueue<FleetWorld.Event>) {
         guard clients[device] != nil, fleet.devices[device].tickLoopRunning else { return }
         pushWindow.insert(device)
+        // A client already catching up in the background has no socket: it fetches again.
+        if catchingUp.contains(device) { return feed(device, .catchUp, now: now, queue: &queue, fleet: &fleet) }
         follow(device, fleet: &fleet, now: now, queue: &queue)
     }
 
     /// The server stored something a channel's members should see (a message, an edit):
-    /// each member device whose client is not running gets a push.
+    /// each member device whose client is not running, or runs without a socket (a push's
+    /// background catch-up), gets a push.
     mutating func stored(_ request: HTTPRequestMessage, now: Instant, queue: inout EventQueue<FleetWorld.Event>, fleet: inout Fleet) {
         let segments = request.segments
         guard segments.count == 5, segments[2] == "channels", segments[4] == "messages" else { return }
         for (userID, _) in (server.state.members[segments[3]] ?? [:]).sorted(by: { $0.key < $1.key }) {
             guard let user = userIndex(userID, fleet: &fleet) else { continue }
-            for device in devicesOfUser[user] where active.contains(device) && awakeSince[device] == nil {
+            for device in devicesOfUser[user] where active.contains(device) && (awakeSince[device] == nil || catchingUp.contains(device)) {
                 if let last = lastPushAt[device], now - last < Self.pushCollapse { continue }
                 lastPushAt[device] = now
                 fleet.sendPush(to: device, stack: .chat, at: now, queue: &queue)

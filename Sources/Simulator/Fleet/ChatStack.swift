@@ -88,6 +88,9 @@ public struct ChatStack {
     var awakeSince: [Int: Instant] = [:]
     /// Devices in a background window a push opened.
     var pushWindow: Set<Int> = []
+    /// Devices whose client runs a push's background catch-up (no socket yet): it becomes
+    /// a full start when the app comes on screen.
+    var catchingUp: Set<Int> = []
     /// Devices a chat push is on its way to (one at a time).
     var pushInFlight: Set<Int> = []
     /// Each device's client run; bumped when it starts or stops.
