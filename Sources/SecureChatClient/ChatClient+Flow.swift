@@ -19,6 +19,7 @@ extension ChatClient {
             request(.me, "GET", "/users/me", nil, now: now, &out)
         case .catchUp:
             guard isSignedIn else { out.append(.loggedOut(reason: "no saved session")); break }
+            anchorCatchUps()
             for channel in snapshot.channels.keys.sorted() { catchUp(channel, now: now, &out) }
         case .response(let id, let response):
             guard let flight = inFlight.removeValue(forKey: id) else { break }
@@ -34,6 +35,7 @@ extension ChatClient {
             // Events sent while the socket was down are not replayed: device sets may have
             // changed meanwhile, so each is checked again before the next send to its user.
             staleDeviceSets.formUnion(snapshot.deviceSets.keys)
+            anchorCatchUps()
             request(.channels, "GET", "/channels", nil, now: now, &out)
         case .socketText(let text):
             frame(text, now: now, &out)
@@ -174,7 +176,7 @@ extension ChatClient {
             // this device starts from its newest page; older ones are `loadOlder`'s. Where
             // paging must go on is stored, so a stop before it ends leaves no hole.
             let hadHistory = snapshot.channels[channel]?.synced == true
-            let reachedKnown = page.contains { $0["id"]?.stringValue.map { snapshot.holds(ChatID($0), in: channel) || seenOnly.contains($0) } ?? false }
+            let reachedKnown = page.contains { reachesHeld($0, in: channel) }
             if let cursor = flight.request.query["before"] { snapshot.channels[channel]?.catchUpFrom?.removeAll { $0 == cursor } }
             if hadHistory, body?["has_more"] == true, !reachedKnown, let oldest = page.first?["created_at"]?.stringValue {
                 let cursors = snapshot.channels[channel]?.catchUpFrom ?? []
@@ -223,6 +225,23 @@ extension ChatClient {
             request(.messages(channel: channel), "GET", "/channels/\(channel)/messages?limit=\(Self.longPage)&before=\(PercentEncoding.encode(cursor))",
                     nil, now: now, &out)
         }
+    }
+
+    /// Notes each channel's newest held message, before the socket can deliver newer ones.
+    mutating func anchorCatchUps() {
+        catchUpAnchors = [:]
+        for (channel, timeline) in snapshot.timelines {
+            if let newest = timeline.last { catchUpAnchors[channel] = newest.compactCreatedAt }
+        }
+    }
+
+    /// Whether a page's message shows that paging back has reached what the device held
+    /// before this catch-up: one it holds (or saw), no newer than the channel's anchor. A
+    /// message the socket delivered since is newer, and older unread ones may lie between.
+    func reachesHeld(_ item: JSONValue, in channel: String) -> Bool {
+        guard let id = item["id"]?.stringValue, snapshot.holds(ChatID(id), in: channel) || seenOnly.contains(id) else { return false }
+        guard let anchor = catchUpAnchors[channel], let created = item["created_at"]?.stringValue else { return true }
+        return ChatTime(created) <= anchor
     }
 
     /// The newest page a channel with history fetches when the client catches up: two

@@ -193,6 +193,17 @@ struct ChatNetwork {
     func userID(_ name: String) -> String { clients[name]!.userID! }
 
     /// alice and bob, each signed in and connected, and a DM between them.
+    /// Alice's group with Carol in it, and Alice's first message there.
+    static func group(first: String) -> (ChatNetwork, String) {
+        var net = ChatNetwork()
+        for name in ["alice", "carol"] { net.register(name, username: name) }
+        net.run("alice", .createGroup(name: "team"))
+        let group = net.channelsAdded["alice"]!.last!
+        net.run("alice", .addMember(channelID: group, userID: net.userID("carol")))
+        net.run("alice", .send(channelID: group, text: first))
+        return (net, group)
+    }
+
     static func pair() -> (ChatNetwork, String) {
         var net = ChatNetwork()
         net.register("alice", username: "alice")

@@ -75,12 +75,7 @@ struct ClientTests {
 
     @Test("after a long absence the client pages back until it meets what it has: 180 missed group messages, all in order")
     func longAbsence() {
-        var net = ChatNetwork()
-        for name in ["alice", "carol"] { net.register(name, username: name) }
-        net.run("alice", .createGroup(name: "busy"))
-        let group = net.channelsAdded["alice"]!.last!
-        net.run("alice", .addMember(channelID: group, userID: net.userID("carol")))
-        net.run("alice", .send(channelID: group, text: "before"))
+        var (net, group) = ChatNetwork.group(first: "before")
         net.goOffline("carol")
         for n in 0..<180 { net.run("alice", .send(channelID: group, text: "m\(n)")) }
         net.goOnline("carol")
@@ -90,12 +85,7 @@ struct ClientTests {
 
     @Test("a reconnect asks for little when little is new: the newest 2, then pages back five times longer (10, 50, 100) until one meets a message it has")
     func catchUpPages() {
-        var net = ChatNetwork()
-        for name in ["alice", "carol"] { net.register(name, username: name) }
-        net.run("alice", .createGroup(name: "pages"))
-        let group = net.channelsAdded["alice"]!.last!
-        net.run("alice", .addMember(channelID: group, userID: net.userID("carol")))
-        net.run("alice", .send(channelID: group, text: "first"))
+        var (net, group) = ChatNetwork.group(first: "first")
         var sent = ["first"]
         // Carol is away while Alice sends `count` messages; the pages her catch-up asked for.
         func away(_ count: Int) -> [String] {
@@ -114,6 +104,34 @@ struct ClientTests {
         #expect(away(3) == ["2", "10 before"])
         #expect(away(180) == ["2", "10 before", "50 before", "100 before", "100 before"])
         #expect(net.clients["carol"]!.stats.decryptionFailures == 0)
+    }
+
+    @Test("messages the socket delivers while a catch-up's page is on its way do not end the catch-up early: it pages back to what the device held before")
+    func catchUpPastSocketMessages() {
+        var (net, group) = ChatNetwork.group(first: "before")
+        net.goOffline("carol")
+        for text in ["m1", "m2", "m3"] { net.run("alice", .send(channelID: group, text: text)) }
+        // Carol's catch-up asks for the newest page; before the answer comes, two newer
+        // messages reach her by the socket.
+        var carol = net.clients["carol"]!
+        let pages = carol.handle(.catchUp, now: net.now).compactMap { effect -> (Int, HTTPRequestMessage)? in
+            if case .request(let id, let request) = effect { (id, request) } else { nil }
+        }
+        for text in ["m4", "m5"] { net.run("alice", .send(channelID: group, text: text)) }
+        for id in net.server.state.channels[group]!.messageIDs.suffix(2) {
+            let frame = JSONValue.object(["type": "message.new", "message": net.server.messageJSON(net.server.state.messages[id]!)])
+            _ = carol.handle(.socketText(frame.canonicalText), now: net.now)
+        }
+        #expect(pages.count == 1)
+        var next = pages
+        while let (id, request) = next.first {
+            next.removeFirst()
+            let response = net.server.handle(request, now: net.now).response
+            next += carol.handle(.response(id: id, response), now: net.now).compactMap { effect -> (Int, HTTPRequestMessage)? in
+                if case .request(let id, let request) = effect { (id, request) } else { nil }
+            }
+        }
+        #expect(carol.timeline(group).map(\.text) == ["before", "m1", "m2", "m3", "m4", "m5"])
     }
 
     @Test("when a member leaves a group, the next sender key is new: the leaver's key does not open later messages")
