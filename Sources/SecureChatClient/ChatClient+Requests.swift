@@ -8,7 +8,7 @@ extension ChatClient {
         var bytes: [UInt8] = []
         body?.write(to: &bytes)
         var headers = body == nil ? [:] : ["content-type": "application/json"]
-        if auth, let token = snapshot.accessToken { headers["authorization"] = "Bearer \(token)" }
+        if auth, let authorization { headers["authorization"] = authorization }
         let message = HTTPRequestMessage(method: method, target: "/api/v1" + path, headers: headers, body: bytes)
         issue(InFlight(purpose: purpose, request: message, retried: false, deadline: now + config.requestTimeout), now: now, &out)
     }
@@ -21,6 +21,18 @@ extension ChatClient {
         inFlight[id] = flight
         armRequestDeadline()
         out.append(.request(id: id, flight.request))
+    }
+
+    /// The `Authorization` header of the access token held now.
+    var authorization: String? { snapshot.accessToken.map { "Bearer \($0)" } }
+
+    /// Sends a request that got a 401 once more, with the access token held now; a 401 to
+    /// that ends the session.
+    mutating func retry(_ flight: InFlight, now: Instant, _ out: inout [ClientEffect]) {
+        var again = flight
+        again.retried = true
+        again.request.headers["authorization"] = authorization ?? "Bearer "
+        issue(again, now: now, &out)
     }
 
     /// Arms `.requests` at the earliest deadline in flight (or disarms it).
@@ -79,11 +91,8 @@ extension ChatClient {
     mutating func unauthorized(_ flight: InFlight, now: Instant, _ out: inout [ClientEffect]) {
         guard !flight.retried else { return logout("the server refused the refreshed token", &out) }
         guard let refreshToken = snapshot.refreshToken else { return logout("no refresh token", &out) }
-        if refresh == .idle, let current = snapshot.accessToken, flight.request.headers["authorization"] != "Bearer \(current)" {
-            var again = flight
-            again.retried = true
-            again.request.headers["authorization"] = "Bearer \(current)"
-            return issue(again, now: now, &out)
+        if refresh == .idle, let authorization, flight.request.headers["authorization"] != authorization {
+            return retry(flight, now: now, &out)
         }
         parked.append((flight, now + config.parkLimit))
         timers.arm(.parked, at: parked.map(\.until).min()!)
@@ -108,14 +117,10 @@ extension ChatClient {
             refresh = .idle
             timers.cancel(.refreshRetry)
             tokens(body)
-            let retry = parked
+            let waiting = parked
             parked = []
             timers.cancel(.parked)
-            for (var flight, _) in retry {
-                flight.retried = true
-                flight.request.headers["authorization"] = "Bearer \(snapshot.accessToken ?? "")"
-                issue(flight, now: now, &out)
-            }
+            for (flight, _) in waiting { retry(flight, now: now, &out) }
         case 401:
             logout("the refresh token was refused", &out)
         default:

@@ -193,6 +193,11 @@ struct ChatNetwork {
     func userID(_ name: String) -> String { clients[name]!.userID! }
 
     /// alice and bob, each signed in and connected, and a DM between them.
+    /// The requests among a client's effects, for tests that answer them one by one.
+    static func requests(_ effects: [ClientEffect]) -> [(id: Int, request: HTTPRequestMessage)] {
+        effects.compactMap { if case .request(let id, let request) = $0 { (id, request) } else { nil } }
+    }
+
     /// Alice's group with Carol in it, and Alice's first message there.
     static func group(first: String) -> (ChatNetwork, String) {
         var net = ChatNetwork()

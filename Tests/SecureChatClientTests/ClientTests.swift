@@ -114,9 +114,7 @@ struct ClientTests {
         // Carol's catch-up asks for the newest page; before the answer comes, two newer
         // messages reach her by the socket.
         var carol = net.clients["carol"]!
-        let pages = carol.handle(.catchUp, now: net.now).compactMap { effect -> (Int, HTTPRequestMessage)? in
-            if case .request(let id, let request) = effect { (id, request) } else { nil }
-        }
+        let pages = ChatNetwork.requests(carol.handle(.catchUp, now: net.now))
         for text in ["m4", "m5"] { net.run("alice", .send(channelID: group, text: text)) }
         for id in net.server.state.channels[group]!.messageIDs.suffix(2) {
             let frame = JSONValue.object(["type": "message.new", "message": net.server.messageJSON(net.server.state.messages[id]!)])
@@ -127,9 +125,7 @@ struct ClientTests {
         while let (id, request) = next.first {
             next.removeFirst()
             let response = net.server.handle(request, now: net.now).response
-            next += carol.handle(.response(id: id, response), now: net.now).compactMap { effect -> (Int, HTTPRequestMessage)? in
-                if case .request(let id, let request) = effect { (id, request) } else { nil }
-            }
+            next += ChatNetwork.requests(carol.handle(.response(id: id, response), now: net.now))
         }
         #expect(carol.timeline(group).map(\.text) == ["before", "m1", "m2", "m3", "m4", "m5"])
     }

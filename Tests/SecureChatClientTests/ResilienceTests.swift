@@ -30,18 +30,15 @@ struct ResilienceTests {
         net.run("alice", .createGroup(name: "team"))
         net.now = net.now + .minutes(16)  // every access token has expired
         var alice = net.clients["alice"]!
-        func requests(_ effects: [ClientEffect]) -> [(id: Int, request: HTTPRequestMessage)] {
-            effects.compactMap { if case .request(let id, let request) = $0 { (id, request) } else { nil } }
-        }
         // The server answers one request now; the client takes the answer.
         var statuses: [Int] = []
         func answer(_ flight: (id: Int, request: HTTPRequestMessage)) -> [(id: Int, request: HTTPRequestMessage)] {
             let response = net.server.handle(flight.request, now: net.now).response
             statuses.append(response.status)
-            return requests(alice.handle(.response(id: flight.id, response), now: net.now))
+            return ChatNetwork.requests(alice.handle(.response(id: flight.id, response), now: net.now))
         }
         // A push's background window: both channels' pages go out at once, on the old token.
-        let pages = requests(alice.handle(.catchUp, now: net.now))
+        let pages = ChatNetwork.requests(alice.handle(.catchUp, now: net.now))
         #expect(pages.count == 2 && pages.allSatisfy { $0.request.path.hasSuffix("/messages") })
         let refresh = answer(pages[0])
         #expect(refresh.map(\.request.path) == ["/api/v1/auth/refresh"])
