@@ -123,7 +123,7 @@ extension ChatClient {
                 out.append(.surfaced(.requestFailed(status: response.status, detail: Self.detail(body))))
                 return
             }
-            tokens(body)
+            tokens(body, now: now)
             snapshot.userID = body["user_id"]?.stringValue
             snapshot.deviceID = body["device_id"]?.stringValue
             socket = .closed

@@ -3,6 +3,9 @@ import LabKernel
 extension ChatClient {
     // MARK: Issuing requests
 
+    /// Issues a request; an authenticated one whose access token is known to have gone stale
+    /// waits behind a refresh instead (as OAuth clients such as AppAuth do), so it costs no
+    /// round trip that can only be answered 401.
     mutating func request(_ purpose: Purpose, _ method: String, _ path: String, _ body: JSONValue?, auth: Bool = true, now: Instant,
                           _ out: inout [ClientEffect]) {
         var bytes: [UInt8] = []
@@ -10,7 +13,11 @@ extension ChatClient {
         var headers = body == nil ? [:] : ["content-type": "application/json"]
         if auth, let authorization { headers["authorization"] = authorization }
         let message = HTTPRequestMessage(method: method, target: "/api/v1" + path, headers: headers, body: bytes)
-        issue(InFlight(purpose: purpose, request: message, retried: false, deadline: now + config.requestTimeout), now: now, &out)
+        let flight = InFlight(purpose: purpose, request: message, retried: false, deadline: now + config.requestTimeout)
+        if auth, let staleAt = snapshot.accessTokenStaleAt, now >= staleAt, let refreshToken = snapshot.refreshToken {
+            return park(flight, refreshToken: refreshToken, now: now, &out)
+        }
+        issue(flight, now: now, &out)
     }
 
     mutating func issue(_ flight: InFlight, now: Instant, _ out: inout [ClientEffect]) {
@@ -94,6 +101,12 @@ extension ChatClient {
         if refresh == .idle, let authorization, flight.request.headers["authorization"] != authorization {
             return retry(flight, now: now, &out)
         }
+        park(flight, refreshToken: refreshToken, now: now, &out)
+    }
+
+    /// Holds a request until a refresh answers (starting one when none is under way); it
+    /// then goes with the new token, or gives up after `parkLimit`.
+    mutating func park(_ flight: InFlight, refreshToken: String, now: Instant, _ out: inout [ClientEffect]) {
         parked.append((flight, now + config.parkLimit))
         timers.arm(.parked, at: parked.map(\.until).min()!)
         guard refresh == .idle else { return }
@@ -116,7 +129,7 @@ extension ChatClient {
             }
             refresh = .idle
             timers.cancel(.refreshRetry)
-            tokens(body)
+            tokens(body, now: now)
             let waiting = parked
             parked = []
             timers.cancel(.parked)
@@ -155,9 +168,14 @@ extension ChatClient {
 
     // MARK: Sessions
 
-    mutating func tokens(_ body: JSONValue) {
+    mutating func tokens(_ body: JSONValue, now: Instant) {
         snapshot.accessToken = body["access_token"]?.stringValue
         snapshot.refreshToken = body["refresh_token"]?.stringValue
+        snapshot.accessTokenStaleAt = body["expires_in"]?.numberValue.flatMap { seconds in
+            guard seconds.isFinite, seconds > 0, seconds < 1e9 else { return nil }
+            let life = TimeSpan.approximately(seconds: seconds)
+            return now + max(life - .minutes(1), TimeSpan(nanoseconds: life.nanoseconds / 2))
+        }
     }
 
     static func detail(_ body: JSONValue?) -> String {
@@ -168,6 +186,7 @@ extension ChatClient {
     mutating func logout(_ reason: String, _ out: inout [ClientEffect]) {
         snapshot.accessToken = nil
         snapshot.refreshToken = nil
+        snapshot.accessTokenStaleAt = nil
         parked = []
         refresh = .idle
         inFlight = [:]

@@ -98,6 +98,11 @@ public struct ChatClient: Sendable {
         public var deviceID: String?
         public var accessToken: String?
         public var refreshToken: String?
+        /// From when the access token is not used any more and a refresh goes first (by
+        /// this device's clock, from the `expires_in` of the answer that brought it): a
+        /// minute before it expires, or half its life if that is shorter. Nil when the
+        /// server gave no lifetime (or an older snapshot): then a 401 tells.
+        public var accessTokenStaleAt: Instant?
         public var keys: ChatKeyStore?
         public var generator: SeededGenerator
         public var channels: [String: ChannelInfo] = [:]

@@ -24,32 +24,45 @@ struct ResilienceTests {
 
     @Test("requests in flight together when the access token expired: one refresh, and a 401 that comes back after it goes again with the new token, not into a second refresh")
     func unauthorizedAfterTheRefresh() {
-        var net = ChatNetwork()
-        for name in ["alice", "bob"] { net.register(name, username: name) }
-        net.run("alice", .openDM(userID: net.userID("bob")))
-        net.run("alice", .createGroup(name: "team"))
-        net.now = net.now + .minutes(16)  // every access token has expired
-        var alice = net.clients["alice"]!
-        // The server answers one request now; the client takes the answer.
-        var statuses: [Int] = []
-        func answer(_ flight: (id: Int, request: HTTPRequestMessage)) -> [(id: Int, request: HTTPRequestMessage)] {
-            let response = net.server.handle(flight.request, now: net.now).response
-            statuses.append(response.status)
-            return ChatNetwork.requests(alice.handle(.response(id: flight.id, response), now: net.now))
-        }
+        var exchange = OneByOne.aliceWithTwoChannels()
+        exchange.net.now = exchange.net.now + .minutes(16)  // every access token has expired
+        // A client that does not know when its token expires (a server that sends no
+        // `expires_in`) learns it from the 401s.
+        exchange.alice.snapshot.accessTokenStaleAt = nil
         // A push's background window: both channels' pages go out at once, on the old token.
-        let pages = ChatNetwork.requests(alice.handle(.catchUp, now: net.now))
+        let pages = exchange.catchUp()
         #expect(pages.count == 2 && pages.allSatisfy { $0.request.path.hasSuffix("/messages") })
-        let refresh = answer(pages[0])
+        let refresh = exchange.answer(pages[0])
         #expect(refresh.map(\.request.path) == ["/api/v1/auth/refresh"])
-        let retried = answer(refresh[0])
+        let retried = exchange.answer(refresh[0])
         #expect(retried.map(\.request.path) == [pages[0].request.path])
         // The second page's 401 comes back only now, after the refresh finished.
-        let again = answer(pages[1])
+        let again = exchange.answer(pages[1])
         #expect(again.map(\.request.path) == [pages[1].request.path], "sent again with the new token, no second refresh")
-        for flight in retried + again { #expect(answer(flight).isEmpty) }
-        #expect(statuses == [401, 200, 401, 200, 200])
-        #expect(alice.isSignedIn && alice.stats.refreshes == 1)
+        for flight in retried + again { #expect(exchange.answer(flight).isEmpty) }
+        #expect(exchange.statuses == [401, 200, 401, 200, 200])
+        #expect(exchange.alice.isSignedIn && exchange.alice.stats.refreshes == 1)
+    }
+
+    @Test("a request on an access token known to be stale waits for a refresh instead of going out to a 401; a fresh one goes at once")
+    func staleTokenRefreshesFirst() {
+        var exchange = OneByOne.aliceWithTwoChannels()
+        // Thirteen minutes into the token's fifteen: the pages go out on it.
+        exchange.net.now = exchange.net.now + .minutes(13)
+        let fresh = exchange.catchUp()
+        #expect(fresh.count == 2 && fresh.allSatisfy { $0.request.path.hasSuffix("/messages") })
+        for flight in fresh { #expect(exchange.answer(flight).isEmpty) }
+        // Fourteen and a half: within the last minute, so the refresh goes first, once.
+        exchange.net.now = exchange.net.now + .seconds(90)
+        let first = exchange.catchUp()
+        #expect(first.map(\.request.path) == ["/api/v1/auth/refresh"])
+        let pages = exchange.answer(first[0])
+        #expect(pages.count == 2 && pages.allSatisfy { $0.request.path.hasSuffix("/messages") })
+        for flight in pages { #expect(exchange.answer(flight).isEmpty) }
+        #expect(exchange.statuses == [200, 200, 200, 200, 200], "no request was answered 401")
+        #expect(exchange.alice.isSignedIn && exchange.alice.stats.refreshes == 1)
+        // The new token's lifetime starts at the refresh's answer.
+        #expect(exchange.alice.snapshot.accessTokenStaleAt == exchange.net.now + .minutes(14))
     }
 
     @Test("429 and 5xx answers to a refresh back off (Retry-After honoured) and never log out; only a 401 does")
@@ -103,5 +116,32 @@ struct ResilienceTests {
         net.faults = []
         net.advance(.minutes(2))
         #expect(net.texts("bob", dm) == ["eventually"])
+    }
+}
+
+/// Alice (with a DM and a group) and the server, one request at a time: the test chooses
+/// the order in which the server answers what her client sent.
+struct OneByOne {
+    var net: ChatNetwork
+    var alice: ChatClient
+    /// The server's answers so far, in order.
+    var statuses: [Int] = []
+
+    static func aliceWithTwoChannels() -> OneByOne {
+        var net = ChatNetwork()
+        for name in ["alice", "bob"] { net.register(name, username: name) }
+        net.run("alice", .openDM(userID: net.userID("bob")))
+        net.run("alice", .createGroup(name: "team"))
+        return OneByOne(net: net, alice: net.clients["alice"]!)
+    }
+
+    /// A push's background window: the requests the client sends for it.
+    mutating func catchUp() -> [(id: Int, request: HTTPRequestMessage)] { ChatNetwork.requests(alice.handle(.catchUp, now: net.now)) }
+
+    /// The server answers one request now; returns what the client sends next.
+    mutating func answer(_ flight: (id: Int, request: HTTPRequestMessage)) -> [(id: Int, request: HTTPRequestMessage)] {
+        let response = net.server.handle(flight.request, now: net.now).response
+        statuses.append(response.status)
+        return ChatNetwork.requests(alice.handle(.response(id: flight.id, response), now: net.now))
     }
 }
