@@ -90,8 +90,10 @@ struct LoadtestSummary {
         if let metric = results.metric(named: "agent.first_chunk") {
             lines.append(row("agent", "first chunk after an input " + percentiles(results.histogram(metric), "answers")))
         }
-        if let metric = results.metrics(named: "chat.delivery_latency").first {
-            lines.append(row("chat", "decrypted on the partner's phone " + percentiles(results.histogram(metric), "messages")))
+        for (kind, readers, unit) in [("dm", "the partner's phone", "messages"), ("group", "each member's phone", "member deliveries")] {
+            if let metric = results.metric(named: "chat.delivery_latency", labels: "kind=\(kind)") {
+                lines.append(row("chat", "decrypted on \(readers) " + percentiles(results.histogram(metric), unit)))
+            }
         }
         let lag = results.metric(named: "loadtest.start_lag").map { results.histogram($0) }
         let lagP99 = Double(lag?.value(atPercentile: 99) ?? 0)

@@ -166,34 +166,42 @@ struct LoadtestCommandTests {
     }
 
     /// A scenario of `phones` chat-only phones (thresholds may follow).
-    static func talk(phones: Int) -> String {
+    /// Phones that only chat; with the default `chat:` section they send DMs only.
+    static func talk(phones: Int, chat: String = "{groups: 0}") -> String {
         """
         name: talk
         seed: 8
         duration: 1h
         devices:
           - {name: phones, count: \(phones), stacks: [chat]}
-        chat: {}
+        chat: \(chat)
 
         """
     }
 
-    @Test("the chat server as a target: phones in pairs register, open a DM and each message is decrypted on the partner's phone; the server keeps no plaintext")
-    func chatMessages() async throws {
-        let data = TestPaths.scratchDirectory("load-chat-serve")
+    /// A 3-second chat load test of `phones` phones against a fresh `fleetlab serve`: its
+    /// output, its results, and the chat server's database file once the server stopped.
+    func chatLoadTest(_ name: String, phones: Int, chat: String, thresholds: String) async throws -> (CommandRunner.Result, RunResults, Data) {
+        let data = TestPaths.scratchDirectory("load-\(name)-serve")
         let served = try await ServedFleetlab.start(data: data.path)
         defer { served.stop() }
-        let dir = TestPaths.scratchDirectory("loadtest-chat")
-        let scenario = try writeScenario(Self.talk(phones: 5) + """
-            thresholds:
+        let dir = TestPaths.scratchDirectory("loadtest-\(name)")
+        let scenario = try writeScenario(Self.talk(phones: phones, chat: chat) + "thresholds:\n" + thresholds, in: dir, name: "\(name).yaml")
+        let run = try await CommandRunner.fleetlabAsync(["loadtest", scenario, "--target", "chat=\(served.chatURL)", "--duration", "3s",
+                                                         "--devices", String(phones), "--think", "200ms", "--out", "out"], in: dir)
+        let results = try ResultsDatabase.open(at: dir.appendingPathComponent("out/results.sqlite").path).load()
+        served.stop()
+        return (run, results, try Data(contentsOf: data.appendingPathComponent("chat.sqlite")))
+    }
+
+    @Test("the chat server as a target: phones in pairs register, open a DM and each message is decrypted on the partner's phone; the server keeps no plaintext")
+    func chatMessages() async throws {
+        let (run, results, stored) = try await chatLoadTest("chat", phones: 5, chat: "{groups: 0}", thresholds: """
               - {metric: chat.delivery_latency, percentile: 90, max: 10s}
               - {metric: http.latency, labels: {stack: chat}, percentile: 99, max: 10s}
-            """, in: dir, name: "talk.yaml")
-        let run = try await CommandRunner.fleetlabAsync(["loadtest", scenario, "--target", "chat=\(served.chatURL)", "--duration", "3s", "--devices", "5",
-                                                         "--think", "200ms", "--out", "chat"], in: dir)
+            """)
         #expect(run.status == 0, "\(run.stdout)\(run.stderr)")
         #expect(run.stdout.contains("decrypted on the partner's phone"))
-        let results = try ResultsDatabase.open(at: dir.appendingPathComponent("chat/results.sqlite").path).load()
         let register = try #require(results.metric(named: "http.latency", labels: "endpoint=POST /api/v1/auth/register,stack=chat"))
         #expect(results.histogram(register).totalCount == 5, "each phone registered its own user once")
         let delivered = try #require(results.metric(named: "chat.delivery_latency", labels: "kind=dm"))
@@ -201,8 +209,24 @@ struct LoadtestCommandTests {
         #expect(ok >= 10 && Double(results.histogram(delivered).totalCount) == ok, "every ok iteration is one message decrypted by the partner")
         #expect((results.total("loadtest.iterations", labels: "outcome=failed") ?? 0) == 0)
         #expect(results.thresholds.count == 2 && results.thresholdsPassed, "both thresholds are measured, none skipped")
-        served.stop()
-        let stored = try Data(contentsOf: data.appendingPathComponent("chat.sqlite"))
+        #expect(stored.range(of: Data(" message 1".utf8)) == nil, "the server stored ciphertext only")
+    }
+
+    @Test("chat groups: the scenario's groups are formed among the phones before the clock starts, and each group message is decrypted on every member's phone")
+    func chatGroups() async throws {
+        // Two groups of 3 or 4 among 6 phones, and every member's messages go to a group.
+        let (run, results, stored) = try await chatLoadTest("chat-groups", phones: 6, chat: "{groups: 2, groupSize: [3, 4], groupShare: 100%}", thresholds: """
+              - {metric: chat.delivery_latency, labels: {kind: group}, percentile: 90, max: 10s}
+            """)
+        #expect(run.status == 0, "\(run.stdout)\(run.stderr)")
+        #expect(run.stdout.contains("decrypted on each member's phone"))
+        let created = try #require(results.metric(named: "http.latency", labels: "endpoint=POST /api/v1/channels,stack=chat"))
+        #expect(results.histogram(created).totalCount == 2, "each group created once, by its first member")
+        let group = try #require(results.metric(named: "chat.delivery_latency", labels: "kind=group"))
+        // A message to a group of three or four reaches two or three other phones.
+        #expect(results.histogram(group).totalCount >= 20)
+        #expect((results.total("loadtest.iterations", labels: "outcome=failed") ?? 0) == 0, "every member got every group message in time")
+        #expect(results.thresholds.count == 1 && results.thresholdsPassed)
         #expect(stored.range(of: Data(" message 1".utf8)) == nil, "the server stored ciphertext only")
     }
 

@@ -6,16 +6,19 @@ import Synchronization
 
 /// A virtual phone of a load test on the chat server (d3chat): the end-to-end encrypted
 /// chat client core the simulator runs, on real sockets (`LiveChatPhone`). Phones come in
-/// pairs (`partner`): before the run each registers a user of its own (keys, one-time
-/// pre-keys, its socket); its first iteration opens a DM with its partner; each iteration
-/// sends one message, encrypted to the partner's devices, and ends when the partner's
-/// phone has decrypted it (`chat.delivery_latency{kind=dm}` from the step's start) or
-/// after the chat deadline (failed). Every HTTP exchange is recorded by route.
+/// pairs (`partner`) for DMs and share groups (`ChatGroupPlan`): before the run each
+/// registers a user of its own (keys, one-time pre-keys, its socket), then each group's
+/// first member creates it and adds the others (`formGroups`). An iteration sends one
+/// message: to one of the phone's groups with the scenario's `groupShare`, else to its
+/// partner (the first such iteration opens the DM). It ends when every reader's phone has
+/// decrypted it (`chat.delivery_latency{kind=dm|group}`, one observation per reader, from
+/// the step's start) or after the chat deadline (failed). Every HTTP exchange is recorded
+/// by route.
 final class ChatLoadPhone: Sendable {
     let index: Int
     let phone: LiveChatPhone
     let username: String
-    let state = Progress()
+    let state: Progress
     let board: DeliveryBoard
     let deadline: Duration
 
@@ -23,22 +26,23 @@ final class ChatLoadPhone: Sendable {
          recorder: LoadRecorder) throws {
         self.index = index
         self.board = board
+        state = Progress(kinds: seed.child("kinds").generator())
         deadline = requestTimeout * 3
         username = "loadtest-\(runTag)-\(index)"
         phone = try LiveChatPhone(base: base, client: ChatClient(snapshot: ChatClient.Snapshot(seed: seed)), http: http,
                                   requestTimeout: requestTimeout) { request, took, failed in
             recorder.request(request.route, stack: "chat", latency: took, failed: failed)
         }
-        // What the core tells the app: this phone's DM, and the messages it decrypted.
+        // What the core tells the app: the messages it decrypted, and refusals.
         Task { [phone, state, board, index] in
             for await effect in phone.effects {
                 switch effect {
-                case .channelAdded(let id): state.channel.withLock { $0 = $0 ?? id }
                 case .delivered(let message): board.arrived(message.text, at: index)
                 case .surfaced(.requestFailed), .loggedOut:
                     // Before the socket is up this ends the registration (a refused sign-up).
                     state.refused.withLock { $0 = true }
-                case .request, .openSocket, .socketSend, .closeSocket, .channelRemoved, .invited, .typing, .presence, .historyLoaded, .surfaced:
+                case .request, .openSocket, .socketSend, .closeSocket, .channelAdded, .channelRemoved, .invited, .typing, .presence, .historyLoaded,
+                     .surfaced:
                     break
                 }
             }
@@ -62,28 +66,86 @@ final class ChatLoadPhone: Sendable {
         return false
     }
 
-    /// One iteration meant to start at `intended`: the first opens the DM with `partner`,
-    /// every one sends a message and waits for the partner's phone to decrypt it. Both
-    /// phones registered before the run (`register`); a phone whose registration failed
-    /// fails each iteration.
-    func iterate(partner: ChatLoadPhone, intended: ContinuousClock.Instant, clock: ContinuousClock, recorder: LoadRecorder) async -> Bool {
-        guard state.userID.withLock({ $0 }) != nil, let partnerID = partner.state.userID.withLock({ $0 }) else { return false }
-        if state.channel.withLock({ $0 }) == nil {
-            await phone.feed(.openDM(userID: partnerID))
-            let until = clock.now + deadline
-            while state.channel.withLock({ $0 }) == nil && clock.now < until { try? await clock.sleep(for: .milliseconds(20)) }
+    /// The id of the channel of this phone's that `match` picks, once its client holds it
+    /// (nil after the deadline).
+    func channel(until: ContinuousClock.Instant, clock: ContinuousClock, _ match: @escaping @Sendable (ChatClient.ChannelInfo) -> Bool) async -> String? {
+        while true {
+            if let id = await phone.client.snapshot.channels.values.first(where: match)?.id { return id }
+            guard clock.now < until else { return nil }
+            try? await clock.sleep(for: .milliseconds(20))
         }
-        guard let dm = state.channel.withLock({ $0 }) else { return false }
+    }
+
+    /// Forms the plan's groups among registered phones before the run: the first member
+    /// creates each and adds the others; a member takes part once its client holds the
+    /// group. Requests are recorded like any; a group whose creator is not registered, or
+    /// that no member received within the deadline, is left out.
+    static func formGroups(_ plan: ChatGroupPlan, phones: [ChatLoadPhone], runTag: String, clock: ContinuousClock) async {
+        await withDiscardingTaskGroup { tasks in
+            for (number, members) in plan.groups.enumerated() {
+                tasks.addTask {
+                    let creator = phones[members[0]]
+                    guard creator.state.userID.withLock({ $0 }) != nil else { return }
+                    let name = "loadtest-\(runTag)-group-\(number)"
+                    await creator.phone.feed(.createGroup(name: name))
+                    let until = clock.now + creator.deadline
+                    guard let id = await creator.channel(until: until, clock: clock, { $0.name == name }) else { return }
+                    creator.state.groups.withLock { $0[number] = id }
+                    for member in members.dropFirst() {
+                        guard let userID = phones[member].state.userID.withLock({ $0 }) else { continue }
+                        await creator.phone.feed(.addMember(channelID: id, userID: userID))
+                    }
+                    for member in members.dropFirst() where phones[member].state.userID.withLock({ $0 }) != nil {
+                        if await phones[member].channel(until: until, clock: clock, { $0.id == id }) != nil {
+                            phones[member].state.groups.withLock { $0[number] = id }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// One iteration meant to start at `intended`: a message to one of this phone's groups
+    /// (with the plan's share) or to `partner` (the first such opens the DM), waiting until
+    /// every reader's phone has decrypted it. All phones registered before the run
+    /// (`register`); a phone whose registration failed fails each iteration.
+    func iterate(partner: ChatLoadPhone, phones: [ChatLoadPhone], plan: ChatGroupPlan, intended: ContinuousClock.Instant, clock: ContinuousClock,
+                 recorder: LoadRecorder) async -> Bool {
+        guard state.userID.withLock({ $0 }) != nil else { return false }
+        let groups = state.groups.withLock { $0 }
+        let toGroup = !groups.isEmpty && state.kinds.withLock { $0.chance(plan.groupShare) }
+        let channel: String, readers: [ChatLoadPhone]
+        if toGroup {
+            let numbers = groups.keys.sorted()
+            let number = numbers[Int(state.kinds.withLock { $0.next() } % UInt64(numbers.count))]
+            channel = groups[number]!
+            readers = plan.groups[number].filter { $0 != index && phones[$0].state.groups.withLock { $0[number] != nil } }.map { phones[$0] }
+        } else {
+            guard let partnerID = partner.state.userID.withLock({ $0 }) else { return false }
+            if state.channel.withLock({ $0 }) == nil {
+                await phone.feed(.openDM(userID: partnerID))
+                if let dm = await self.channel(until: clock.now + deadline, clock: clock, { $0.isDM }) { state.channel.withLock { $0 = dm } }
+            }
+            guard let dm = state.channel.withLock({ $0 }) else { return false }
+            (channel, readers) = (dm, [partner])
+        }
         let number = state.sent.withLock { count in
             count += 1
             return count
         }
         let text = "\(username) message \(number)"
-        let delivered = board.expect(text, at: partner.index)
-        await phone.feed(.send(channelID: dm, text: text))
-        guard await board.wait(delivered, deadline: deadline) else { return false }
-        recorder.chatDelivered(clock.now - intended)
-        return true
+        let awaited = readers.map { board.expect(text, at: $0.index) }
+        await phone.feed(.send(channelID: channel, text: text))
+        let until = clock.now + deadline
+        var everyone = true
+        for key in awaited {
+            guard let arrival = await board.wait(key, until: until, clock: clock) else {
+                everyone = false
+                continue
+            }
+            recorder.chatDelivered(arrival - intended, kind: toGroup ? "group" : "dm")
+        }
+        return everyone
     }
 }
 
@@ -92,21 +154,29 @@ extension ChatLoadPhone {
     /// messages it sent.
     final class Progress: Sendable {
         let userID = Mutex<String?>(nil)
+        /// The DM with the partner.
         let channel = Mutex<String?>(nil)
+        /// The plan's groups this phone holds, by number: their channel ids.
+        let groups = Mutex<[Int: String]>([:])
+        /// Which channel each message goes to.
+        let kinds: Mutex<SeededGenerator>
         let sent = Mutex<UInt64>(0)
         /// The server refused a request the core could not recover from.
         let refused = Mutex(false)
+
+        init(kinds: SeededGenerator) { self.kinds = Mutex(kinds) }
     }
 }
 
-/// Where a phone waits for its message to reach its partner: each phone posts the messages
-/// it decrypts, under its index (the sender's own copy is posted under the sender's, so it
-/// never counts as delivered), and the sender's iteration waits for its text at the partner.
+/// Where a phone waits for its message to reach its readers: each phone posts the messages
+/// it decrypts, under its index and with the moment it did (the sender's own copy is posted
+/// under the sender's, so it never counts as delivered), and the sender's iteration waits
+/// for its text at each reader.
 final class DeliveryBoard: Sendable {
     struct State {
-        var waiting: [String: CheckedContinuation<Bool, Never>] = [:]
+        var waiting: [String: CheckedContinuation<ContinuousClock.Instant?, Never>] = [:]
         var expected: Set<String> = []
-        var arrived: Set<String> = []
+        var arrived: [String: ContinuousClock.Instant] = [:]
     }
 
     let state = Mutex(State())
@@ -119,41 +189,45 @@ final class DeliveryBoard: Sendable {
         return key
     }
 
-    /// Phone `index` decrypted `text`; one not expected there (a sender's own copy, an old
-    /// one) is ignored.
+    /// Phone `index` decrypted `text` now; one not expected there (a sender's own copy, an
+    /// old one) is ignored.
     func arrived(_ text: String, at index: Int) {
-        let text = "\(index)|\(text)"
-        let waiter = state.withLock { s -> CheckedContinuation<Bool, Never>? in
+        let text = "\(index)|\(text)", now = ContinuousClock.now
+        let waiter = state.withLock { s -> CheckedContinuation<ContinuousClock.Instant?, Never>? in
             guard s.expected.contains(text) else { return nil }
             if let waiter = s.waiting.removeValue(forKey: text) {
                 s.expected.remove(text)
                 return waiter
             }
-            s.arrived.insert(text)
+            s.arrived[text] = now
             return nil
         }
-        waiter?.resume(returning: true)
+        waiter?.resume(returning: now)
     }
 
-    /// Whether what `expect` named arrived within `deadline`.
-    func wait(_ text: String, deadline: Duration) async -> Bool {
+    /// When what `expect` named arrived, if it did by `until`.
+    func wait(_ text: String, until: ContinuousClock.Instant, clock: ContinuousClock) async -> ContinuousClock.Instant? {
         await withCheckedContinuation { continuation in
-            let already = state.withLock { s -> Bool in
-                if s.arrived.remove(text) != nil {
+            let already = state.withLock { s -> ContinuousClock.Instant?? in
+                if let at = s.arrived.removeValue(forKey: text) {
                     s.expected.remove(text)
-                    return true
+                    return .some(at)
+                }
+                guard clock.now < until else {
+                    s.expected.remove(text)
+                    return .some(nil)
                 }
                 s.waiting[text] = continuation
-                return false
+                return nil
             }
-            if already { return continuation.resume(returning: true) }
+            if let already { return continuation.resume(returning: already) }
             Task { [self] in
-                try? await Task.sleep(for: deadline)
-                let expired = state.withLock { s -> CheckedContinuation<Bool, Never>? in
+                try? await clock.sleep(until: until)
+                let expired = state.withLock { s -> CheckedContinuation<ContinuousClock.Instant?, Never>? in
                     s.expected.remove(text)
                     return s.waiting.removeValue(forKey: text)
                 }
-                expired?.resume(returning: false)
+                expired?.resume(returning: nil)
             }
         }
     }

@@ -15,7 +15,8 @@ public final class LoadRecorder: Sendable {
         var failures: [EndpointKey: MetricHandle] = [:]
         var intervals: [String: MetricHandle] = [:]
         var firstChunk: MetricHandle?
-        var delivery: MetricHandle?
+        /// `chat.delivery_latency` by kind (`dm`, `group`).
+        var delivery: [String: MetricHandle] = [:]
         var ok: MetricHandle
         var failed: MetricHandle
         var dropped: MetricHandle
@@ -76,12 +77,13 @@ public final class LoadRecorder: Sendable {
         }
     }
 
-    /// A chat message reached its recipient's phone, `latency` after the iteration that sent
-    /// it was meant to start (`chat.delivery_latency{kind=dm}`, the simulator's metric).
-    public func chatDelivered(_ latency: Duration) {
+    /// A chat message reached one of its readers' phones, `latency` after the iteration that
+    /// sent it was meant to start (`chat.delivery_latency{kind=dm|group}`, the simulator's
+    /// metric, one observation per reader as there).
+    public func chatDelivered(_ latency: Duration, kind: String) {
         state.withLock { s in
-            if s.delivery == nil { s.delivery = s.recorder.register("chat.delivery_latency", labels: [("kind", "dm")]) }
-            s.recorder.observe(s.delivery!, UInt64(max(0, latency.nanoseconds)))
+            if s.delivery[kind] == nil { s.delivery[kind] = s.recorder.register("chat.delivery_latency", labels: [("kind", kind)]) }
+            s.recorder.observe(s.delivery[kind]!, UInt64(max(0, latency.nanoseconds)))
         }
     }
 

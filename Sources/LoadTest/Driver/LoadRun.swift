@@ -76,6 +76,8 @@ public final class LoadRun: Sendable {
     let syncPhones: [SyncPhone]
     let agentPhones: [AgentLoadPhone]
     let chatPhones: [ChatLoadPhone]
+    /// Which chat phones share which groups.
+    let chatGroups: ChatGroupPlan
     /// One executor per event loop of the run's group; phone `i` runs on `i % count`.
     let executors: [EventLoopTaskExecutor]
     /// The run's own event loops: every phone's sockets, timers and tasks.
@@ -124,6 +126,8 @@ public final class LoadRun: Sendable {
                                   requestTimeout: settings.requestTimeout, board: board, recorder: recorder)
             }
         } ?? []
+        let chatDevices = settings.scenario.devices.filter { settings.scenario.stacks(of: $0).contains(.chat) }.reduce(0) { $0 + $1.count }
+        chatGroups = ChatGroupPlan(chat: settings.scenario.chat, scenarioPhones: chatDevices, phones: chatPhones.count, seed: root.child("chat-groups"))
         executors = group.makeIterator().map { EventLoopTaskExecutor($0) }
     }
 
@@ -131,11 +135,12 @@ public final class LoadRun: Sendable {
     public func run(pipeline: ResultsPipeline, stop: @escaping @Sendable () -> Bool,
                     progress: @escaping @Sendable (Progress) -> Void) async -> Outcome {
         let clock = ContinuousClock()
-        // Chat users exist before the clock starts: a phone's partner must be able to receive
-        // its first message. Registration is recorded like any request.
+        // Chat users and their groups exist before the clock starts: a phone's readers must be
+        // able to receive its first message. Registration is recorded like any request.
         await withDiscardingTaskGroup { group in
             for phone in chatPhones { group.addTask { _ = await phone.register(clock: clock) } }
         }
+        await ChatLoadPhone.formGroups(chatGroups, phones: chatPhones, runTag: settings.runTag, clock: clock)
         let start = clock.now
         let end = start + .nanoseconds(settings.duration.nanoseconds)
         let cpu = CPUMeter()
@@ -291,8 +296,8 @@ public final class LoadRun: Sendable {
         if chatPhones.count >= 2 {
             // Pairs: 0 and 1, 2 and 3, …; an odd last phone writes to phone 0.
             let partner = index ^ 1 < chatPhones.count ? index ^ 1 : 0
-            ok = await chatPhones[index].iterate(partner: chatPhones[partner], intended: stepped ? clock.now : intended, clock: clock,
-                                                 recorder: recorder) && ok
+            ok = await chatPhones[index].iterate(partner: chatPhones[partner], phones: chatPhones, plan: chatGroups,
+                                                 intended: stepped ? clock.now : intended, clock: clock, recorder: recorder) && ok
         }
         recorder.iterationEnded(ok: ok)
         return ok
