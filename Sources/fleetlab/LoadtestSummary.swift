@@ -29,7 +29,7 @@ final class LoadProgressLine: Sendable {
             guard terminal || p.elapsed - state.printed >= 10 else { return nil }
             state.printed = p.elapsed
             return "  \(Int(p.elapsed))s/\(Int(duration))s  \(MetricUnit.decimal(rate, digits: 0)) req/s  \(p.errors) errors  "
-                + "p99 \(MetricUnit.formatDuration(Double(p.p99)))  generator CPU \(MetricUnit.decimal(p.cpuPercent, digits: 0))%"
+                + "p99 \(p.p99.map { MetricUnit.formatDuration(Double($0)) } ?? "—")  generator CPU \(MetricUnit.decimal(p.cpuPercent, digits: 0))%"
         }
         guard let text else { return }
         FileHandle.standardError.write(Data((terminal ? "\r\u{1B}[2K" + text : text + "\n").utf8))

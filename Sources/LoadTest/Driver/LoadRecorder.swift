@@ -24,7 +24,8 @@ public final class LoadRecorder: Sendable {
         var cpu: MetricHandle
         var busyGauge: MetricHandle
         var busy = 0
-        /// For the progress line: requests and failures so far, and the latest bucket's latencies.
+        /// For the progress line: requests and failures so far, and the latencies since it was
+        /// last drawn.
         var requests = 0
         var errors = 0
         var recent = LogLinearHistogram(precisionBits: 7)
@@ -122,14 +123,18 @@ public final class LoadRecorder: Sendable {
             s.recorder.set(s.cpu, cpuPercent)
             s.recorder.set(s.busyGauge, Double(s.busy))
             s.recorder.closeBucket(startingAt: start)
-            s.recent = LogLinearHistogram(precisionBits: 7)
             return s.recorder.takeBatch()
         }
     }
 
-    /// Requests, failures and the p99 since the last bucket closed, for the progress line.
-    public var progress: (requests: Int, errors: Int, p99: UInt64) {
-        state.withLock { s in (s.requests, s.errors, s.recent.isEmpty ? 0 : s.recent.value(atPercentile: 99)) }
+    /// Requests and failures so far, and the p99 of the requests since the last call (nil:
+    /// none), for the progress line. Its own window, not the results bucket's: a bucket
+    /// that closes just before the line is drawn would leave it nothing to show.
+    public func takeProgress() -> (requests: Int, errors: Int, p99: UInt64?) {
+        state.withLock { s in
+            defer { s.recent = LogLinearHistogram(precisionBits: 7) }
+            return (s.requests, s.errors, s.recent.isEmpty ? nil : s.recent.value(atPercentile: 99))
+        }
     }
 
     /// The last rows and the thresholds, evaluated on everything recorded.

@@ -55,7 +55,8 @@ public final class LoadRun: Sendable {
         public var elapsed: Double
         public var requests: Int
         public var errors: Int
-        public var p99: UInt64
+        /// Of the requests answered since the last report (nil: none).
+        public var p99: UInt64?
         public var cpuPercent: Double
     }
 
@@ -169,7 +170,7 @@ public final class LoadRun: Sendable {
                         pipeline.submit(recorder.closeBucket(startingAt: bucketStart, cpuPercent: share))
                         bucketStart += settings.bucket.nanoseconds
                     }
-                    let figures = recorder.progress
+                    let figures = recorder.takeProgress()
                     progress(Progress(elapsed: Double(elapsed) / 1e9, requests: figures.requests, errors: figures.errors, p99: figures.p99,
                                       cpuPercent: cpu.percentOverall()))
                     lastProgress = now
