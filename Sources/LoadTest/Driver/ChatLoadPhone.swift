@@ -7,10 +7,10 @@ import Synchronization
 /// A virtual phone of a load test on the chat server (d3chat): the end-to-end encrypted
 /// chat client core the simulator runs, on real sockets (`LiveChatPhone`). Phones come in
 /// pairs (`partner`) for DMs and share groups (`ChatGroupPlan`): before the run each
-/// registers a user of its own (keys, one-time pre-keys, its socket), then each group's
-/// first member creates it and adds the others (`formGroups`). An iteration sends one
-/// message: to one of the phone's groups with the scenario's `groupShare`, else to its
-/// partner (the first such iteration opens the DM). It ends when every reader's phone has
+/// registers a user of its own (keys, one-time pre-keys, its socket), then the DMs are
+/// opened and each group's first member creates it and adds the others (`openChannels`).
+/// An iteration sends one message: to one of the phone's groups with the scenario's
+/// `groupShare`, else to its partner. It ends when every reader's phone has
 /// decrypted it (`chat.delivery_latency{kind=dm|group}`, one observation per reader, from
 /// the step's start) or after the chat deadline (failed). Every HTTP exchange is recorded
 /// by route.
@@ -76,10 +76,39 @@ final class ChatLoadPhone: Sendable {
         }
     }
 
-    /// Forms the plan's groups among registered phones before the run: the first member
-    /// creates each and adds the others; a member takes part once its client holds the
-    /// group. Requests are recorded like any; a group whose creator is not registered, or
-    /// that no member received within the deadline, is left out.
+    /// The phone whose DM partner phone `index` is, of `count`: 0 and 1, 2 and 3, …; an odd
+    /// last phone writes to phone 0.
+    static func partner(of index: Int, count: Int) -> Int { index ^ 1 < count ? index ^ 1 : 0 }
+
+    /// Opens the DMs and forms the plan's groups among the registered phones before the
+    /// run. Each pair's lower phone opens their DM and both note it as the one DM they
+    /// hold; an odd last phone opens its DM with phone 0 after that, so phone 0 knows which
+    /// of its two DMs is its partner's. Each group's first member creates it and adds the
+    /// others; a member takes part once its client holds the group. Requests are recorded
+    /// like any; a channel not in place within the deadline is left out (the iterations
+    /// that would use it fail).
+    static func openChannels(_ plan: ChatGroupPlan, phones: [ChatLoadPhone], runTag: String, clock: ContinuousClock) async {
+        let count = phones.count
+        let odd = count % 2 == 1 ? count - 1 : nil
+        await withDiscardingTaskGroup { tasks in
+            for index in stride(from: 0, to: count - 1, by: 2) { tasks.addTask { await phones[index].openDM(with: phones[index + 1], clock: clock) } }
+        }
+        if let odd { await phones[odd].openDM(with: phones[0], clock: clock, partnerNotes: false) }
+        await formGroups(plan, phones: phones, runTag: runTag, clock: clock)
+    }
+
+    /// Opens this phone's DM with `partner` and notes it on both (on the partner unless
+    /// `partnerNotes` is false: it holds its own DM already). Each holds no other DM yet.
+    func openDM(with partner: ChatLoadPhone, clock: ContinuousClock, partnerNotes: Bool = true) async {
+        guard let partnerID = partner.state.userID.withLock({ $0 }), state.userID.withLock({ $0 }) != nil else { return }
+        await phone.feed(.openDM(userID: partnerID))
+        let until = clock.now + deadline
+        guard let dm = await channel(until: until, clock: clock, { $0.isDM }) else { return }
+        state.channel.withLock { $0 = dm }
+        if partnerNotes, await partner.channel(until: until, clock: clock, { $0.id == dm }) != nil { partner.state.channel.withLock { $0 = dm } }
+    }
+
+    /// Forms the plan's groups (`openChannels`).
     static func formGroups(_ plan: ChatGroupPlan, phones: [ChatLoadPhone], runTag: String, clock: ContinuousClock) async {
         await withDiscardingTaskGroup { tasks in
             for (number, members) in plan.groups.enumerated() {
@@ -106,9 +135,9 @@ final class ChatLoadPhone: Sendable {
     }
 
     /// One iteration meant to start at `intended`: a message to one of this phone's groups
-    /// (with the plan's share) or to `partner` (the first such opens the DM), waiting until
-    /// every reader's phone has decrypted it. All phones registered before the run
-    /// (`register`); a phone whose registration failed fails each iteration.
+    /// (with the plan's share) or to `partner`, waiting until every reader's phone has
+    /// decrypted it. The channels were opened before the run (`openChannels`); a phone
+    /// whose registration failed, or whose DM is not in place, fails the iteration.
     func iterate(partner: ChatLoadPhone, phones: [ChatLoadPhone], plan: ChatGroupPlan, intended: ContinuousClock.Instant, clock: ContinuousClock,
                  recorder: LoadRecorder) async -> Bool {
         guard state.userID.withLock({ $0 }) != nil else { return false }
@@ -121,11 +150,6 @@ final class ChatLoadPhone: Sendable {
             channel = groups[number]!
             readers = plan.groups[number].filter { $0 != index && phones[$0].state.groups.withLock { $0[number] != nil } }.map { phones[$0] }
         } else {
-            guard let partnerID = partner.state.userID.withLock({ $0 }) else { return false }
-            if state.channel.withLock({ $0 }) == nil {
-                await phone.feed(.openDM(userID: partnerID))
-                if let dm = await self.channel(until: clock.now + deadline, clock: clock, { $0.isDM }) { state.channel.withLock { $0 = dm } }
-            }
             guard let dm = state.channel.withLock({ $0 }) else { return false }
             (channel, readers) = (dm, [partner])
         }

@@ -141,7 +141,7 @@ public final class LoadRun: Sendable {
         await withDiscardingTaskGroup { group in
             for phone in chatPhones { group.addTask { _ = await phone.register(clock: clock) } }
         }
-        await ChatLoadPhone.formGroups(chatGroups, phones: chatPhones, runTag: settings.runTag, clock: clock)
+        await ChatLoadPhone.openChannels(chatGroups, phones: chatPhones, runTag: settings.runTag, clock: clock)
         let start = clock.now
         let end = start + .nanoseconds(settings.duration.nanoseconds)
         let cpu = CPUMeter()
@@ -295,8 +295,7 @@ public final class LoadRun: Sendable {
             stepped = true
         }
         if chatPhones.count >= 2 {
-            // Pairs: 0 and 1, 2 and 3, …; an odd last phone writes to phone 0.
-            let partner = index ^ 1 < chatPhones.count ? index ^ 1 : 0
+            let partner = ChatLoadPhone.partner(of: index, count: chatPhones.count)
             ok = await chatPhones[index].iterate(partner: chatPhones[partner], phones: chatPhones, plan: chatGroups,
                                                  intended: stepped ? clock.now : intended, clock: clock, recorder: recorder) && ok
         }
