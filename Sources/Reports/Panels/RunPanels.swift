@@ -20,7 +20,7 @@ struct ThroughputPanel: DashboardPanel {
 struct ThresholdsPanel: DashboardPanel {
     let id = "thresholds"
     let title = "Thresholds"
-    let caption = "Pass/fail bounds from the scenario; any failure makes `fleetlab simulate` exit with status 3."
+    let caption = "Pass/fail bounds from the scenario; any failure makes the run (`fleetlab simulate`, `fleetlab loadtest`) exit with status 3."
     var wide: Bool { true }
 
     func body(for results: RunResults, context: DashboardContext) -> String? {
