@@ -33,6 +33,9 @@ struct LoadBench: ParsableCommand {
     @Option(help: "How long each generator runs at each point.")
     var duration: DurationArgument = DurationArgument(span: .seconds(20))
 
+    @Option(help: "Rounds at each point: the three generators take turns, and each one's median round is its figure (Locust's varies by a third between runs).")
+    var rounds = 1
+
     @Option(help: "The locust executable (default: .venv-bench/bin/locust, else locust on PATH).")
     var locust: String?
 
@@ -50,6 +53,18 @@ struct LoadBench: ParsableCommand {
     func validate() throws {
         guard (1...10_000).contains(users) else { throw ValidationError("--users must be 1...10000") }
         guard duration.span >= .seconds(2), duration.span <= .minutes(30) else { throw ValidationError("--duration must be 2s...30m") }
+        guard (1...9).contains(rounds) else { throw ValidationError("--rounds must be 1...9") }
+    }
+
+    /// A generator's rounds at one point: the median round (by requests per CPU-second)
+    /// stands for it; the spread says how far the rounds were apart.
+    struct Rounds {
+        var all: [Figures]
+        var median: Figures { all.sorted { $0.perCPUSecond < $1.perCPUSecond }[all.count / 2] }
+        var spread: String {
+            guard all.count > 1, let low = all.map(\.perCPUSecond).min(), let high = all.map(\.perCPUSecond).max() else { return "" }
+            return "; \(all.count) rounds \(MetricUnit.decimal(low, digits: 0))–\(MetricUnit.decimal(high, digits: 0))"
+        }
     }
 
     /// One generator's figures at one point.
@@ -88,21 +103,29 @@ struct LoadBench: ParsableCommand {
         let thinks = think.isEmpty ? Self.defaultThinks : think.map(\.span)
         let n = { (v: Double) in MetricUnit.decimal(v, digits: 0) }
 
-        print("fleetlab bench loadtest — \(users) users, \(seconds) s per generator and point, against fleetlab serve's sync server (\(BuildInfo.description))")
+        let each = rounds == 1 ? "" : ", \(rounds) rounds taking turns (each generator's median round shown)"
+        print("fleetlab bench loadtest — \(users) users, \(seconds) s per generator and point\(each), against fleetlab serve's sync server (\(BuildInfo.description))")
         print("  think  generator  requests      req/s   CPU-s  req per CPU-s   p50 / p99")
         var points: [JSONValue] = []
         for (index, wait) in thinks.enumerated() {
-            let ours = try fleetlab(server: server, think: wait, seconds: seconds, out: (scratch as NSString).appendingPathComponent("fleetlab-\(index)"))
-            let bare = try bare(server: server, think: wait, seconds: seconds)
-            let theirs = try locust(locustPath, server: server, think: wait, seconds: seconds, report: (scratch as NSString).appendingPathComponent("locust-\(index).json"))
+            var runs = (ours: Rounds(all: []), bare: Rounds(all: []), theirs: Rounds(all: []))
+            for round in 0..<rounds {
+                let tag = "\(index)-\(round)"
+                runs.ours.all.append(try fleetlab(server: server, think: wait, seconds: seconds, out: (scratch as NSString).appendingPathComponent("fleetlab-\(tag)")))
+                runs.bare.all.append(try bare(server: server, think: wait, seconds: seconds))
+                runs.theirs.all.append(try locust(locustPath, server: server, think: wait, seconds: seconds,
+                                                  report: (scratch as NSString).appendingPathComponent("locust-\(tag).json")))
+            }
+            let (ours, bare, theirs) = (runs.ours.median, runs.bare.median, runs.theirs.median)
             let ratio = theirs.perCPUSecond > 0 ? ours.perCPUSecond / theirs.perCPUSecond : 0
             let bareRatio = theirs.perCPUSecond > 0 ? bare.perCPUSecond / theirs.perCPUSecond : 0
             let label = "\(wait)".leftPad(5)
-            for (name, f, note) in [("fleetlab", ours, "from the intended start"), ("bare NIO", bare, "the reference: no phone, nothing recorded"),
-                                    ("Locust", theirs, "from the send")] {
+            for (name, f, note, spread) in [("fleetlab", ours, "from the intended start", runs.ours.spread),
+                                            ("bare NIO", bare, "the reference: no phone, nothing recorded", runs.bare.spread),
+                                            ("Locust", theirs, "from the send", runs.theirs.spread)] {
                 print("  \(name == "fleetlab" ? label : "     ")  \(name.padding(toLength: 9, withPad: " ", startingAt: 0))  \(n(f.requests).leftPad(8))  "
                     + "\(n(f.requests / max(f.wallSeconds, 1e-9)).leftPad(9))  \(MetricUnit.decimal(f.cpuSeconds, digits: 2).leftPad(6))  \(n(f.perCPUSecond).leftPad(13))   "
-                    + "\(f.p50) / \(f.p99)  (\(note); \(n(f.failures)) failed)")
+                    + "\(f.p50) / \(f.p99)  (\(note); \(n(f.failures)) failed\(spread))")
             }
             print("         ratio      \(MetricUnit.decimal(ratio, digits: 2))× Locust's requests per CPU-second (target ≥ 3×); "
                 + "the bare NIO client \(MetricUnit.decimal(bareRatio, digits: 2))×, fleetlab \(MetricUnit.decimal(bare.perCPUSecond > 0 ? ours.perCPUSecond / bare.perCPUSecond : 0, digits: 2))× of it")
@@ -111,12 +134,15 @@ struct LoadBench: ParsableCommand {
                            "locust_cpu_seconds": .figure(theirs.cpuSeconds), "locust_requests_per_cpu_second": .figure(theirs.perCPUSecond),
                            "bare_nio_requests": .figure(bare.requests), "bare_nio_cpu_seconds": .figure(bare.cpuSeconds),
                            "bare_nio_requests_per_cpu_second": .figure(bare.perCPUSecond), "bare_nio_ratio": .figure(bareRatio),
-                           "ratio": .figure(ratio)])
+                           "ratio": .figure(ratio),
+                           "rounds": ["fleetlab": .array(runs.ours.all.map { .figure($0.perCPUSecond) }),
+                                      "bare_nio": .array(runs.bare.all.map { .figure($0.perCPUSecond) }),
+                                      "locust": .array(runs.theirs.all.map { .figure($0.perCPUSecond) })]])
         }
         #if DEBUG
         print("  note       this is a debug build; use `swift build -c release` for real figures")
         #endif
-        try output.write(bench: "loadtest", parameters: ["users": .figure(Double(users)), "duration_seconds": .figure(Double(seconds)),
+        try output.write(bench: "loadtest", parameters: ["users": .figure(Double(users)), "duration_seconds": .figure(Double(seconds)), "rounds": .figure(Double(rounds)),
                                                          "think_seconds": .array(thinks.map { .figure($0.seconds) })],
                          figures: ["points": .array(points), "target_ratio": .figure(3)])
     }

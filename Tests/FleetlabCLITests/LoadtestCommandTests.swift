@@ -359,7 +359,7 @@ struct LoadBenchTests {
         #expect((answered["requests"]?.numberValue ?? 0) > 40 && answered["failures"] == answered["requests"], "every request got a 401")
     }
 
-    @Test("without Locust it says how to get it and exits 2")
+    @Test("without Locust it says how to get it and exits 2; so does a round count out of range")
     func needsLocust() async throws {
         let result = try await CommandRunner.fleetlabAsync(["bench", "loadtest", "--locust", "/nonexistent/locust", "--duration", "2s"])
         #expect(result.status != 0)
@@ -367,5 +367,7 @@ struct LoadBenchTests {
                                                             environment: ["PATH": "/usr/bin:/bin"])
         #expect(missing.status == 2, "\(missing.stderr)")
         #expect(missing.stderr.contains("scripts/bench-loadtest installs it"))
+        let rounds = try await CommandRunner.fleetlabAsync(["bench", "loadtest", "--rounds", "0", "--duration", "2s"])
+        #expect(rounds.status == 2 && rounds.stderr.contains("--rounds must be 1...9"), "\(rounds.stderr)")
     }
 }
