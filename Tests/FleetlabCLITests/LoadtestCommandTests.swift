@@ -227,6 +227,7 @@ struct LoadtestCommandTests {
         #expect(results.histogram(group).totalCount >= 20)
         #expect((results.total("loadtest.iterations", labels: "outcome=failed") ?? 0) == 0, "every member got every group message in time")
         #expect(results.thresholds.count == 1 && results.thresholdsPassed)
+        #expect(results.total("chat.typing") ?? 0 > 0, "half the messages are announced by typing.start, and the other members hear it")
         #expect(stored.range(of: Data(" message 1".utf8)) == nil, "the server stored ciphertext only")
     }
 

@@ -10,7 +10,8 @@ import Synchronization
 /// registers a user of its own (keys, one-time pre-keys, its socket), then the DMs are
 /// opened and each group's first member creates it and adds the others (`openChannels`).
 /// An iteration sends one message: to one of the phone's groups with the scenario's
-/// `groupShare`, else to its partner. It ends when every reader's phone has
+/// `groupShare`, else to its partner, announced by `typing.start` with the scenario's
+/// `typingShare`. It ends when every reader's phone has
 /// decrypted it (`chat.delivery_latency{kind=dm|group}`, one observation per reader, from
 /// the step's start) or after the chat deadline (failed). Every HTTP exchange is recorded
 /// by route.
@@ -33,16 +34,16 @@ final class ChatLoadPhone: Sendable {
                                   requestTimeout: requestTimeout) { request, took, failed in
             recorder.request(request.route, stack: "chat", latency: took, failed: failed)
         }
-        // What the core tells the app: the messages it decrypted, and refusals.
-        Task { [phone, state, board, index] in
+        // What the core tells the app: the messages it decrypted, others typing, refusals.
+        Task { [phone, state, board, index, recorder] in
             for await effect in phone.effects {
                 switch effect {
                 case .delivered(let message): board.arrived(message.text, at: index)
+                case .typing(_, _, let active): if active { recorder.typingHeard() }
                 case .surfaced(.requestFailed), .loggedOut:
                     // Before the socket is up this ends the registration (a refused sign-up).
                     state.refused.withLock { $0 = true }
-                case .request, .openSocket, .socketSend, .closeSocket, .channelAdded, .channelRemoved, .invited, .typing, .presence, .historyLoaded,
-                     .surfaced:
+                case .request, .openSocket, .socketSend, .closeSocket, .channelAdded, .channelRemoved, .invited, .presence, .historyLoaded, .surfaced:
                     break
                 }
             }
@@ -159,6 +160,9 @@ final class ChatLoadPhone: Sendable {
         }
         let text = "\(username) message \(number)"
         let awaited = readers.map { board.expect(text, at: $0.index) }
+        // Announced by `typing.start` as often as the scenario's users do (the server fans
+        // it out to the channel's other members), as the simulator's users do.
+        if state.kinds.withLock({ $0.chance(plan.typingShare) }) { await phone.feed(.typing(channelID: channel, started: true)) }
         await phone.feed(.send(channelID: channel, text: text))
         let until = clock.now + deadline
         var everyone = true

@@ -15,6 +15,7 @@ public final class LoadRecorder: Sendable {
         var failures: [EndpointKey: MetricHandle] = [:]
         var intervals: [String: MetricHandle] = [:]
         var firstChunk: MetricHandle?
+        var typing: MetricHandle?
         /// `chat.delivery_latency` by kind (`dm`, `group`).
         var delivery: [String: MetricHandle] = [:]
         var ok: MetricHandle
@@ -67,6 +68,15 @@ public final class LoadRecorder: Sendable {
                 s.recorder.add(s.failures[key]!)
                 s.errors += 1
             }
+        }
+    }
+
+    /// A phone heard another's `typing.start` (`chat.typing`, the simulator's count of the
+    /// frames the server fanned out).
+    public func typingHeard() {
+        state.withLock { s in
+            if s.typing == nil { s.typing = s.recorder.register("chat.typing") }
+            s.recorder.add(s.typing!)
         }
     }
 

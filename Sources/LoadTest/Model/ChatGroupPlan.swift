@@ -10,15 +10,19 @@ public import Simulator
 /// has phones enough for the smallest. Each group's size is drawn from `chat.groupSize`
 /// (at most every phone) and its members without repeats, as the simulator draws its
 /// users' groups; the first member creates the group and adds the others. A phone sends to
-/// one of its groups with the scenario's `chat.groupShare`, else to its DM partner.
+/// one of its groups with the scenario's `chat.groupShare`, else to its DM partner, and
+/// announces a message by `typing.start` with `chat.typingShare`.
 public struct ChatGroupPlan: Sendable, Equatable {
     /// Each group's members by phone index; the first one creates it.
     public let groups: [[Int]]
     /// The share of a member's messages that go to one of its groups.
     public let groupShare: Ratio
+    /// The share of messages announced by `typing.start`.
+    public let typingShare: Ratio
 
     public init(chat: ChatSettings?, scenarioPhones: Int, phones: Int, seed: StreamSeed) {
         groupShare = chat?.groupShare ?? Ratio(numerator: 0, denominator: 1)
+        typingShare = chat?.typingShare ?? Ratio(numerator: 0, denominator: 1)
         guard let chat, chat.groups > 0, phones >= chat.groupSize.lowerBound else {
             groups = []
             return
