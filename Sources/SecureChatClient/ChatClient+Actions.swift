@@ -65,9 +65,7 @@ extension ChatClient {
             return out.append(.surfaced(.requestFailed(status: 404, detail: "unknown channel \(channel)")))
         }
         guard !info.reachedStart else { return out.append(.historyLoaded(channelID: channel, added: 0, hasMore: false)) }
-        var path = "/channels/\(channel)/messages?limit=\(config.historyPage)"
-        if let oldest = timeline(channel).first?.createdAt { path += "&before=\(PercentEncoding.encode(oldest))" }
-        request(.olderMessages(channel: channel), "GET", path, nil, now: now, &out)
+        requestPage(.olderMessages(channel: channel), of: channel, limit: config.historyPage, before: timeline(channel).first?.createdAt, now: now, &out)
     }
 
     mutating func olderPage(_ channel: String, _ response: HTTPResponseMessage, _ out: inout [ClientEffect]) {

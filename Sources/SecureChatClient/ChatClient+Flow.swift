@@ -182,8 +182,7 @@ extension ChatClient {
                 let cursors = snapshot.channels[channel]?.catchUpFrom ?? []
                 snapshot.channels[channel]?.catchUpFrom = cursors + [oldest]
                 let limit = Self.pageBack(after: flight.request.query["limit"].flatMap { Int($0) } ?? Self.longPage)
-                request(.messages(channel: channel), "GET", "/channels/\(channel)/messages?limit=\(limit)&before=\(PercentEncoding.encode(oldest))", nil,
-                        now: now, &out)
+                requestPage(.messages(channel: channel), of: channel, limit: limit, before: oldest, now: now, &out)
             }
             if snapshot.channels[channel]?.catchUpFrom?.isEmpty == true { snapshot.channels[channel]?.catchUpFrom = nil }
             snapshot.channels[channel]?.synced = true
@@ -220,11 +219,18 @@ extension ChatClient {
     /// pages back), and on from where an earlier catch-up stopped; a new channel its last 50.
     mutating func catchUp(_ channel: String, now: Instant, _ out: inout [ClientEffect]) {
         let limit = snapshot.channels[channel]?.synced == true ? Self.catchUpPage : 50
-        request(.messages(channel: channel), "GET", "/channels/\(channel)/messages?limit=\(limit)", nil, now: now, &out)
+        requestPage(.messages(channel: channel), of: channel, limit: limit, now: now, &out)
         for cursor in snapshot.channels[channel]?.catchUpFrom ?? [] {
-            request(.messages(channel: channel), "GET", "/channels/\(channel)/messages?limit=\(Self.longPage)&before=\(PercentEncoding.encode(cursor))",
-                    nil, now: now, &out)
+            requestPage(.messages(channel: channel), of: channel, limit: Self.longPage, before: cursor, now: now, &out)
         }
+    }
+
+    /// Asks for a page of `channel`: its newest `limit` messages, older than `before` (a
+    /// message's `created_at`) when given.
+    mutating func requestPage(_ purpose: Purpose, of channel: String, limit: Int, before: String? = nil, now: Instant, _ out: inout [ClientEffect]) {
+        var path = "/channels/\(channel)/messages?limit=\(limit)"
+        if let before { path += "&before=\(PercentEncoding.encode(before))" }
+        request(purpose, "GET", path, nil, now: now, &out)
     }
 
     /// Notes each channel's newest held message, before the socket can deliver newer ones.
