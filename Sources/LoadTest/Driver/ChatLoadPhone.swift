@@ -89,12 +89,16 @@ final class ChatLoadPhone: Sendable {
     /// like any; a channel not in place within the deadline is left out (the iterations
     /// that would use it fail).
     static func openChannels(_ plan: ChatGroupPlan, phones: [ChatLoadPhone], runTag: String, clock: ContinuousClock) async {
-        let count = phones.count
-        let odd = count % 2 == 1 ? count - 1 : nil
+        let partners = phones.indices.map { partner(of: $0, count: phones.count) }
+        // A pair is two phones each the other's partner; the odd one's partner has another.
         await withDiscardingTaskGroup { tasks in
-            for index in stride(from: 0, to: count - 1, by: 2) { tasks.addTask { await phones[index].openDM(with: phones[index + 1], clock: clock) } }
+            for index in phones.indices where partners[partners[index]] == index && index < partners[index] {
+                tasks.addTask { await phones[index].openDM(with: phones[partners[index]], clock: clock) }
+            }
         }
-        if let odd { await phones[odd].openDM(with: phones[0], clock: clock, partnerNotes: false) }
+        for index in phones.indices where partners[partners[index]] != index {
+            await phones[index].openDM(with: phones[partners[index]], clock: clock, partnerNotes: false)
+        }
         await formGroups(plan, phones: phones, runTag: runTag, clock: clock)
     }
 
