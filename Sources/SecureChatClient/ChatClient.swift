@@ -243,6 +243,9 @@ public struct ChatClient: Sendable {
 
     public var isSignedIn: Bool { snapshot.accessToken != nil }
     public var isConnected: Bool { socket == .open }
+    /// Connected with no request unanswered: a start's catch-up has reached what the
+    /// device held, and what it fetched to decrypt has come.
+    public var isSettled: Bool { isConnected && inFlight.isEmpty }
     public var userID: String? { snapshot.userID }
     public var deviceID: String? { snapshot.deviceID }
 

@@ -61,6 +61,9 @@ struct LoadtestCommand: AsyncParsableCommand {
     @Option(help: "Closed model: mean wait between a phone's iterations (0.5-1.5x of it).")
     var think: DurationArgument?
 
+    @Option(help: "Chat: the chance (like 20% or 0.2) that a phone's app is killed after an iteration; its next iteration launches it again (session restore, socket, catch-up) before it sends.")
+    var relaunch: String?
+
     @Option(help: "Output directory (default: runs/<scenario name>-loadtest).")
     var out: String?
 
@@ -112,6 +115,12 @@ struct LoadtestCommand: AsyncParsableCommand {
             keyOf[parts[0]] = parts[1]
         }
         if urls["chat"] != nil, devices < 2 { throw CLIFailure.badInput("--target chat: phones chat in pairs, so --devices must be at least 2") }
+        var relaunchShare = Ratio.zero
+        if let relaunch {
+            guard let share = Ratio(parsing: relaunch) else { throw CLIFailure.badInput("--relaunch \(relaunch): expected a chance, like 20% or 0.2") }
+            guard urls["chat"] != nil else { throw CLIFailure.badInput("--relaunch kills and relaunches chat phones: it needs --target chat=URL") }
+            relaunchShare = share
+        }
         if urls["agent"] != nil, let token = keyOf["agent"], AgentIdentity(token: token) == nil {
             throw CLIFailure.badInput("--key agent: expected the runtime's bearer token (a JWT with app_id and user_id, as fleetlab serve prints it)")
         }
@@ -157,6 +166,7 @@ struct LoadtestCommand: AsyncParsableCommand {
         var settings = LoadRun.Settings(scenario: live, model: model, duration: duration.span, bucket: bucket,
                                         sync: urls["sync"].map { ($0, setup?.key ?? "") }, agent: urls["agent"].map { ($0, keyOf["agent"]) }, runTag: runTag)
         settings.chat = urls["chat"]
+        settings.chatRelaunchShare = relaunchShare
         if let requestTimeout { settings.requestTimeout = .nanoseconds(requestTimeout.span.nanoseconds) }
         settings.loops = loops ?? LoadRun.defaultLoops
         let pipeline: ResultsPipeline

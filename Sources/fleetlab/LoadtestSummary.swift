@@ -95,6 +95,9 @@ struct LoadtestSummary {
                 lines.append(row("chat", "decrypted on \(readers) " + percentiles(results.histogram(metric), unit)))
             }
         }
+        if let metric = results.metric(named: "loadtest.chat_relaunch") {
+            lines.append(row("relaunch", "killed apps launched again, open and caught up after " + percentiles(results.histogram(metric), "relaunches")))
+        }
         let lag = results.metric(named: "loadtest.start_lag").map { results.histogram($0) }
         let lagP99 = Double(lag?.value(atPercentile: 99) ?? 0)
         var generator = "CPU \(MetricUnit.decimal(outcome.cpuPercentMean, digits: 0))% of all cores (busiest bucket \(MetricUnit.decimal(outcome.cpuPercentMax, digits: 0))%) "

@@ -181,14 +181,14 @@ struct LoadtestCommandTests {
 
     /// A 3-second chat load test of `phones` phones against a fresh `fleetlab serve`: its
     /// output, its results, and the chat server's database file once the server stopped.
-    func chatLoadTest(_ name: String, phones: Int, chat: String, thresholds: String) async throws -> (CommandRunner.Result, RunResults, Data) {
+    func chatLoadTest(_ name: String, phones: Int, chat: String, thresholds: String, extra: [String] = []) async throws -> (CommandRunner.Result, RunResults, Data) {
         let data = TestPaths.scratchDirectory("load-\(name)-serve")
         let served = try await ServedFleetlab.start(data: data.path)
         defer { served.stop() }
         let dir = TestPaths.scratchDirectory("loadtest-\(name)")
         let scenario = try writeScenario(Self.talk(phones: phones, chat: chat) + "thresholds:\n" + thresholds, in: dir, name: "\(name).yaml")
         let run = try await CommandRunner.fleetlabAsync(["loadtest", scenario, "--target", "chat=\(served.chatURL)", "--duration", "3s",
-                                                         "--devices", String(phones), "--think", "200ms", "--out", "out"], in: dir)
+                                                         "--devices", String(phones), "--think", "200ms", "--out", "out"] + extra, in: dir)
         let results = try ResultsDatabase.open(at: dir.appendingPathComponent("out/results.sqlite").path).load()
         served.stop()
         return (run, results, try Data(contentsOf: data.appendingPathComponent("chat.sqlite")))
@@ -231,6 +231,31 @@ struct LoadtestCommandTests {
         #expect(stored.range(of: Data(" message 1".utf8)) == nil, "the server stored ciphertext only")
     }
 
+    @Test("--relaunch 100%: every app is killed after its iteration and the next launches it from what it stored; messages sent meanwhile are decrypted after the relaunch and recorded from their send")
+    func chatRelaunch() async throws {
+        let (run, results, _) = try await chatLoadTest("chat-relaunch", phones: 4, chat: "{groups: 0}", thresholds: """
+              - {metric: chat.delivery_latency, percentile: 50, max: 10s}
+            """, extra: ["--relaunch", "100%"])
+        #expect(run.status == 0, "\(run.stdout)\(run.stderr)")
+        #expect(run.stdout.contains("killed apps launched again, open and caught up after"))
+        let ok = results.total("loadtest.iterations", labels: "outcome=ok") ?? 0
+        #expect(ok >= 12 && (results.total("loadtest.iterations", labels: "outcome=failed") ?? 0) == 0)
+        // Each phone's iterations after its first begin with a relaunch.
+        let relaunch = try #require(results.metric(named: "loadtest.chat_relaunch"))
+        #expect(Double(results.histogram(relaunch).totalCount) == ok - 4)
+        let register = try #require(results.metric(named: "http.latency", labels: "endpoint=POST /api/v1/auth/register,stack=chat"))
+        let me = try #require(results.metric(named: "http.latency", labels: "endpoint=GET /api/v1/users/me,stack=chat"))
+        #expect(results.histogram(register).totalCount == 4, "a relaunch restores the session; nobody signs up again")
+        #expect(Double(results.histogram(me).totalCount) == ok, "one `me` at sign-up and one for each relaunch")
+        // A partner is away (killed, thinking) for most of each message's life; its copy is
+        // decrypted from the catch-up after its relaunch. Only what was sent after a phone's
+        // last kill (at most a few at the end) goes unread.
+        let delivered = try #require(results.metric(named: "chat.delivery_latency", labels: "kind=dm"))
+        #expect(Double(results.histogram(delivered).totalCount) >= ok - 12, "\(results.histogram(delivered).totalCount) of \(ok)")
+        let pages = try #require(results.metric(named: "http.latency", labels: "endpoint=GET /api/v1/channels/{id}/messages,stack=chat"))
+        #expect(Double(results.histogram(pages).totalCount) >= ok - 4, "each relaunch catches its DM up")
+    }
+
     @Test("a chat server that throttles sign-ups (serve --chat-auth-per-minute 3): the refused registrations are failures, and so is every message of an unregistered pair")
     func chatThrottled() async throws {
         let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("load-chat-throttled").path, extra: ["--chat-auth-per-minute", "3"])
@@ -261,6 +286,8 @@ struct LoadtestCommandTests {
             (["--duration", "1s", "--target", "sync=http://127.0.0.1:9", "--rate", "10", "--think", "1s"], "--think and --app-paced are for the closed model"),
             (["--duration", "1s", "--target", "sync=http://127.0.0.1:9", "--ramp", "1s"], "--ramp and --max-wait are for the open model"),
             (["--target", "sync=http://127.0.0.1:9"], "--duration"),
+            (["--duration", "1s", "--target", "chat=http://127.0.0.1:9", "--relaunch", "120%"], "expected a chance"),
+            (["--duration", "1s", "--target", "sync=http://127.0.0.1:9", "--relaunch", "10%"], "it needs --target chat=URL"),
         ] {
             let result = try await CommandRunner.fleetlabAsync(["loadtest", scenario] + arguments, in: dir)
             #expect(result.status == 2, "\(arguments)")

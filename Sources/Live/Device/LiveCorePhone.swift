@@ -73,8 +73,12 @@ public typealias LiveChatPhone = LiveCorePhone<ChatClient>
 /// One actor per phone: inputs (the app's, answers, frames, timers) are fed to the core
 /// one at a time, in the order they reach it, as the simulator and the tests feed it. A
 /// socket that is replaced or closed is forgotten at once: its late frames are dropped.
+/// An app kill (`restart`) starts a new incarnation: answers and timers of the old one
+/// are dropped when they arrive, as a killed process never sees them.
 public actor LiveCorePhone<Core: LiveDrivenCore> {
     public private(set) var client: Core
+    /// Bumped by `restart`: what the previous core asked for no longer reaches the new one.
+    var incarnation = 0
     let http: HTTPClient
     /// The server, parsed once: every request and socket of the phone goes there.
     let endpoint: HTTPClient.Endpoint
@@ -114,7 +118,7 @@ public actor LiveCorePhone<Core: LiveDrivenCore> {
             }
             switch io {
             case .request(let id, let request):
-                Task { [http, endpoint, requestTimeout, exchanged] in
+                Task { [http, endpoint, requestTimeout, exchanged, incarnation] in
                     let answer: Core.Input
                     let sent = ContinuousClock.now
                     var failed = true
@@ -126,7 +130,7 @@ public actor LiveCorePhone<Core: LiveDrivenCore> {
                         answer = .transportFailed(id: id)
                     }
                     exchanged?(request, ContinuousClock.now - sent, failed)
-                    await self.feed(answer)
+                    await self.answer(answer, incarnation: incarnation)
                 }
             case .openSocket(let target):
                 socketRun += 1
@@ -155,6 +159,12 @@ public actor LiveCorePhone<Core: LiveDrivenCore> {
         }
     }
 
+    /// An answer to a request the current incarnation sent (an older one's is dropped).
+    func answer(_ input: Core.Input, incarnation: Int) {
+        guard incarnation == self.incarnation else { return }
+        feed(input)
+    }
+
     func opened(_ connection: WebSocketConnection, run: Int) {
         guard run == socketRun else { return connection.close() }
         socket = connection
@@ -170,7 +180,20 @@ public actor LiveCorePhone<Core: LiveDrivenCore> {
 
     /// The core's next deadline, armed (a later input re-arms it).
     func armTimer() {
-        timer.arm(client.nextDeadline, now: now) { await self.feed(.timerFired) }
+        let incarnation = incarnation
+        timer.arm(client.nextDeadline, now: now) { await self.answer(.timerFired, incarnation: incarnation) }
+    }
+
+    /// The app was killed and launched again: what it held in memory goes (its socket, its
+    /// timers, the answers still to come) and `client` is what it restored from storage.
+    /// The server still answers the old requests; the phone no longer hears them.
+    public func restart(_ client: Core) {
+        incarnation += 1
+        timer.cancel()
+        socketRun += 1
+        socket?.close()
+        socket = nil
+        self.client = client
     }
 
     /// Stops: the socket closes, timers stop, `effects` ends.

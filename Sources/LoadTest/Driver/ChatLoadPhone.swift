@@ -15,6 +15,14 @@ import Synchronization
 /// decrypted it (`chat.delivery_latency{kind=dm|group}`, one observation per reader, from
 /// the step's start) or after the chat deadline (failed). Every HTTP exchange is recorded
 /// by route.
+///
+/// App kills (`relaunchShare`): after an iteration the phone's app is killed with that
+/// chance. It keeps only what the client stored (`ChatClient.Snapshot`), hears nothing
+/// while it is away, and its next iteration launches it again: the session restored
+/// (`.start`: who am I, a socket ticket, the socket, the channel list, catch-up pages per
+/// channel) and caught up before it sends. A message sent to a phone that is away is not waited for; it
+/// is recorded when the phone decrypts it after its relaunch, from the send, as the
+/// simulator records a message that reaches a phone whose app was not running.
 final class ChatLoadPhone: Sendable {
     let index: Int
     let phone: LiveChatPhone
@@ -22,11 +30,15 @@ final class ChatLoadPhone: Sendable {
     let state: Progress
     let board: DeliveryBoard
     let deadline: Duration
+    let relaunchShare: Ratio
+    let recorder: LoadRecorder
 
     init(index: Int, base: String, runTag: String, seed: StreamSeed, http: HTTPClient, requestTimeout: Duration, board: DeliveryBoard,
-         recorder: LoadRecorder) throws {
+         recorder: LoadRecorder, relaunchShare: Ratio = .zero) throws {
         self.index = index
         self.board = board
+        self.relaunchShare = relaunchShare
+        self.recorder = recorder
         state = Progress(kinds: seed.child("kinds").generator())
         deadline = requestTimeout * 3
         username = "loadtest-\(runTag)-\(index)"
@@ -146,6 +158,17 @@ final class ChatLoadPhone: Sendable {
     func iterate(partner: ChatLoadPhone, phones: [ChatLoadPhone], plan: ChatGroupPlan, intended: ContinuousClock.Instant, clock: ContinuousClock,
                  recorder: LoadRecorder) async -> Bool {
         guard state.userID.withLock({ $0 }) != nil else { return false }
+        if state.away.withLock({ $0 }) {
+            guard await relaunch(clock: clock) else { return false }
+        }
+        let delivered = await send(partner: partner, phones: phones, plan: plan, intended: intended, clock: clock)
+        if relaunchShare.numerator > 0 && state.kinds.withLock({ $0.chance(relaunchShare) }) { await kill() }
+        return delivered
+    }
+
+    /// The iteration's message (`iterate`).
+    private func send(partner: ChatLoadPhone, phones: [ChatLoadPhone], plan: ChatGroupPlan, intended: ContinuousClock.Instant,
+                      clock: ContinuousClock) async -> Bool {
         let groups = state.groups.withLock { $0 }
         let toGroup = !groups.isEmpty && state.kinds.withLock { $0.chance(plan.groupShare) }
         let channel: String, readers: [ChatLoadPhone]
@@ -163,7 +186,8 @@ final class ChatLoadPhone: Sendable {
             return count
         }
         let text = "\(username) message \(number)"
-        let awaited = readers.map { board.expect(text, at: $0.index) }
+        let kind = toGroup ? "group" : "dm"
+        let awaited = readers.compactMap { board.expect(text, at: $0.index, sentAt: intended, kind: kind) }
         // Announced by `typing.start` as often as the scenario's users do (the server fans
         // it out to the channel's other members), as the simulator's users do.
         if state.kinds.withLock({ $0.chance(plan.typingShare) }) { await phone.feed(.typing(channelID: channel, started: true)) }
@@ -171,13 +195,39 @@ final class ChatLoadPhone: Sendable {
         let until = clock.now + deadline
         var everyone = true
         for key in awaited {
-            guard let arrival = await board.wait(key, until: until, clock: clock) else {
-                everyone = false
-                continue
+            switch await board.wait(key, until: until, clock: clock) {
+            case .arrived(let arrival): recorder.chatDelivered(arrival - intended, kind: kind)
+            case .readerAway: break  // recorded when that phone decrypts it after its relaunch
+            case .late: everyone = false
             }
-            recorder.chatDelivered(arrival - intended, kind: toGroup ? "group" : "dm")
         }
         return everyone
+    }
+
+    /// The app is killed: the client's memory goes, its socket drops, what it stored stays.
+    func kill() async {
+        state.away.withLock { $0 = true }
+        board.away(index)
+        await phone.restart(ChatClient(snapshot: phone.client.snapshot))
+    }
+
+    /// The app is launched again: the session restored from what the client stored, its
+    /// socket open, its channels caught up (`loadtest.chat_relaunch`: from the launch until
+    /// then). False when that takes longer than the chat deadline.
+    func relaunch(clock: ContinuousClock) async -> Bool {
+        let began = clock.now
+        await phone.feed(.start)
+        let until = began + deadline
+        while clock.now < until {
+            if await phone.client.isSettled {
+                state.away.withLock { $0 = false }
+                board.back(index)
+                recorder.chatRelaunched(clock.now - began)
+                return true
+            }
+            try? await clock.sleep(for: .milliseconds(5))
+        }
+        return false
     }
 }
 
@@ -195,6 +245,8 @@ extension ChatLoadPhone {
         let sent = Mutex<UInt64>(0)
         /// The server refused a request the core could not recover from.
         let refused = Mutex(false)
+        /// The app was killed and is not running until the next iteration launches it.
+        let away = Mutex(false)
 
         init(kinds: SeededGenerator) { self.kinds = Mutex(kinds) }
     }
@@ -203,63 +255,122 @@ extension ChatLoadPhone {
 /// Where a phone waits for its message to reach its readers: each phone posts the messages
 /// it decrypts, under its index and with the moment it did (the sender's own copy is posted
 /// under the sender's, so it never counts as delivered), and the sender's iteration waits
-/// for its text at each reader.
+/// for its text at each reader. A reader whose app is away is not waited for: its copy is
+/// recorded here when it arrives (after the relaunch), from the send.
 final class DeliveryBoard: Sendable {
+    /// How a wait for one reader ended.
+    enum Delivery: Equatable {
+        case arrived(ContinuousClock.Instant)
+        /// The reader's app was killed before it decrypted the message.
+        case readerAway
+        /// Not by the deadline.
+        case late
+    }
+
+    /// A message expected at one reader: when it was meant to be sent, and what kind.
+    struct Expected {
+        var reader: Int
+        var sentAt: ContinuousClock.Instant
+        var kind: String
+    }
+
     struct State {
-        var waiting: [String: CheckedContinuation<ContinuousClock.Instant?, Never>] = [:]
-        var expected: Set<String> = []
+        var waiting: [String: CheckedContinuation<Delivery, Never>] = [:]
+        var expected: [String: Expected] = [:]
         var arrived: [String: ContinuousClock.Instant] = [:]
+        /// Readers whose app is not running, and what was sent to them meanwhile.
+        var away: Set<Int> = []
+        var unattended: [String: Expected] = [:]
     }
 
     let state = Mutex(State())
+    let recorder: LoadRecorder
 
-    /// Says that `text` will be waited for at phone `index` (before it is sent, so a fast
-    /// answer is kept); returns what to wait for.
-    func expect(_ text: String, at index: Int) -> String {
+    init(recorder: LoadRecorder) { self.recorder = recorder }
+
+    /// Says that `text`, sent at `sentAt`, will reach phone `index` (before it is sent, so a
+    /// fast answer is kept); returns what to wait for, or nil when that phone is away.
+    func expect(_ text: String, at index: Int, sentAt: ContinuousClock.Instant, kind: String) -> String? {
         let key = "\(index)|\(text)"
-        state.withLock { _ = $0.expected.insert(key) }
-        return key
+        let expected = Expected(reader: index, sentAt: sentAt, kind: kind)
+        return state.withLock { s in
+            guard !s.away.contains(index) else {
+                s.unattended[key] = expected
+                return nil
+            }
+            s.expected[key] = expected
+            return key
+        }
     }
 
     /// Phone `index` decrypted `text` now; one not expected there (a sender's own copy, an
     /// old one) is ignored.
     func arrived(_ text: String, at index: Int) {
-        let text = "\(index)|\(text)", now = ContinuousClock.now
-        let waiter = state.withLock { s -> CheckedContinuation<ContinuousClock.Instant?, Never>? in
-            guard s.expected.contains(text) else { return nil }
-            if let waiter = s.waiting.removeValue(forKey: text) {
-                s.expected.remove(text)
-                return waiter
+        let key = "\(index)|\(text)", now = ContinuousClock.now
+        enum Next { case none, resume(CheckedContinuation<Delivery, Never>), record(Expected) }
+        let next = state.withLock { s -> Next in
+            if let late = s.unattended.removeValue(forKey: key) { return .record(late) }
+            guard s.expected[key] != nil else { return .none }
+            if let waiter = s.waiting.removeValue(forKey: key) {
+                s.expected[key] = nil
+                return .resume(waiter)
             }
-            s.arrived[text] = now
-            return nil
+            s.arrived[key] = now
+            return .none
         }
-        waiter?.resume(returning: now)
+        switch next {
+        case .none: break
+        case .resume(let waiter): waiter.resume(returning: .arrived(now))
+        case .record(let expected): recorder.chatDelivered(now - expected.sentAt, kind: expected.kind)
+        }
     }
 
-    /// When what `expect` named arrived, if it did by `until`.
-    func wait(_ text: String, until: ContinuousClock.Instant, clock: ContinuousClock) async -> ContinuousClock.Instant? {
+    /// Phone `index`'s app was killed: what it was expected to decrypt and has not is
+    /// recorded when it does, and its waiters stop waiting.
+    func away(_ index: Int) {
+        let waiters = state.withLock { s -> [CheckedContinuation<Delivery, Never>] in
+            s.away.insert(index)
+            var waiters: [CheckedContinuation<Delivery, Never>] = []
+            for (key, expected) in s.expected where expected.reader == index && s.arrived[key] == nil {
+                s.expected[key] = nil
+                s.unattended[key] = expected
+                if let waiter = s.waiting.removeValue(forKey: key) { waiters.append(waiter) }
+            }
+            return waiters
+        }
+        for waiter in waiters { waiter.resume(returning: .readerAway) }
+    }
+
+    /// Phone `index`'s app runs again.
+    func back(_ index: Int) {
+        state.withLock { _ = $0.away.remove(index) }
+    }
+
+    /// How the wait for what `expect` named ended, by `until`.
+    func wait(_ key: String, until: ContinuousClock.Instant, clock: ContinuousClock) async -> Delivery {
         await withCheckedContinuation { continuation in
-            let already = state.withLock { s -> ContinuousClock.Instant?? in
-                if let at = s.arrived.removeValue(forKey: text) {
-                    s.expected.remove(text)
-                    return .some(at)
+            let already = state.withLock { s -> Delivery? in
+                if let at = s.arrived.removeValue(forKey: key) {
+                    s.expected[key] = nil
+                    return .arrived(at)
                 }
+                guard s.expected[key] != nil else { return .readerAway }
                 guard clock.now < until else {
-                    s.expected.remove(text)
-                    return .some(nil)
+                    s.expected[key] = nil
+                    return .late
                 }
-                s.waiting[text] = continuation
+                s.waiting[key] = continuation
                 return nil
             }
             if let already { return continuation.resume(returning: already) }
             Task { [self] in
                 try? await clock.sleep(until: until)
-                let expired = state.withLock { s -> CheckedContinuation<ContinuousClock.Instant?, Never>? in
-                    s.expected.remove(text)
-                    return s.waiting.removeValue(forKey: text)
+                let expired = state.withLock { s -> CheckedContinuation<Delivery, Never>? in
+                    guard let waiter = s.waiting.removeValue(forKey: key) else { return nil }
+                    s.expected[key] = nil
+                    return waiter
                 }
-                expired?.resume(returning: nil)
+                expired?.resume(returning: .late)
             }
         }
     }

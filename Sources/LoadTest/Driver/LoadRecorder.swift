@@ -16,6 +16,7 @@ public final class LoadRecorder: Sendable {
         var intervals: [String: MetricHandle] = [:]
         var firstChunk: MetricHandle?
         var typing: MetricHandle?
+        var relaunch: MetricHandle?
         /// `chat.delivery_latency` by kind (`dm`, `group`).
         var delivery: [String: MetricHandle] = [:]
         var ok: MetricHandle
@@ -95,6 +96,15 @@ public final class LoadRecorder: Sendable {
         state.withLock { s in
             if s.delivery[kind] == nil { s.delivery[kind] = s.recorder.register("chat.delivery_latency", labels: [("kind", kind)]) }
             s.recorder.observe(s.delivery[kind]!, UInt64(max(0, latency.nanoseconds)))
+        }
+    }
+
+    /// A killed app was launched again, its chat socket open and its channels caught up,
+    /// `latency` after the launch (`loadtest.chat_relaunch`, a load test's own).
+    public func chatRelaunched(_ latency: Duration) {
+        state.withLock { s in
+            if s.relaunch == nil { s.relaunch = s.recorder.register("loadtest.chat_relaunch") }
+            s.recorder.observe(s.relaunch!, UInt64(max(0, latency.nanoseconds)))
         }
     }
 

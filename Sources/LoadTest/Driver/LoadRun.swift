@@ -33,6 +33,9 @@ public final class LoadRun: Sendable {
         public var agent: (url: String, token: String?)?
         /// The chat server (nil: not a target). Its phones register users of their own.
         public var chat: String?
+        /// The chance that a chat phone's app is killed after an iteration (its next one
+        /// launches it again: session restore and catch-up before it sends).
+        public var chatRelaunchShare: Ratio = .zero
         public var requestTimeout: Duration = .seconds(10)
         /// Event-loop threads the phones run on (`defaultLoops` unless set).
         public var loops = LoadRun.defaultLoops
@@ -120,11 +123,11 @@ public final class LoadRun: Sendable {
                                seed: root.child(UInt64(index)).child("agent"), requestTimeout: settings.requestTimeout)
             }
         } ?? []
-        let board = DeliveryBoard()
+        let board = DeliveryBoard(recorder: recorder)
         chatPhones = try settings.chat.map { base in
             try (0..<settings.model.devices).map { index in
                 try ChatLoadPhone(index: index, base: base, runTag: settings.runTag, seed: root.child(UInt64(index)).child("chat"), http: http,
-                                  requestTimeout: settings.requestTimeout, board: board, recorder: recorder)
+                                  requestTimeout: settings.requestTimeout, board: board, recorder: recorder, relaunchShare: settings.chatRelaunchShare)
             }
         } ?? []
         let chatDevices = settings.scenario.devices.filter { settings.scenario.stacks(of: $0).contains(.chat) }.reduce(0) { $0 + $1.count }
