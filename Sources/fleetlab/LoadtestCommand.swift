@@ -16,10 +16,12 @@ struct LoadtestCommand: AsyncParsableCommand {
         agent runtime's client: one chat per iteration) and chat (the end-to-end encrypted \
         chat client: phones in pairs, one message per iteration, delivered when the partner \
         decrypts it); with several, each iteration does each in that order. Closed model \
-        (default): --devices phones, each waiting --think between iterations. Open model: \
-        --rate iterations per second (ramped over --ramp), each taken by an idle phone of \
-        --devices; with none idle it is dropped and counted. Latency counts from each \
-        iteration's intended start, so a lagging generator cannot hide it.
+        (default): --devices phones, each waiting --think between iterations; with --stages \
+        30s:100,2m:100,30s:0 the phones ramp up, hold and ramp down (k6's stages). Open \
+        model: --rate iterations per second (ramped over --ramp), or --stages \
+        30s:200/s,1m:200/s, each taken by an idle phone of --devices; with none idle it is \
+        dropped and counted. Latency counts from each iteration's intended start, so a \
+        lagging generator cannot hide it.
 
         The key for a target comes from --key NAME=KEY or the environment variable \
         FLEETLAB_KEY_<NAME> (e.g. FLEETLAB_KEY_SYNC), and is never written to the results: \
@@ -40,11 +42,14 @@ struct LoadtestCommand: AsyncParsableCommand {
     @Option(name: .customLong("key"), help: "A target's API key, NAME=KEY (or FLEETLAB_KEY_<NAME> in the environment).")
     var keys: [String] = []
 
-    @Option(help: "How long to run, e.g. 60s or 5m (required; at most 24h).")
-    var duration: DurationArgument
+    @Option(help: "How long to run, e.g. 60s or 5m (required unless --stages; at most 24h).")
+    var duration: DurationArgument?
 
-    @Option(help: "Virtual phones: the closed model's population, or the open model's pool.")
-    var devices = 50
+    @Option(help: "Virtual phones: the closed model's population, or the open model's pool (default 50).")
+    var devices: Int?
+
+    @Option(help: "Load in stages, each DURATION:TARGET reached linearly from the previous: phones (30s:100,2m:100,30s:0, the closed model) or arrivals a second (30s:200/s,1m:200/s, the open model). The run lasts their total.")
+    var stages: String?
 
     @Option(help: "Open model: iterations per second, e.g. 200 or 200/s.")
     var rate: String?
@@ -83,8 +88,8 @@ struct LoadtestCommand: AsyncParsableCommand {
     var json: String?
 
     func validate() throws {
-        guard (1...100_000).contains(devices) else { throw ValidationError("--devices must be 1...100000") }
-        guard duration.span > .zero, duration.span <= .hours(24) else { throw ValidationError("--duration must be more than 0 and at most 24h") }
+        if let devices, !(1...100_000).contains(devices) { throw ValidationError("--devices must be 1...100000") }
+        if let duration, !(duration.span > .zero && duration.span <= .hours(24)) { throw ValidationError("--duration must be more than 0 and at most 24h") }
         if let loops, !(1...256).contains(loops) { throw ValidationError("--loops must be 1...256") }
         if let requestTimeout, !(requestTimeout.span >= .milliseconds(10) && requestTimeout.span <= .minutes(10)) {
             throw ValidationError("--request-timeout must be 10ms...10m")
@@ -114,6 +119,8 @@ struct LoadtestCommand: AsyncParsableCommand {
             guard urls[parts[0]] != nil else { throw CLIFailure.badInput("--key \(parts[0]): no --target of that name") }
             keyOf[parts[0]] = parts[1]
         }
+        let (model, runLength) = try workload(urls: urls)
+        let devices = model.devices
         if urls["chat"] != nil, devices < 2 { throw CLIFailure.badInput("--target chat: phones chat in pairs, so --devices must be at least 2") }
         var relaunchShare = Ratio.zero
         if let relaunch {
@@ -123,20 +130,6 @@ struct LoadtestCommand: AsyncParsableCommand {
         }
         if urls["agent"] != nil, let token = keyOf["agent"], AgentIdentity(token: token) == nil {
             throw CLIFailure.badInput("--key agent: expected the runtime's bearer token (a JWT with app_id and user_id, as fleetlab serve prints it)")
-        }
-        let model: WorkloadModel
-        if let rate {
-            let number = rate.hasSuffix("/s") ? String(rate.dropLast(2)) : rate
-            guard let perSecond = Double(number), perSecond > 0, perSecond <= 1_000_000 else {
-                throw CLIFailure.badInput("--rate \(rate): expected iterations per second, like 200 or 200/s")
-            }
-            guard think == nil, !appPaced else { throw CLIFailure.badInput("--think and --app-paced are for the closed model; the open model's pace is --rate") }
-            model = .open(rate: perSecond, ramp: ramp?.span ?? .zero, devices: devices, maxWait: maxWait?.span ?? .seconds(5))
-        } else {
-            guard ramp == nil, maxWait == nil else { throw CLIFailure.badInput("--ramp and --max-wait are for the open model (--rate)") }
-            guard !(appPaced && think != nil) else { throw CLIFailure.badInput("--app-paced phones wait as the app does; leave out --think") }
-            guard !appPaced || urls.keys.sorted() == ["sync"] else { throw CLIFailure.badInput("--app-paced paces the sync stack: --target sync=URL alone") }
-            model = appPaced ? .app(devices: devices) : .closed(devices: devices, thinkTime: think?.span ?? .seconds(1))
         }
         let directory = out ?? "runs/\(loaded.name)-loadtest"
         try OutputPaths.prepareDirectory(directory)
@@ -151,7 +144,7 @@ struct LoadtestCommand: AsyncParsableCommand {
             setup = await TenantSetup.prepare(syncURL: syncURL, key: keyOf["sync"] ?? "", tenant: loaded.sync?.tenant ?? "fleet", runTag: runTag)
         }
         let bucket = ([1, 5, 10, 30, 60, 300, 600, 900, 1_800, 3_600] as [Int64]).map { TimeSpan(nanoseconds: $0 * 1_000_000_000) }
-            .first { duration.span.nanoseconds / $0.nanoseconds <= 120 } ?? .hours(1)
+            .first { runLength.nanoseconds / $0.nanoseconds <= 120 } ?? .hours(1)
         let startedAt = WallClock.timestamp()
         let targetList = urls.keys.sorted().map { "\($0)=\(urls[$0]!)" }.joined(separator: " ")
         // Thresholds on what a live run does not measure (battery, ticks, cadence, stacks not
@@ -163,7 +156,7 @@ struct LoadtestCommand: AsyncParsableCommand {
         if urls["chat"] != nil { measurable.insert("chat.delivery_latency") }
         let (measured, skipped) = Self.liveThresholds(loaded.thresholds, stacks: Set(urls.keys), metrics: measurable)
         live.thresholds = measured
-        var settings = LoadRun.Settings(scenario: live, model: model, duration: duration.span, bucket: bucket,
+        var settings = LoadRun.Settings(scenario: live, model: model, duration: runLength, bucket: bucket,
                                         sync: urls["sync"].map { ($0, setup?.key ?? "") }, agent: urls["agent"].map { ($0, keyOf["agent"]) }, runTag: runTag)
         settings.chat = urls["chat"]
         settings.chatRelaunchShare = relaunchShare
@@ -171,10 +164,10 @@ struct LoadtestCommand: AsyncParsableCommand {
         settings.loops = loops ?? LoadRun.defaultLoops
         let pipeline: ResultsPipeline
         do { pipeline = try ResultsPipeline(path: resultsPath) } catch { throw CLIFailure.badInput("cannot write \(resultsPath): \(error)") }
-        pipeline.submit(LoadtestCommand.openingBatch(loaded, model: model, duration: duration.span, bucket: bucket,
+        pipeline.submit(LoadtestCommand.openingBatch(loaded, model: model, duration: runLength, bucket: bucket,
                                                      stacks: Self.stacks.filter { urls[$0] != nil }.flatMap { $0 == "sync" ? ["workflows", "sync"] : [$0] }))
         Interrupt.install()
-        let line = LoadProgressLine(enabled: !quiet, duration: duration.span.seconds)
+        let line = LoadProgressLine(enabled: !quiet, duration: runLength.seconds)
         let run: LoadRun
         do { run = try LoadRun(settings) } catch { throw CLIFailure.badInput("\(error)") }
         let outcome = await run.run(pipeline: pipeline, stop: { Interrupt.isRequested }, progress: { line.show($0) })
@@ -228,12 +221,54 @@ struct LoadtestCommand: AsyncParsableCommand {
         return (measured, skipped)
     }
 
+    /// The workload the options ask for, and how long the run lasts (`--duration`, or the
+    /// stages' total).
+    func workload(urls: [String: String]) throws -> (WorkloadModel, TimeSpan) {
+        let staged = try stages.map { text -> (stages: LoadStages, isRate: Bool) in
+            guard let (stages, isRate) = LoadStages.parse(text), stages.total > .zero, stages.total <= .hours(24) else {
+                throw CLIFailure.badInput("--stages \(text): expected DURATION:TARGET stages lasting more than 0 and at most 24h, like 30s:100,2m:100,30s:0 (phones) or 30s:200/s,1m:200/s (arrivals a second)")
+            }
+            guard duration == nil else { throw CLIFailure.badInput("--stages sets the run's length (\(stages.total)): leave out --duration") }
+            guard rate == nil, ramp == nil else { throw CLIFailure.badInput("--stages replaces --rate and --ramp") }
+            guard !appPaced else { throw CLIFailure.badInput("--stages and --app-paced do not combine: app-paced phones all run for the whole test") }
+            if isRate {
+                guard think == nil else { throw CLIFailure.badInput("--stages in arrivals a second is the open model; its pace is the stages, not --think") }
+                guard stages.peak <= 1_000_000 else { throw CLIFailure.badInput("--stages: at most 1000000 arrivals a second") }
+                return (stages, true)
+            }
+            guard self.devices == nil else { throw CLIFailure.badInput("--stages in phones sets the population (up to \(Int(stages.peak.rounded(.up)))): leave out --devices") }
+            guard maxWait == nil else { throw CLIFailure.badInput("--max-wait is for the open model") }
+            guard (1...100_000).contains(Int(stages.peak.rounded(.up))) else { throw CLIFailure.badInput("--stages: between 1 and 100000 phones at the peak") }
+            return (stages, false)
+        }
+        let devices = self.devices ?? 50
+        if let (stages, isRate) = staged {
+            let model: WorkloadModel = isRate ? .open(ArrivalSchedule(rates: stages), devices: devices, maxWait: maxWait?.span ?? .seconds(5))
+                : .staged(stages, thinkTime: think?.span ?? .seconds(1))
+            return (model, stages.total)
+        }
+        guard let runLength = duration?.span else { throw CLIFailure.badInput("a load test needs a bounded length: --duration (e.g. 60s) or --stages") }
+        if let rate {
+            let number = rate.hasSuffix("/s") ? String(rate.dropLast(2)) : rate
+            guard let perSecond = Double(number), perSecond > 0, perSecond <= 1_000_000 else {
+                throw CLIFailure.badInput("--rate \(rate): expected iterations per second, like 200 or 200/s")
+            }
+            guard think == nil, !appPaced else { throw CLIFailure.badInput("--think and --app-paced are for the closed model; the open model's pace is --rate") }
+            return (.open(ArrivalSchedule(rate: perSecond, ramp: ramp?.span ?? .zero), devices: devices, maxWait: maxWait?.span ?? .seconds(5)), runLength)
+        }
+        guard ramp == nil, maxWait == nil else { throw CLIFailure.badInput("--ramp and --max-wait are for the open model (--rate)") }
+        guard !(appPaced && think != nil) else { throw CLIFailure.badInput("--app-paced phones wait as the app does; leave out --think") }
+        guard !appPaced || urls.keys.sorted() == ["sync"] else { throw CLIFailure.badInput("--app-paced paces the sync stack: --target sync=URL alone") }
+        return (appPaced ? .app(devices: devices) : .closed(devices: devices, thinkTime: think?.span ?? .seconds(1)), runLength)
+    }
+
     static func describe(_ model: WorkloadModel) -> String {
         switch model {
         case .closed(let devices, let think): return "closed: \(devices) phones, think \(think)"
+        case .staged(let stages, let think): return "closed: up to \(model.devices) phones in stages \(stages), think \(think)"
         case .app(let devices): return "closed: \(devices) phones paced as the app (engine ticks, syncs when due)"
-        case .open(let rate, let ramp, let devices, let maxWait):
-            return "open: \(MetricUnit.decimal(rate, digits: rate == rate.rounded() ? 0 : 1))/s, ramp \(ramp), pool of \(devices) phones, waits up to \(maxWait)"
+        case .open(let schedule, let devices, let maxWait):
+            return "open: \(schedule), pool of \(devices) phones, waits up to \(maxWait)"
         }
     }
 

@@ -287,12 +287,52 @@ struct LoadtestCommandTests {
             (["--duration", "1s", "--target", "sync=http://127.0.0.1:9", "--ramp", "1s"], "--ramp and --max-wait are for the open model"),
             (["--target", "sync=http://127.0.0.1:9"], "--duration"),
             (["--duration", "1s", "--target", "chat=http://127.0.0.1:9", "--relaunch", "120%"], "expected a chance"),
+            (["--target", "sync=http://127.0.0.1:9", "--stages", "1s:10,1s"], "expected DURATION:TARGET stages"),
+            (["--target", "sync=http://127.0.0.1:9", "--stages", "1s:10,1s:5/s"], "expected DURATION:TARGET stages"),
+            (["--target", "sync=http://127.0.0.1:9", "--stages", "0s:10"], "lasting more than 0"),
+            (["--target", "sync=http://127.0.0.1:9", "--stages", "1s:10", "--duration", "5s"], "leave out --duration"),
+            (["--target", "sync=http://127.0.0.1:9", "--stages", "1s:10", "--devices", "5"], "leave out --devices"),
+            (["--target", "sync=http://127.0.0.1:9", "--stages", "1s:10/s", "--rate", "5"], "--stages replaces --rate"),
+            (["--target", "sync=http://127.0.0.1:9", "--stages", "1s:10/s", "--think", "1s"], "its pace is the stages"),
             (["--duration", "1s", "--target", "sync=http://127.0.0.1:9", "--relaunch", "10%"], "it needs --target chat=URL"),
         ] {
             let result = try await CommandRunner.fleetlabAsync(["loadtest", scenario] + arguments, in: dir)
             #expect(result.status == 2, "\(arguments)")
             #expect(result.stderr.contains(message), "\(arguments): \(result.stderr)")
         }
+    }
+
+    @Test("--stages: the closed model's phones ramp up, hold and ramp down, each starting when its turn comes; rates in stages drive the open model")
+    func stages() async throws {
+        let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("load-stages-serve").path)
+        defer { served.stop() }
+        let dir = TestPaths.scratchDirectory("loadtest-stages")
+        let scenario = try writeScenario(loadScenario(), in: dir, name: "load.yaml")
+        let run = try await CommandRunner.fleetlabAsync(["loadtest", scenario, "--target", "sync=\(served.syncURL)", "--stages", "1s:6,1s:6,1s:0",
+                                                         "--think", "100ms", "--out", "closed", "--quiet"], in: dir,
+                                                        environment: ["FLEETLAB_KEY_SYNC": served.rootKey])
+        #expect(run.status == 0, "\(run.stdout)\(run.stderr)")
+        #expect(run.stdout.contains("model       closed: up to 6 phones in stages 1s:6,1s:6,1s:0, think 100ms"))
+        let results = try ResultsDatabase.open(at: dir.appendingPathComponent("closed/results.sqlite").path).load()
+        let register = try #require(results.metric(named: "http.latency", labels: "endpoint=POST /api/v1/mobile/devices/register,stack=sync"))
+        #expect(results.histogram(register).totalCount == 6, "each of the six phones had its turn")
+        // About 35 iterations in the ramp up (phone i from i/6 s), 60 in the hold, 35 down.
+        let ok = try #require(results.metric(named: "loadtest.iterations", labels: "outcome=ok"))
+        let perSecond = (results.series[ok.id] ?? []).sorted { $0.bucketStart < $1.bucketStart }.map(\.value)
+        #expect(perSecond.count >= 3, "\(perSecond)")
+        if perSecond.count >= 3 {
+            #expect(perSecond[1] > perSecond[0] * 1.3 && perSecond[1] > perSecond[2] * 1.3, "the hold runs every phone, the ramps fewer: \(perSecond)")
+            #expect(perSecond[0] >= 15 && perSecond[2] >= 15, "\(perSecond)")
+        }
+
+        // Open: 20 arrivals a second reached over 1 s, then down to none over 1 s: 20 in all.
+        let open = try await CommandRunner.fleetlabAsync(["loadtest", scenario, "--target", "sync=\(served.syncURL)", "--stages", "1s:20/s,1s:0/s",
+                                                          "--devices", "4", "--out", "open", "--quiet"], in: dir,
+                                                         environment: ["FLEETLAB_KEY_SYNC": served.rootKey])
+        #expect(open.status == 0, "\(open.stdout)\(open.stderr)")
+        #expect(open.stdout.contains("model       open: stages 1s:20/s,1s:0/s, pool of 4 phones"))
+        let openResults = try ResultsDatabase.open(at: dir.appendingPathComponent("open/results.sqlite").path).load()
+        #expect((19...20).contains(openResults.total(allLabelsOf: "loadtest.iterations")), "every arrival of the stages run or counted once")
     }
 
     @Test("an open model past what the server sustains: latency from the arrival rises with the wait, and arrivals that wait too long are dropped")

@@ -180,18 +180,23 @@ public final class LoadRun: Sendable {
                 }
             }
             switch settings.model {
-            case .closed(let devices, let think):
+            case .closed(_, let think), .staged(_, let think):
+                let stages: LoadStages? = if case .staged(let stages, _) = settings.model { stages } else { nil }
+                let devices = settings.model.devices
                 for index in 0..<devices {
                     group.addTask(executorPreference: executors[index % executors.count]) { [self, settings, executors] in
                         var thinkTime = ThinkTime(mean: think, seed: StreamSeed(settings.scenario.seed).child("think").child(UInt64(index)))
-                        // Phones start spread over one think time, not all in the first millisecond.
-                        var intended = start + .nanoseconds(think.nanoseconds * Int64(index) / Int64(max(1, devices)))
+                        // Phones start spread over one think time, not all in the first
+                        // millisecond; staged, each when the stages first call for it.
+                        let spread = start + .nanoseconds(think.nanoseconds * Int64(index) / Int64(max(1, devices)))
+                        var next: ContinuousClock.Instant? = stages.map { Self.turn(of: index, in: $0, atOrAfter: start, start: start) } ?? spread
                         let executor = executors[index % executors.count]
-                        while intended < end && !shouldStop() {
+                        while let intended = next, intended < end && !shouldStop() {
                             await executor.sleep(until: intended, clock: clock)
                             guard !shouldStop() else { return }
                             _ = await self.iterate(index, intended: intended, clock: clock)
-                            intended = clock.now + .nanoseconds(thinkTime.next().nanoseconds)
+                            let after = clock.now + .nanoseconds(thinkTime.next().nanoseconds)
+                            next = stages.map { Self.turn(of: index, in: $0, atOrAfter: after, start: start) } ?? after
                         }
                     }
                 }
@@ -221,9 +226,9 @@ public final class LoadRun: Sendable {
                         }
                     }
                 }
-            case .open(let rate, let ramp, _, let maxWait):
-                let schedule = ArrivalSchedule(rate: rate, ramp: ramp)
-                let pool = PhonePool(phones: settings.model.devices, limit: Int(rate * maxWait.seconds) + 1, maxWait: .nanoseconds(maxWait.nanoseconds))
+            case .open(let schedule, _, let maxWait):
+                let pool = PhonePool(phones: settings.model.devices, limit: Int(schedule.rates.peak * maxWait.seconds) + 1,
+                                     maxWait: .nanoseconds(maxWait.nanoseconds))
                 var arrival = 1
                 // Every arrival of the schedule is run, or counted dropped: one the generator
                 // reaches only after the end (it fell behind) never started, and counts.
@@ -276,6 +281,14 @@ public final class LoadRun: Sendable {
         http.shutdown()
         try? await group.shutdownGracefully()
         return outcome
+    }
+
+    /// When phone `index` of a staged run may next start an iteration, at or after `t`: the
+    /// first moment the stages call for more than `index` phones (nil: never again).
+    static func turn(of index: Int, in stages: LoadStages, atOrAfter t: ContinuousClock.Instant,
+                     start: ContinuousClock.Instant) -> ContinuousClock.Instant? {
+        let seconds = Double((t - start).nanoseconds) / 1e9
+        return stages.firstAbove(Double(index), atOrAfter: seconds).map { start + .nanoseconds(Int64(($0 * 1e9).rounded(.up))) }
     }
 
     /// Runs one iteration of device `index` meant to start at `intended`: a sync, then an

@@ -1,58 +1,62 @@
 public import LabKernel
+import LabStore
 
 /// How a load test drives its targets, as k6 and Locust name them.
 ///
 /// Closed: `devices` virtual phones each run an iteration, wait a think time, and run the
 /// next; the load follows the server (a slow server gets fewer requests), as phones do.
-/// Open: iterations arrive at `rate` per second whatever the server does (ramping up
-/// linearly over `ramp`), each taken by an idle phone from a pool of `devices`; when none
-/// is idle it waits for one, and one that would wait past `maxWait` is dropped and counted
-/// (k6's arrival-rate executors drop at once; waiting first shows the overload as latency).
+/// Staged, the closed model with a changing population (k6's ramping VUs): phone `i` runs
+/// while the stages call for more than `i` phones; one that is no longer called for ends
+/// the iteration it is in and waits for its turn to come again.
+/// Open: iterations arrive on a schedule (a rate, ramped up linearly, or in stages) whatever
+/// the server does, each taken by an idle phone from a pool of `devices`; when none is idle
+/// it waits for one, and one that would wait past `maxWait` is dropped and counted (k6's
+/// arrival-rate executors drop at once; waiting first shows the overload as latency).
 ///
 /// Either way an iteration's latency is measured from when it was *meant* to start (its
 /// arrival, or the end of the previous one plus the think time), so a generator that falls
 /// behind shows up in the latency instead of hiding it (no coordinated omission).
 public enum WorkloadModel: Sendable, Equatable {
     case closed(devices: Int, thinkTime: TimeSpan)
+    case staged(LoadStages, thinkTime: TimeSpan)
     /// Closed, paced as the app: each phone's engine ticks at its own interval and syncs
     /// when its sync client says one is due (the server's interval, 30 s on `fleetlab
     /// serve`), so the run shows the sync cadence a real fleet keeps.
     case app(devices: Int)
-    case open(rate: Double, ramp: TimeSpan, devices: Int, maxWait: TimeSpan)
+    case open(ArrivalSchedule, devices: Int, maxWait: TimeSpan)
 
     public var devices: Int {
         switch self {
-        case .closed(let devices, _), .app(let devices), .open(_, _, let devices, _): return devices
+        case .closed(let devices, _), .app(let devices), .open(_, let devices, _): return devices
+        case .staged(let stages, _): return Int(stages.peak.rounded(.up))
         }
     }
 }
 
-/// When the open model's iterations arrive: evenly spaced at the rate in force, which
-/// grows linearly from 0 to `rate` over `ramp`. Pure: the `k`-th arrival's offset from the
-/// start is a function of `k` alone.
-public struct ArrivalSchedule: Sendable {
-    public let rate: Double
-    public let ramp: TimeSpan
+/// When the open model's iterations arrive: evenly spaced at the rate in force, a rate
+/// that follows its stages (`rate` after a linear `ramp` from 0, or `--stages`). Pure: the
+/// `k`-th arrival's offset from the start is a function of `k` alone.
+public struct ArrivalSchedule: Sendable, Equatable, CustomStringConvertible {
+    public let rates: LoadStages
 
+    public init(rates: LoadStages) { self.rates = rates }
+
+    /// `rate` a second, reached linearly from 0 over `ramp` (at once without one).
     public init(rate: Double, ramp: TimeSpan) {
-        self.rate = rate
-        self.ramp = ramp
+        rates = ramp > .zero ? LoadStages(stages: [.init(duration: ramp, target: rate)]) : LoadStages(start: rate, stages: [])
     }
 
     /// Arrivals expected by `t` seconds: the integral of the rate.
-    public func arrivals(by t: Double) -> Double {
-        let r = ramp.seconds
-        guard r > 0 else { return rate * t }
-        return t < r ? rate * t * t / (2 * r) : rate * r / 2 + rate * (t - r)
-    }
+    public func arrivals(by t: Double) -> Double { rates.integral(to: t) }
 
     /// Seconds from the start to the `k`-th arrival (k = 1, 2, …): the inverse of `arrivals`.
-    public func offset(ofArrival k: Int) -> Double {
-        let n = Double(k), r = ramp.seconds
-        guard rate > 0 else { return .infinity }
-        guard r > 0 else { return n / rate }
-        let rampArrivals = rate * r / 2
-        return n <= rampArrivals ? (2 * r * n / rate).squareRoot() : r + (n - rampArrivals) / rate
+    public func offset(ofArrival k: Int) -> Double { rates.time(ofIntegral: Double(k)) }
+
+    public var description: String {
+        let n = { (v: Double) in MetricUnit.decimal(v, digits: v == v.rounded() ? 0 : 1) }
+        if rates.stages.isEmpty { return "\(n(rates.start))/s" }
+        if rates.stages.count == 1, rates.start == 0 { return "\(n(rates.stages[0].target))/s, ramp \(rates.stages[0].duration)" }
+        return "stages " + rates.stages.map { "\($0.duration):\(n($0.target))/s" }.joined(separator: ",")
     }
 }
 
