@@ -324,6 +324,10 @@ struct LoadtestCommandTests {
             #expect(perSecond[1] > perSecond[0] * 1.3 && perSecond[1] > perSecond[2] * 1.3, "the hold runs every phone, the ramps fewer: \(perSecond)")
             #expect(perSecond[0] >= 15 && perSecond[2] >= 15, "\(perSecond)")
         }
+        let phones = try #require(results.metric(named: "loadtest.phones"))
+        #expect((results.series[phones.id] ?? []).sorted { $0.bucketStart < $1.bucketStart }.map(\.value) == [6, 6, 0], "the stages' phones at each second's end")
+        let page = try String(contentsOf: dir.appendingPathComponent("closed/dashboard.html"), encoding: .utf8)
+        #expect(page.contains("<h2>Load over time</h2>") && page.contains("phones whose turn it is"))
 
         // Open: 20 arrivals a second reached over 1 s, then down to none over 1 s: 20 in all.
         let open = try await CommandRunner.fleetlabAsync(["loadtest", scenario, "--target", "sync=\(served.syncURL)", "--stages", "1s:20/s,1s:0/s",
@@ -333,6 +337,10 @@ struct LoadtestCommandTests {
         #expect(open.stdout.contains("model       open: stages 1s:20/s,1s:0/s, pool of 4 phones"))
         let openResults = try ResultsDatabase.open(at: dir.appendingPathComponent("open/results.sqlite").path).load()
         #expect((19...20).contains(openResults.total(allLabelsOf: "loadtest.iterations")), "every arrival of the stages run or counted once")
+        let rate = try #require(openResults.metric(named: "loadtest.arrival_rate"))
+        #expect((openResults.series[rate.id] ?? []).sorted { $0.bucketStart < $1.bucketStart }.map(\.value) == [20, 0])
+        let openPage = try String(contentsOf: dir.appendingPathComponent("open/dashboard.html"), encoding: .utf8)
+        #expect(openPage.contains("arrivals a second scheduled") && !openPage.contains("phones whose turn it is"))
     }
 
     @Test("an open model past what the server sustains: latency from the arrival rises with the wait, and arrivals that wait too long are dropped")

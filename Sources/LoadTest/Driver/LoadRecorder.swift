@@ -17,6 +17,8 @@ public final class LoadRecorder: Sendable {
         var firstChunk: MetricHandle?
         var typing: MetricHandle?
         var relaunch: MetricHandle?
+        var phones: MetricHandle?
+        var arrivalRate: MetricHandle?
         /// `chat.delivery_latency` by kind (`dm`, `group`).
         var delivery: [String: MetricHandle] = [:]
         var ok: MetricHandle
@@ -137,10 +139,19 @@ public final class LoadRecorder: Sendable {
     }
 
     /// Closes the bucket that started at `start` (ns since the run's start) with the
-    /// generator's CPU share over it; returns its rows.
-    public func closeBucket(startingAt start: Int64, cpuPercent: Double) -> ResultsBatch {
+    /// generator's CPU share over it and what the workload asked for at its end
+    /// (`loadtest.phones` or `loadtest.arrival_rate`); returns its rows.
+    public func closeBucket(startingAt start: Int64, cpuPercent: Double, load: (phones: Double?, arrivalRate: Double?) = (nil, nil)) -> ResultsBatch {
         state.withLock { s in
             s.recorder.set(s.cpu, cpuPercent)
+            if let phones = load.phones {
+                if s.phones == nil { s.phones = s.recorder.register("loadtest.phones") }
+                s.recorder.set(s.phones!, phones)
+            }
+            if let rate = load.arrivalRate {
+                if s.arrivalRate == nil { s.arrivalRate = s.recorder.register("loadtest.arrival_rate") }
+                s.recorder.set(s.arrivalRate!, rate)
+            }
             s.recorder.set(s.busyGauge, Double(s.busy))
             s.recorder.closeBucket(startingAt: start)
             return s.recorder.takeBatch()

@@ -170,7 +170,8 @@ public final class LoadRun: Sendable {
                     if elapsed - bucketStart >= settings.bucket.nanoseconds {
                         let share = bucketCPU.percentSinceLast()
                         shared.cpuSamples.withLock { $0.append(share) }
-                        pipeline.submit(recorder.closeBucket(startingAt: bucketStart, cpuPercent: share))
+                        let bucketEnd = Double(bucketStart + settings.bucket.nanoseconds) / 1e9
+                        pipeline.submit(recorder.closeBucket(startingAt: bucketStart, cpuPercent: share, load: settings.model.load(at: bucketEnd)))
                         bucketStart += settings.bucket.nanoseconds
                     }
                     let figures = recorder.takeProgress()
@@ -268,7 +269,8 @@ public final class LoadRun: Sendable {
             var meter = bucketCPU
             let share = meter.percentSinceLast()
             shared.cpuSamples.withLock { $0.append(share) }
-            pipeline.submit(recorder.closeBucket(startingAt: bucketStart, cpuPercent: share))
+            let lastEnd = min(Double(bucketStart + settings.bucket.nanoseconds), Double(settings.duration.nanoseconds)) / 1e9
+            pipeline.submit(recorder.closeBucket(startingAt: bucketStart, cpuPercent: share, load: settings.model.load(at: lastEnd)))
         }
         let wall = Double((clock.now - start).nanoseconds) / 1e9
         let shares = shared.cpuSamples.withLock { $0 }

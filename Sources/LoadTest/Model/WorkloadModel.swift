@@ -31,6 +31,16 @@ public enum WorkloadModel: Sendable, Equatable {
         case .staged(let stages, _): return Int(stages.peak.rounded(.up))
         }
     }
+
+    /// What the workload asks for `seconds` into the run: the phones whose turn it is
+    /// (closed models), or the arrivals a second the schedule is at (open).
+    public func load(at seconds: Double) -> (phones: Double?, arrivalRate: Double?) {
+        switch self {
+        case .closed(let devices, _), .app(let devices): return (Double(devices), nil)
+        case .staged(let stages, _): return (stages.value(at: seconds).rounded(.up), nil)
+        case .open(let schedule, _, _): return (nil, schedule.rates.value(at: seconds))
+        }
+    }
 }
 
 /// When the open model's iterations arrive: evenly spaced at the rate in force, a rate

@@ -14,7 +14,7 @@ public struct DashboardLayout: Codable, Equatable, Sendable {
     /// The layout of `fleetlab simulate` (kept equal to dashboards/simulation.json by a test).
     public static let simulation = DashboardLayout(
         title: "fleetlab simulation",
-        panels: ["summary", "thresholds", "endpoints", "energy", "workflows", "workflow-activity", "workflow-latency", "workflow-steps",
+        panels: ["summary", "thresholds", "load", "endpoints", "energy", "workflows", "workflow-activity", "workflow-latency", "workflow-steps",
                  "workflow-ticks", "sync-latency", "sync-cadence", "sync-commands", "sync-outbox", "sync-server", "pushes", "chat-latency",
                  "chat-activity", "chat-server", "agent-latency", "agent-activity", "agent-server", "ai-bridge-requests", "ai-bridge-offline",
                  "ai-bridge-relay", "desktop-turns", "desktop-activity", "battery", "power-states", "ticks", "app-states", "lifecycle", "network", "throughput",

@@ -77,7 +77,7 @@ public enum DashboardPanels {
         AgentLatencyPanel(), AgentActivityPanel(), ServerLoadPanel(id: "agent-server", title: "Agent runtime load", stack: "agent"),
         BridgeRequestsPanel(), BridgeOfflinePanel(), ServerLoadPanel(id: "ai-bridge-relay", title: "AI bridge relay load", stack: "bridge"),
         DesktopTurnsPanel(), DesktopActivityPanel(),
-        EndpointsPanel(), EnergyPanel(), PushPanel(),
+        EndpointsPanel(), EnergyPanel(), PushPanel(), LoadPanel(),
     ]
 
     public static func panel(id: String) -> (any DashboardPanel)? { all.first { $0.id == id } }

@@ -193,6 +193,10 @@ public enum MetricCatalog {
               description: "How late the generator started an iteration past its intended time (large values: the generator is the bottleneck)"),
         Entry(name: "loadtest.generator_cpu", kind: .gauge, unit: .percent, labelKeys: [],
               description: "The generator process's CPU over the bucket, as a share of every core"),
+        Entry(name: "loadtest.phones", kind: .gauge, unit: .count, labelKeys: [],
+              description: "Phones whose turn it is at the bucket end (closed models; with --stages, the stages' count)"),
+        Entry(name: "loadtest.arrival_rate", kind: .gauge, unit: .count, labelKeys: [],
+              description: "Arrivals a second the open model's schedule is at, at the bucket end"),
         Entry(name: "loadtest.busy_devices", kind: .gauge, unit: .count, labelKeys: [],
               description: "Virtual phones in an iteration at the bucket end"),
     ]
