@@ -138,7 +138,7 @@ struct LoadtestCommand: AsyncParsableCommand {
         let dashboardPath = (directory as NSString).appendingPathComponent("dashboard.html")
 
         // Buckets of wall time fine enough for a short test: at most 120 of them.
-        let runTag = String(UInt64(Date().timeIntervalSince1970 * 1000), radix: 36)
+        let runTag = LoadRun.runTag(startingAt: UInt64(Date().timeIntervalSince1970 * 1000))
         var setup: TenantSetup.Outcome?
         if let syncURL = urls["sync"] {
             setup = await TenantSetup.prepare(syncURL: syncURL, key: keyOf["sync"] ?? "", tenant: loaded.sync?.tenant ?? "fleet", runTag: runTag)

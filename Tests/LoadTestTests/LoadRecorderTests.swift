@@ -17,3 +17,13 @@ struct LoadRecorderTests {
         #expect(quiet.requests == 100 && quiet.p99 == nil, "nothing answered since: no p99, not zero")
     }
 }
+
+@Suite("Load run identity")
+struct LoadRunTagTests {
+    @Test("runs started in the same millisecond get tags of their own, so their tenants, devices and users never collide on a server")
+    func sameMillisecond() {
+        let tags = (0..<50).map { _ in LoadRun.runTag(startingAt: 1_795_000_000_123) }
+        #expect(Set(tags).count == 50)
+        #expect(tags.allSatisfy { $0.hasPrefix(String(UInt64(1_795_000_000_123), radix: 36)) && $0.count == 8 + 4 })
+    }
+}

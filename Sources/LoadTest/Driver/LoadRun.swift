@@ -88,6 +88,14 @@ public final class LoadRun: Sendable {
     let group: MultiThreadedEventLoopGroup
     let http: HTTPClient
 
+    /// A run's tag, in its tenant, device ids and usernames: the start's milliseconds in base
+    /// 36 and four random base-36 digits, so runs started in the same millisecond (a job's
+    /// generators started together, two terminals) still get ids of their own.
+    public static func runTag(startingAt unixMilliseconds: UInt64) -> String {
+        let digits = String(UInt64.random(in: 0..<1_679_616) + 1_679_616, radix: 36).dropFirst()  // 36⁴: four digits, leading zeros kept
+        return String(unixMilliseconds, radix: 36) + digits
+    }
+
     /// Half the cores, at least one. A phone spends most of its time waiting, so a loop
     /// thread that is busier handles more events per wake-up: on this 2-core machine one
     /// loop sent the same load as two for 20 % less CPU. The other half is left to the
