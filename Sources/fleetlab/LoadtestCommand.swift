@@ -69,6 +69,9 @@ struct LoadtestCommand: AsyncParsableCommand {
     @Option(help: "Chat: the chance (like 20% or 0.2) that a phone's app is killed after an iteration; its next iteration launches it again (session restore, socket, catch-up) before it sends.")
     var relaunch: String?
 
+    @Option(help: "Run one generator's share of the workload, I/N (0-based): its slice of the phones (with --stages, every N-th one), or 1/N of the arrival rate. Merge the generators' results with `fleetlab merge`.")
+    var shard: String?
+
     @Option(help: "Output directory (default: runs/<scenario name>-loadtest).")
     var out: String?
 
@@ -119,7 +122,15 @@ struct LoadtestCommand: AsyncParsableCommand {
             guard urls[parts[0]] != nil else { throw CLIFailure.badInput("--key \(parts[0]): no --target of that name") }
             keyOf[parts[0]] = parts[1]
         }
-        let (model, runLength) = try workload(urls: urls)
+        var (model, runLength) = try workload(urls: urls)
+        let slice = try shard.map { text in
+            guard let slice = FleetShard(parsing: text) else { throw CLIFailure.badInput("--shard \(text): expected I/N with 0 <= I < N, like 0/4") }
+            return slice
+        }
+        if let slice {
+            model = model.slice(slice)
+            guard model.devices >= 1 else { throw CLIFailure.badInput("--shard \(slice): this generator's share of the phones is none; use fewer shards") }
+        }
         let devices = model.devices
         if urls["chat"] != nil, devices < 2 { throw CLIFailure.badInput("--target chat: phones chat in pairs, so --devices must be at least 2") }
         var relaunchShare = Ratio.zero
@@ -180,6 +191,7 @@ struct LoadtestCommand: AsyncParsableCommand {
             ("generator_cpu_percent_max", String(outcome.cpuPercentMax)), ("interrupted", outcome.interrupted ? "true" : "false"),
             ("peak_rss_bytes", WallClock.peakResidentBytes().map(String.init) ?? "unknown"),
         ]
+        if let slice { metadata.runMetadata.append(("shard", slice.description)) }
         pipeline.submit(metadata)
         do { try pipeline.finish() } catch { throw CLIFailure(message: "writing \(resultsPath) failed: \(error)", status: 1) }
 
@@ -265,7 +277,9 @@ struct LoadtestCommand: AsyncParsableCommand {
     static func describe(_ model: WorkloadModel) -> String {
         switch model {
         case .closed(let devices, let think): return "closed: \(devices) phones, think \(think)"
-        case .staged(let stages, let think): return "closed: up to \(model.devices) phones in stages \(stages), think \(think)"
+        case .staged(let stages, let think, nil): return "closed: up to \(model.devices) phones in stages \(stages), think \(think)"
+        case .staged(let stages, let think, let shard?):
+            return "closed: up to \(model.devices) phones in stages \(stages) (shard \(shard): phones \(shard.index), \(shard.index + shard.count), \(shard.index + 2 * shard.count), …), think \(think)"
         case .app(let devices): return "closed: \(devices) phones paced as the app (engine ticks, syncs when due)"
         case .open(let schedule, let devices, let maxWait):
             return "open: \(schedule), pool of \(devices) phones, waits up to \(maxWait)"

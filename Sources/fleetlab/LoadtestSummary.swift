@@ -63,6 +63,9 @@ struct LoadtestSummary {
         lines.append("")
         lines.append(row("target", target))
         lines.append(row("model", LoadtestCommand.describe(model)))
+        if let shard = results.runMetadata["shard"] {
+            lines.append(row("shard", "\(shard): one generator's share of the workload; merge every shard's results with fleetlab merge"))
+        }
         let ok = results.total("loadtest.iterations", labels: "outcome=ok") ?? 0
         let failed = results.total("loadtest.iterations", labels: "outcome=failed") ?? 0
         let dropped = results.total("loadtest.iterations", labels: "outcome=dropped") ?? 0

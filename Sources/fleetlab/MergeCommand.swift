@@ -8,7 +8,7 @@ import Simulator
 struct MergeCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "merge",
-        abstract: "Merge the results of a sharded run (simulate --shard I/N) into one database and dashboard.",
+        abstract: "Merge the results of a sharded run (simulate or loadtest --shard I/N) into one database and dashboard.",
         discussion: """
         Counters add, histograms merge bucket by bucket (percentiles are exact), series align \
         by bucket, invariants add up and thresholds are evaluated again on the merged data. \
@@ -64,7 +64,7 @@ struct MergeCommand: ParsableCommand {
         lines.append("  thresholds    \(merged.thresholds.filter(\.passed).count) of \(merged.thresholds.count) passed on the merged data")
         for t in merged.thresholds { lines.append("      \(t.passed ? "✓" : "✗") \(t.message)") }
         let broken = merged.invariants.filter { !$0.passed }
-        lines.append("  invariants    " + (broken.isEmpty ? "\(merged.invariants.count) held over \(n(Double(merged.invariants.reduce(0) { $0 + $1.checks }))) checks"
+        lines.append("  invariants    " + (merged.invariants.isEmpty ? "none checked" : broken.isEmpty ? "\(merged.invariants.count) held over \(n(Double(merged.invariants.reduce(0) { $0 + $1.checks }))) checks"
             : "\(broken.count) of \(merged.invariants.count) violated: " + broken.map(\.name).joined(separator: ", ")))
         lines.append("  results       \(output)  (digest \(digest.prefix(16)))")
         lines.append("  dashboard     \(page)")

@@ -294,6 +294,8 @@ struct LoadtestCommandTests {
             (["--target", "sync=http://127.0.0.1:9", "--stages", "1s:10", "--devices", "5"], "leave out --devices"),
             (["--target", "sync=http://127.0.0.1:9", "--stages", "1s:10/s", "--rate", "5"], "--stages replaces --rate"),
             (["--target", "sync=http://127.0.0.1:9", "--stages", "1s:10/s", "--think", "1s"], "its pace is the stages"),
+            (["--duration", "1s", "--target", "sync=http://127.0.0.1:9", "--shard", "2/2"], "expected I/N"),
+            (["--duration", "1s", "--target", "sync=http://127.0.0.1:9", "--devices", "2", "--shard", "0/4"], "share of the phones is none"),
             (["--duration", "1s", "--target", "sync=http://127.0.0.1:9", "--relaunch", "10%"], "it needs --target chat=URL"),
         ] {
             let result = try await CommandRunner.fleetlabAsync(["loadtest", scenario] + arguments, in: dir)
@@ -341,6 +343,39 @@ struct LoadtestCommandTests {
         #expect((openResults.series[rate.id] ?? []).sorted { $0.bucketStart < $1.bucketStart }.map(\.value) == [20, 0])
         let openPage = try String(contentsOf: dir.appendingPathComponent("open/dashboard.html"), encoding: .utf8)
         #expect(openPage.contains("arrivals a second scheduled") && !openPage.contains("phones whose turn it is"))
+    }
+
+    @Test("--shard I/N: two generators each run their share of staged phones against one server, and fleetlab merge makes one load test of them")
+    func shardsMerge() async throws {
+        let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("load-shards-serve").path)
+        defer { served.stop() }
+        let dir = TestPaths.scratchDirectory("loadtest-shards")
+        let scenario = try writeScenario(loadScenario(), in: dir, name: "load.yaml")
+        let (url, key) = (served.syncURL, served.rootKey)
+        async let first = CommandRunner.fleetlabAsync(["loadtest", scenario, "--target", "sync=\(url)", "--stages", "1s:6,1s:6,1s:0",
+                                                       "--think", "100ms", "--shard", "0/2", "--out", "shard-0", "--quiet"], in: dir,
+                                                      environment: ["FLEETLAB_KEY_SYNC": key])
+        async let second = CommandRunner.fleetlabAsync(["loadtest", scenario, "--target", "sync=\(url)", "--stages", "1s:6,1s:6,1s:0",
+                                                        "--think", "100ms", "--shard", "1/2", "--out", "shard-1", "--quiet"], in: dir,
+                                                       environment: ["FLEETLAB_KEY_SYNC": key])
+        let runs = try await [first, second]
+        for run in runs {
+            #expect(run.status == 0, "\(run.stdout)\(run.stderr)")
+            #expect(run.stdout.contains("closed: up to 3 phones in stages 1s:6,1s:6,1s:0 (shard ") && run.stdout.contains("merge every shard's results"))
+        }
+        let merge = try await CommandRunner.fleetlabAsync(["merge", "merged/results.sqlite", "shard-0/results.sqlite", "shard-1/results.sqlite"], in: dir)
+        #expect(merge.status == 0, "\(merge.stdout)\(merge.stderr)")
+        let merged = try ResultsDatabase.open(at: dir.appendingPathComponent("merged/results.sqlite").path).load()
+        let register = try #require(merged.metric(named: "http.latency", labels: "endpoint=POST /api/v1/mobile/devices/register,stack=sync"))
+        #expect(merged.histogram(register).totalCount == 6, "the two generators ran the six phones between them")
+        let phones = try #require(merged.metric(named: "loadtest.phones"))
+        #expect((merged.series[phones.id] ?? []).sorted { $0.bucketStart < $1.bucketStart }.map(\.value) == [6, 6, 0])
+        let each = try runs.indices.map { try ResultsDatabase.open(at: dir.appendingPathComponent("shard-\($0)/results.sqlite").path).load() }
+        #expect(merged.total("loadtest.iterations", labels: "outcome=ok") == each.reduce(0) { $0 + ($1.total("loadtest.iterations", labels: "outcome=ok") ?? 0) })
+        #expect(merged.runMetadata["mode"] == "loadtest" && merged.runMetadata["model"]?.hasPrefix("2 generators: ") == true)
+        #expect(merged.thresholds.count == 1 && merged.thresholdsPassed, "the sync p99 bound judged again on both generators' requests")
+        let page = try String(contentsOf: dir.appendingPathComponent("merged/dashboard.html"), encoding: .utf8)
+        #expect(page.contains("<title>Load test: load</title>") && page.contains("<h2>Load over time</h2>"))
     }
 
     @Test("an open model past what the server sustains: latency from the arrival rises with the wait, and arrivals that wait too long are dropped")

@@ -1,6 +1,7 @@
 import Testing
 import LabKernel
 import LoadTest
+import Simulator
 
 @Suite("Load stages")
 struct LoadStagesTests {
@@ -49,5 +50,28 @@ struct LoadStagesTests {
         #expect(upHoldDown.firstAbove(100, atOrAfter: 0) == nil, "phone 100 of 100 never runs")
         let again = LoadStages.parse("10s:10,10s:0,10s:10")!.stages
         #expect(again.firstAbove(4, atOrAfter: 16) == 24, "down and up again: phone 4 returns when the load passes 4 once more")
+    }
+}
+
+@Suite("Load-test shards")
+struct LoadShardTests {
+    let shards = (0..<4).map { FleetShard(index: $0, count: 4)! }
+
+    @Test("the shards' slices of a workload add up to it: phones split, every N-th phone of the stages, the arrival rate divided")
+    func slices() throws {
+        let closed = WorkloadModel.closed(devices: 50, thinkTime: .seconds(1))
+        #expect(shards.map { closed.slice($0).devices } == [12, 13, 12, 13])
+        let stages = try #require(LoadStages.parse("10s:10,10s:10,10s:0")).stages
+        let staged = WorkloadModel.staged(stages, thinkTime: .seconds(1))
+        #expect(shards.map { staged.slice($0).devices } == [3, 3, 2, 2], "phones 0-9: 0,4,8 / 1,5,9 / 2,6 / 3,7")
+        #expect(staged.slice(shards[1]).phoneNumber(2) == 9 && staged.phoneNumber(2) == 2)
+        // At every moment the shards' phones whose turn it is add up to the whole run's.
+        for t in stride(from: 0.0, through: 30, by: 0.7) {
+            let whole = staged.load(at: t).phones ?? -1
+            #expect(shards.reduce(0.0) { $0 + (staged.slice($1).load(at: t).phones ?? 0) } == whole, "at \(t) s")
+        }
+        let open = WorkloadModel.open(ArrivalSchedule(rate: 200, ramp: .seconds(10)), devices: 50, maxWait: .seconds(5))
+        guard case .open(let schedule, let pool, _) = open.slice(shards[2]) else { Issue.record("not open"); return }
+        #expect(schedule.arrivals(by: 20) == 750 && pool == 12, "a quarter of 3,000 arrivals by 20 s")
     }
 }

@@ -189,8 +189,8 @@ public final class LoadRun: Sendable {
                 }
             }
             switch settings.model {
-            case .closed(_, let think), .staged(_, let think):
-                let stages: LoadStages? = if case .staged(let stages, _) = settings.model { stages } else { nil }
+            case .closed(_, let think), .staged(_, let think, _):
+                let stages: LoadStages? = if case .staged(let stages, _, _) = settings.model { stages } else { nil }
                 let devices = settings.model.devices
                 for index in 0..<devices {
                     group.addTask(executorPreference: executors[index % executors.count]) { [self, settings, executors] in
@@ -198,14 +198,14 @@ public final class LoadRun: Sendable {
                         // Phones start spread over one think time, not all in the first
                         // millisecond; staged, each when the stages first call for it.
                         let spread = start + .nanoseconds(think.nanoseconds * Int64(index) / Int64(max(1, devices)))
-                        var next: ContinuousClock.Instant? = stages.map { Self.turn(of: index, in: $0, atOrAfter: start, start: start) } ?? spread
+                        var next: ContinuousClock.Instant? = stages.map { Self.turn(of: settings.model.phoneNumber(index), in: $0, atOrAfter: start, start: start) } ?? spread
                         let executor = executors[index % executors.count]
                         while let intended = next, intended < end && !shouldStop() {
                             await executor.sleep(until: intended, clock: clock)
                             guard !shouldStop() else { return }
                             _ = await self.iterate(index, intended: intended, clock: clock)
                             let after = clock.now + .nanoseconds(thinkTime.next().nanoseconds)
-                            next = stages.map { Self.turn(of: index, in: $0, atOrAfter: after, start: start) } ?? after
+                            next = stages.map { Self.turn(of: settings.model.phoneNumber(index), in: $0, atOrAfter: after, start: start) } ?? after
                         }
                     }
                 }

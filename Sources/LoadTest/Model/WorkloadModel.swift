@@ -1,5 +1,6 @@
 public import LabKernel
 import LabStore
+public import Simulator
 
 /// How a load test drives its targets, as k6 and Locust name them.
 ///
@@ -18,7 +19,9 @@ import LabStore
 /// behind shows up in the latency instead of hiding it (no coordinated omission).
 public enum WorkloadModel: Sendable, Equatable {
     case closed(devices: Int, thinkTime: TimeSpan)
-    case staged(LoadStages, thinkTime: TimeSpan)
+    /// `shard`: this generator runs the phones numbered `index`, `index + count`, … of
+    /// the stages' population (nil: all of them).
+    case staged(LoadStages, thinkTime: TimeSpan, shard: FleetShard? = nil)
     /// Closed, paced as the app: each phone's engine ticks at its own interval and syncs
     /// when its sync client says one is due (the server's interval, 30 s on `fleetlab
     /// serve`), so the run shows the sync cadence a real fleet keeps.
@@ -28,7 +31,39 @@ public enum WorkloadModel: Sendable, Equatable {
     public var devices: Int {
         switch self {
         case .closed(let devices, _), .app(let devices), .open(_, let devices, _): return devices
-        case .staged(let stages, _): return Int(stages.peak.rounded(.up))
+        case .staged(let stages, _, let shard): return Self.phones(below: stages.peak, of: shard)
+        }
+    }
+
+    /// How many of the phones numbered below `load` are `shard`'s (all without one).
+    static func phones(below load: Double, of shard: FleetShard?) -> Int {
+        let all = Int(load.rounded(.up))
+        guard let shard else { return all }
+        return all > shard.index ? (all - shard.index + shard.count - 1) / shard.count : 0
+    }
+
+    /// The number, in the whole run, of this generator's phone `index` (its stages' turn).
+    public func phoneNumber(_ index: Int) -> Int {
+        guard case .staged(_, _, let shard?) = self else { return index }
+        return shard.index + index * shard.count
+    }
+
+    /// Shard `shard`'s share of the workload, for one of several generators that together
+    /// make it (`loadtest --shard I/N`): its slice of the phones (split as evenly as whole
+    /// phones allow; with stages, every N-th phone of the stages' population, so the
+    /// shards together run exactly the phones the stages call for), and an arrival rate
+    /// divided by N. Each shard's phones are a fleet of their own: chat pairs and groups
+    /// form among them.
+    public func slice(_ shard: FleetShard) -> WorkloadModel {
+        let share = { (total: Int) in total * (shard.index + 1) / shard.count - total * shard.index / shard.count }
+        switch self {
+        case .closed(let devices, let think): return .closed(devices: share(devices), thinkTime: think)
+        case .app(let devices): return .app(devices: share(devices))
+        case .staged(let stages, let think, _): return .staged(stages, thinkTime: think, shard: shard)
+        case .open(let schedule, let devices, let maxWait):
+            let rates = schedule.rates, part = 1 / Double(shard.count)
+            let scaled = LoadStages(start: rates.start * part, stages: rates.stages.map { .init(duration: $0.duration, target: $0.target * part) })
+            return .open(ArrivalSchedule(rates: scaled), devices: share(devices), maxWait: maxWait)
         }
     }
 
@@ -37,7 +72,7 @@ public enum WorkloadModel: Sendable, Equatable {
     public func load(at seconds: Double) -> (phones: Double?, arrivalRate: Double?) {
         switch self {
         case .closed(let devices, _), .app(let devices): return (Double(devices), nil)
-        case .staged(let stages, _): return (stages.value(at: seconds).rounded(.up), nil)
+        case .staged(let stages, _, let shard): return (Double(Self.phones(below: stages.value(at: seconds), of: shard)), nil)
         case .open(let schedule, _, _): return (nil, schedule.rates.value(at: seconds))
         }
     }

@@ -110,7 +110,23 @@ public enum ShardMerge {
             "wall_seconds": String(walls.max() ?? 0), "events": String(events),
             "simulated_ns": first.runMetadata["simulated_ns"] ?? "", "interrupted": "false",
         ]
+        if first.runMetadata["mode"] == "loadtest" { merged.runMetadata.merge(loadTestMetadata(ordered.map(\.results)), uniquingKeysWith: { _, new in new }) }
         return merged
+    }
+
+    /// A load test's generators as one run: its targets and workload, the earliest start,
+    /// the generators' CPU (the mean of their shares of their own machines, and the busiest
+    /// bucket of any).
+    static func loadTestMetadata(_ shards: [RunResults]) -> [String: String] {
+        let distinct = { (key: String) in
+            shards.compactMap { $0.runMetadata[key] }.reduce(into: [String]()) { if !$0.contains($1) { $0.append($1) } }.joined(separator: "; ")
+        }
+        let cpu = shards.map { $0.runMetadata["generator_cpu_percent"].flatMap(Double.init) ?? 0 }
+        return ["mode": "loadtest", "targets": distinct("targets"), "tenant": distinct("tenant"),
+                "model": "\(shards.count) generators: " + distinct("model"),
+                "started_at": shards.compactMap { $0.runMetadata["started_at"] }.min() ?? "",
+                "generator_cpu_percent": String(cpu.reduce(0, +) / Double(max(1, cpu.count))),
+                "generator_cpu_percent_max": String(shards.compactMap { $0.runMetadata["generator_cpu_percent_max"].flatMap(Double.init) }.max() ?? 0)]
     }
 
     struct HistogramKey: Hashable {
