@@ -86,6 +86,11 @@ struct LoadtestSummary {
                 + "\(MetricUnit.formatDuration(e.p50)) / \(MetricUnit.formatDuration(e.p90)) / \(MetricUnit.formatDuration(e.p99))"
                 + "  (\(n(Double(e.requests))), \(n(e.failures)) failed)")
         }
+        let errors = RunFigures.errors(results)
+        if !errors.isEmpty {
+            let shown = errors.prefix(5).map { "\($0.stack) \($0.endpoint) \($0.reason) ×\(n($0.count))" }
+            lines.append(row("failures", shown.joined(separator: "\n              ") + (errors.count > 5 ? "\n              … \(errors.count - 5) more (dashboard)" : "")))
+        }
         /// p50 / p90 / p99 of a latency histogram, and how many it holds of `what`.
         let percentiles = { (h: LogLinearHistogram, what: String) in
             [50.0, 90, 99].map { MetricUnit.formatDuration(Double(h.value(atPercentile: $0))) }.joined(separator: " / ") + "  (\(n(Double(h.totalCount))) \(what))"

@@ -269,6 +269,24 @@ struct LoadtestCommandTests {
         // Three sign-ups a minute: two phones register, a third's ticket or registration is refused.
         #expect(results.total("http.failures", labels: "endpoint=POST /api/v1/auth/register,stack=chat") ?? 0 >= 1, "a refused sign-up is a failure")
         #expect(results.total("loadtest.iterations", labels: "outcome=failed") ?? 0 >= 1)
+        #expect(results.total("http.errors", labels: "endpoint=POST /api/v1/auth/register,reason=HTTP 429,stack=chat") ?? 0 >= 1, "each failure is counted by why")
+    }
+
+    @Test("failures are counted by why: a server that is not there is `unreachable`, in the results, the summary and the dashboard")
+    func failureReasons() async throws {
+        let dir = TestPaths.scratchDirectory("loadtest-unreachable")
+        let scenario = try writeScenario(loadScenario(), in: dir, name: "load.yaml")
+        let port = try ServedFleetlab.freePort()
+        let run = try await CommandRunner.fleetlabAsync(["loadtest", scenario, "--target", "sync=http://127.0.0.1:\(port)", "--key", "sync=fl_none",
+                                                         "--duration", "1s", "--devices", "2", "--think", "100ms", "--request-timeout", "1s", "--out", "out"], in: dir)
+        #expect(run.status == 0 || run.status == 3, "\(run.stdout)\(run.stderr)")
+        let results = try ResultsDatabase.open(at: dir.appendingPathComponent("out/results.sqlite").path).load()
+        let failed = results.total("http.failures", labels: "endpoint=POST /api/v1/mobile/devices/register,stack=sync") ?? 0
+        #expect(failed >= 2)
+        #expect(results.total("http.errors", labels: "endpoint=POST /api/v1/mobile/devices/register,reason=unreachable,stack=sync") == failed)
+        #expect(run.stdout.contains("failures    sync POST /api/v1/mobile/devices/register unreachable ×"), "\(run.stdout)")
+        let page = try String(contentsOf: dir.appendingPathComponent("out/dashboard.html"), encoding: .utf8)
+        #expect(page.contains("Failures by why") && page.contains("<td>unreachable</td>"))
     }
 
     @Test("bad input is exit 2 before anything is contacted: no target, an unsupported stack, a model's option on the other model, no duration")

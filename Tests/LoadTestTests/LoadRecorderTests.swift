@@ -6,7 +6,7 @@ struct LoadRecorderTests {
     @Test("the progress line's p99 is of the requests since it was last drawn, whenever a results bucket closed")
     func progressWindow() throws {
         let recorder = LoadRecorder()
-        for ms in 1...100 { recorder.request("POST /api/v1/mobile/sync", latency: .milliseconds(ms), failed: ms == 100) }
+        for ms in 1...100 { recorder.request("POST /api/v1/mobile/sync", latency: .milliseconds(ms), failure: ms == 100 ? "HTTP 503" : nil) }
         // A one-second bucket closes just before the line is drawn, as the ticker does.
         _ = recorder.closeBucket(startingAt: 0, cpuPercent: 3)
         let first = recorder.takeProgress()

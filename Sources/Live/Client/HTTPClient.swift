@@ -184,6 +184,28 @@ public enum HTTPClientError: Error, CustomStringConvertible, Equatable {
     }
 }
 
+/// An error that is a server's answer with a status the caller did not accept.
+public protocol HTTPStatusFailure: Error {
+    var status: Int { get }
+}
+
+/// Why an exchange failed, in a few words a load test's summary counts them by: `HTTP 503`,
+/// `timeout`, `unreachable`, `connection closed`.
+public enum ExchangeFailure {
+    public static func reason(status: Int) -> String { "HTTP \(status)" }
+
+    public static func reason(_ error: any Error) -> String {
+        if let refused = error as? any HTTPStatusFailure { return reason(status: refused.status) }
+        switch error as? HTTPClientError {
+        case .timedOut: return "timeout"
+        case .unreachable: return "unreachable"
+        case .closed: return "connection closed"
+        case .badURL: return "bad URL"
+        case nil: return "\(type(of: error))"
+        }
+    }
+}
+
 /// Where a live driver's requests go: the seam one test body uses to run the same client
 /// code against a server core in process (`InProcessTransport`) and against a real server
 /// on a socket (`HTTPClient.transport(to:)`).

@@ -89,14 +89,15 @@ public actor LiveCorePhone<Core: LiveDrivenCore> {
     let continuation: AsyncStream<Core.Effect>.Continuation
     /// What the core tells the app, as it happens.
     public nonisolated let effects: AsyncStream<Core.Effect>
-    /// Hears each HTTP exchange as it ends: the request, its time from the send, and
-    /// whether it failed (no answer, a 5xx, or a 429). A load test records them.
-    let exchanged: (@Sendable (HTTPRequestMessage, Duration, Bool) -> Void)?
+    /// Hears each HTTP exchange as it ends: the request, its time from the send, and why
+    /// it failed (no answer, a 5xx, or a 429: `ExchangeFailure`), nil when it did not. A
+    /// load test records them.
+    let exchanged: (@Sendable (HTTPRequestMessage, Duration, String?) -> Void)?
     /// Each request's deadline.
     let requestTimeout: Duration
 
     public init(base: String, client: Core, http: HTTPClient, requestTimeout: Duration = .seconds(20),
-                exchanged: (@Sendable (HTTPRequestMessage, Duration, Bool) -> Void)? = nil) throws {
+                exchanged: (@Sendable (HTTPRequestMessage, Duration, String?) -> Void)? = nil) throws {
         endpoint = try HTTPClient.Endpoint(base, requiringPort: true)
         self.client = client
         self.http = http
@@ -121,15 +122,16 @@ public actor LiveCorePhone<Core: LiveDrivenCore> {
                 Task { [http, endpoint, requestTimeout, exchanged, incarnation] in
                     let answer: Core.Input
                     let sent = ContinuousClock.now
-                    var failed = true
+                    let failure: String?
                     do {
                         let response = try await http.send(request, to: endpoint, timeout: requestTimeout)
-                        failed = response.status >= 500 || response.status == 429
+                        failure = response.status >= 500 || response.status == 429 ? ExchangeFailure.reason(status: response.status) : nil
                         answer = .response(id: id, response)
                     } catch {
+                        failure = ExchangeFailure.reason(error)
                         answer = .transportFailed(id: id)
                     }
-                    exchanged?(request, ContinuousClock.now - sent, failed)
+                    exchanged?(request, ContinuousClock.now - sent, failure)
                     await self.answer(answer, incarnation: incarnation)
                 }
             case .openSocket(let target):

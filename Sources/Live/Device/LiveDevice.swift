@@ -33,6 +33,9 @@ public final class LiveDevice<Store: WorkflowStore>: @unchecked Sendable {
     public private(set) var telemetrySent = 0
     /// What the last sync request carried.
     public private(set) var lastSent = SentCounts()
+    /// Why the last sync exchange failed (`ExchangeFailure`: a non-2xx status or no
+    /// answer); nil when it was answered 2xx.
+    public private(set) var lastSyncFailure: String?
 
     public struct SentCounts: Equatable, Sendable {
         public var statuses = 0, approvals = 0, delegations = 0, acks = 0
@@ -62,7 +65,7 @@ public final class LiveDevice<Store: WorkflowStore>: @unchecked Sendable {
         ticks += 1
     }
 
-    public struct HTTPFailure: Error, CustomStringConvertible {
+    public struct HTTPFailure: HTTPStatusFailure, CustomStringConvertible {
         public var status: Int
         public var body: String
         public var description: String { "HTTP \(status): \(body)" }
@@ -125,8 +128,10 @@ public final class LiveDevice<Store: WorkflowStore>: @unchecked Sendable {
         do {
             let reply = try await exchange("POST", "/api/v1/mobile/sync", body: request.json)
             answer = SyncAnswer(status: reply.status, retryAfter: reply.header("retry-after"), body: reply.body)
+            lastSyncFailure = (200..<300).contains(reply.status) ? nil : ExchangeFailure.reason(status: reply.status)
         } catch {
             answer = .unreachable
+            lastSyncFailure = ExchangeFailure.reason(error)
         }
         host.advance(to: wallNow)
         guard let report = try host.sync(.answered(answer, tick: ticks)).report else { return nil }

@@ -53,17 +53,17 @@ final class AgentLoadPhone: Sendable {
         do {
             phone = try LiveAgentPhone(base: base, client: AgentClient(snapshot: .init(appID: identity.appID, userID: identity.userID, token: identity.token,
                                                                                          seed: seed.child(number).child("client"))),
-                                       http: http, requestTimeout: requestTimeout) { request, took, failed in
+                                       http: http, requestTimeout: requestTimeout) { request, took, failure in
                 // The chat's first request counts from the intended start (no coordinated omission).
                 let first = opening.withLock { first in
                     defer { first = false }
                     return first
                 }
-                recorder.request(AgentRoute.template(request), stack: "agent", latency: first ? clock.now - intended : took, failed: failed)
-                if failed { failures.withLock { $0 += 1 } }
+                recorder.request(AgentRoute.template(request), stack: "agent", latency: first ? clock.now - intended : took, failure: failure)
+                if failure != nil { failures.withLock { $0 += 1 } }
             }
         } catch {
-            recorder.request("GET /api/workflows", stack: "agent", latency: clock.now - intended, failed: true)
+            recorder.request("GET /api/workflows", stack: "agent", latency: clock.now - intended, failure: ExchangeFailure.reason(error))
             return false
         }
         let watchdog = Task { [chatDeadline] in
@@ -101,7 +101,7 @@ final class AgentLoadPhone: Sendable {
                 ok = true
                 break effects
             case .authRequired:
-                recorder.request("socket /ws/{workflow}/{app}/{chat}/{user}", stack: "agent", latency: clock.now - intended, failed: true)
+                recorder.request("socket /ws/{workflow}/{app}/{chat}/{user}", stack: "agent", latency: clock.now - intended, failure: "auth refused")
                 break effects
             case .chatReady, .toolCallResolved, .uploaded, .surfaced, .request, .openSocket, .socketSend, .closeSocket:
                 break

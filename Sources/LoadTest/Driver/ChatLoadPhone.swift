@@ -43,8 +43,8 @@ final class ChatLoadPhone: Sendable {
         deadline = requestTimeout * 3
         username = "loadtest-\(runTag)-\(index)"
         phone = try LiveChatPhone(base: base, client: ChatClient(snapshot: ChatClient.Snapshot(seed: seed)), http: http,
-                                  requestTimeout: requestTimeout) { request, took, failed in
-            recorder.request(request.route, stack: "chat", latency: took, failed: failed)
+                                  requestTimeout: requestTimeout) { request, took, failure in
+            recorder.request(request.route, stack: "chat", latency: took, failure: failure)
         }
         // What the core tells the app: the messages it decrypted, others typing, refusals.
         Task { [phone, state, board, index, recorder] in

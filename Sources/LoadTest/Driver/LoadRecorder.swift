@@ -13,6 +13,7 @@ public final class LoadRecorder: Sendable {
         var recorder = Recorder()
         var latency: [EndpointKey: MetricHandle] = [:]
         var failures: [EndpointKey: MetricHandle] = [:]
+        var reasons: [ReasonKey: MetricHandle] = [:]
         var intervals: [String: MetricHandle] = [:]
         var firstChunk: MetricHandle?
         var typing: MetricHandle?
@@ -43,6 +44,12 @@ public final class LoadRecorder: Sendable {
         var endpoint: String
     }
 
+    /// An endpoint's failures of one kind (`ExchangeFailure`).
+    struct ReasonKey: Hashable {
+        var endpoint: EndpointKey
+        var reason: String
+    }
+
     public init() {
         var recorder = Recorder()
         let ok = recorder.register("loadtest.iterations", labels: [("outcome", "ok")])
@@ -55,8 +62,9 @@ public final class LoadRecorder: Sendable {
     }
 
     /// One request of `stack`: its latency (from the iteration's intended start for the
-    /// requests that open an iteration), and whether it failed.
-    public func request(_ endpoint: String, stack: String = "sync", latency: Duration, failed: Bool) {
+    /// requests that open an iteration), and why it failed (`http.errors{reason}`; nil: it
+    /// did not).
+    public func request(_ endpoint: String, stack: String = "sync", latency: Duration, failure: String?) {
         let key = EndpointKey(stack: stack, endpoint: endpoint)
         state.withLock { s in
             if s.latency[key] == nil {
@@ -67,8 +75,13 @@ public final class LoadRecorder: Sendable {
             s.recorder.observe(s.latency[key]!, ns)
             s.recent.record(ns)
             s.requests += 1
-            if failed {
+            if let failure {
                 s.recorder.add(s.failures[key]!)
+                let reason = ReasonKey(endpoint: key, reason: failure)
+                if s.reasons[reason] == nil {
+                    s.reasons[reason] = s.recorder.register("http.errors", labels: [("stack", stack), ("endpoint", endpoint), ("reason", failure)])
+                }
+                s.recorder.add(s.reasons[reason]!)
                 s.errors += 1
             }
         }

@@ -221,8 +221,8 @@ public final class LoadRun: Sendable {
                             guard !shouldStop() else { return }
                             let began = clock.now
                             let intended = due
-                            let outcome = await phone.tick { endpoint, failed in
-                                recorder.request(endpoint, latency: clock.now - intended, failed: failed)
+                            let outcome = await phone.tick { endpoint, failure in
+                                recorder.request(endpoint, latency: clock.now - intended, failure: failure)
                             }
                             if let ok = outcome {
                                 recorder.iterationStarted(lag: began - intended)
@@ -311,8 +311,8 @@ public final class LoadRun: Sendable {
         // step from when it began, so one stack's time is not charged to the next.
         var ok = true, stepped = false
         if !syncPhones.isEmpty {
-            ok = await syncPhones[index].iterate { [recorder] endpoint, failed in
-                recorder.request(endpoint, latency: clock.now - intended, failed: failed)
+            ok = await syncPhones[index].iterate { [recorder] endpoint, failure in
+                recorder.request(endpoint, latency: clock.now - intended, failure: failure)
             }
             stepped = true
         }

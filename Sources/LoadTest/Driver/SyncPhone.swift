@@ -34,35 +34,35 @@ final class SyncPhone: @unchecked Sendable {
     /// One tick as the app runs it: register first, then advance the engine and sync if
     /// the sync client says one is due. Returns nil when no request went out, else whether
     /// it succeeded.
-    func tick(record: (String, Bool) -> Void) async -> Bool? {
+    func tick(record: (String, String?) -> Void) async -> Bool? {
         guard registered else { return await iterate(record: record) }
         do {
             try device.step()
             switch try await device.syncWhenDue() {
             case .notDue: return nil
             case .failed:
-                record("POST /api/v1/mobile/sync", true)
+                record("POST /api/v1/mobile/sync", device.lastSyncFailure ?? "not applied")
                 return false
             case .synced:
-                record("POST /api/v1/mobile/sync", false)
+                record("POST /api/v1/mobile/sync", nil)
                 return true
             }
         } catch {
-            record("POST /api/v1/mobile/sync", true)
+            record("POST /api/v1/mobile/sync", ExchangeFailure.reason(error))
             return false
         }
     }
 
-    /// One iteration; reports each request to `record` (endpoint, failed). Returns whether
-    /// every request of it succeeded.
-    func iterate(record: (String, Bool) -> Void) async -> Bool {
+    /// One iteration; reports each request to `record` (its endpoint, and why it failed or
+    /// nil). Returns whether every request of it succeeded.
+    func iterate(record: (String, String?) -> Void) async -> Bool {
         if !registered {
             do {
                 try await device.register(platform: "android", pushToken: nil, appVersion: "fleetlab-loadtest")
                 registered = true
-                record("POST /api/v1/mobile/devices/register", false)
+                record("POST /api/v1/mobile/devices/register", nil)
             } catch {
-                record("POST /api/v1/mobile/devices/register", true)
+                record("POST /api/v1/mobile/devices/register", ExchangeFailure.reason(error))
                 return false
             }
             for sequence in sequences {
@@ -74,10 +74,10 @@ final class SyncPhone: @unchecked Sendable {
         do {
             try device.step()
             let report = try await device.syncNow()
-            record("POST /api/v1/mobile/sync", report == nil)
+            record("POST /api/v1/mobile/sync", report == nil ? device.lastSyncFailure ?? "not applied" : nil)
             return report != nil
         } catch {
-            record("POST /api/v1/mobile/sync", true)
+            record("POST /api/v1/mobile/sync", ExchangeFailure.reason(error))
             return false
         }
     }

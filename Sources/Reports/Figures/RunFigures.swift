@@ -72,6 +72,15 @@ public enum RunFigures {
         }.sorted { ($0.stack, $0.endpoint) < ($1.stack, $1.endpoint) }
     }
 
+    /// A load test's failed requests by endpoint and why (`http.errors`), the most first.
+    public static func errors(_ results: RunResults) -> [(stack: String, endpoint: String, reason: String, count: Double)] {
+        results.metrics(named: "http.errors").compactMap { metric in
+            guard let stack = metric.label("stack"), let endpoint = metric.label("endpoint"), let reason = metric.label("reason"),
+                  let count = results.total("http.errors", labels: metric.labels), count > 0 else { return nil }
+            return (stack, endpoint, reason, count)
+        }.sorted { ($1.count, $0.stack, $0.endpoint, $0.reason) < ($0.count, $1.stack, $1.endpoint, $1.reason) }
+    }
+
     /// The populations running each stack (from their stored parameters), and their
     /// battery capacities.
     static func populations(_ results: RunResults) -> [(count: Int, stacks: Set<String>, capacityJoules: Double)] {

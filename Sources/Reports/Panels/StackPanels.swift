@@ -15,7 +15,15 @@ struct EndpointsPanel: DashboardPanel {
             [f.stack, "<code>\(HTML.escape(f.endpoint))</code>", MetricUnit.decimal(Double(f.requests), digits: 0), MetricUnit.decimal(f.failures, digits: 0),
              MetricUnit.formatDuration(f.p50), MetricUnit.formatDuration(f.p90), MetricUnit.formatDuration(f.p99)]
         }
-        return HTML.table(headers: ["stack", "endpoint", "requests", "failures", "p50", "p90", "p99"], rows: rows, numericColumns: Set(2...6))
+        var html = HTML.table(headers: ["stack", "endpoint", "requests", "failures", "p50", "p90", "p99"], rows: rows, numericColumns: Set(2...6))
+        let errors = RunFigures.errors(results)
+        if !errors.isEmpty {
+            html += "<p class=\"caption\">Failures by why (a load test's: the status a server answered, or no answer in time, no connection):</p>"
+                + HTML.table(headers: ["stack", "endpoint", "why", "requests"],
+                             rows: errors.map { [$0.stack, "<code>\(HTML.escape($0.endpoint))</code>", HTML.escape($0.reason), MetricUnit.decimal($0.count, digits: 0)] },
+                             numericColumns: [3])
+        }
+        return html
     }
 }
 

@@ -171,6 +171,8 @@ public enum MetricCatalog {
         Entry(name: "desktop.desktops_awake", kind: .gauge, unit: .count, labelKeys: [], description: "Desktops awake at the bucket end"),
         Entry(name: "http.latency", kind: .histogram, unit: .nanoseconds, labelKeys: ["stack", "endpoint"],
               description: "From the client making a request to its answer reaching it (both links, the server's queue and service), per endpoint"),
+        Entry(name: "http.errors", kind: .counter, unit: .count, labelKeys: ["stack", "endpoint", "reason"],
+              description: "A load test's failed requests by why: HTTP 503, timeout, unreachable, connection closed"),
         Entry(name: "http.failures", kind: .counter, unit: .count, labelKeys: ["stack", "endpoint"],
               description: "Requests that got a 5xx, no answer in time, or no connection, per endpoint"),
         Entry(name: "push.notifications", kind: .counter, unit: .count, labelKeys: ["stack", "outcome"],
