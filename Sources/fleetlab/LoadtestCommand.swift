@@ -192,6 +192,7 @@ struct LoadtestCommand: AsyncParsableCommand {
             ("peak_rss_bytes", WallClock.peakResidentBytes().map(String.init) ?? "unknown"),
         ]
         if let slice { metadata.runMetadata.append(("shard", slice.description)) }
+        if let aborted = outcome.aborted { metadata.runMetadata.append(("aborted", "at \(aborted.seconds) s: \(aborted.threshold.message)")) }
         pipeline.submit(metadata)
         do { try pipeline.finish() } catch { throw CLIFailure(message: "writing \(resultsPath) failed: \(error)", status: 1) }
 
@@ -202,7 +203,8 @@ struct LoadtestCommand: AsyncParsableCommand {
                                       target: targetList + tenantNote, skipped: skipped,
                                       resultsPath: resultsPath, dashboardPath: dashboardPath).text
         print(summary)
-        let passed = outcome.thresholds.allSatisfy { $0.passed }
+        // A run a threshold aborted failed, whatever the rest of its data says.
+        let passed = outcome.thresholds.allSatisfy { $0.passed } && outcome.aborted == nil
         if let junit {
             try OutputPaths.write(JUnitReport.run(results, wallSeconds: outcome.wallSeconds, timestamp: String(startedAt.prefix(19)), summary: summary).xml, to: junit)
         }

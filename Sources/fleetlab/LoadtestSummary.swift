@@ -58,9 +58,12 @@ struct LoadtestSummary {
     var text: String {
         let n = { (v: Double) in MetricUnit.decimal(v, digits: 0) }
         var lines: [String] = []
-        let passed = outcome.thresholds.allSatisfy(\.passed)
+        let passed = outcome.thresholds.allSatisfy(\.passed) && outcome.aborted == nil
         lines.append("fleetlab loadtest \(results.scenario.name) — \(outcome.interrupted ? "INTERRUPTED" : passed ? "PASSED" : "FAILED")")
         lines.append("")
+        if let aborted = outcome.aborted {
+            lines.append(row("aborted", "at \(MetricUnit.formatDuration(aborted.seconds * 1e9)): \(aborted.threshold.message) (abortOnFail)"))
+        }
         lines.append(row("target", target))
         lines.append(row("model", LoadtestCommand.describe(model)))
         if let shard = results.runMetadata["shard"] {

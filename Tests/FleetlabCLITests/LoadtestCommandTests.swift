@@ -272,6 +272,34 @@ struct LoadtestCommandTests {
         #expect(results.total("http.errors", labels: "endpoint=POST /api/v1/auth/register,reason=HTTP 429,stack=chat") ?? 0 >= 1, "each failure is counted by why")
     }
 
+    @Test("a threshold with abortOnFail stops the run once the data so far passes it (after its delayAbortEval), exit 3; a min cannot abort")
+    func abortOnFail() async throws {
+        let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("load-abort-serve").path)
+        defer { served.stop() }
+        let dir = TestPaths.scratchDirectory("loadtest-abort")
+        let scenario = try writeScenario(loadScenario(p99: "1us", extra: """
+              - {metric: http.latency, labels: {stack: sync}, percentile: 50, max: 1us, abortOnFail: true, delayAbortEval: 2s}
+            """), in: dir, name: "abort.yaml")
+        let started = Date()
+        let run = try await CommandRunner.fleetlabAsync(["loadtest", scenario, "--target", "sync=\(served.syncURL)", "--key", "sync=\(served.rootKey)",
+                                                         "--duration", "60s", "--devices", "4", "--think", "100ms", "--out", "abort", "--quiet"], in: dir)
+        let took = Date().timeIntervalSince(started)
+        #expect(run.status == 3, "\(run.stdout)\(run.stderr)")
+        #expect(run.stdout.contains("fleetlab loadtest load — FAILED"))
+        #expect(run.stdout.contains("aborted     at 2") && run.stdout.contains("p50(http.latency{stack=sync})"), "\(run.stdout)")
+        #expect(took < 20, "stopped at about 2 s of a 60 s run, not at its end: \(took) s")
+        let results = try ResultsDatabase.open(at: dir.appendingPathComponent("abort/results.sqlite").path).load()
+        let wall = Double(results.runMetadata["wall_seconds"] ?? "") ?? 0
+        #expect(wall >= 2 && wall < 4, "not before its delayAbortEval: \(wall) s")
+        #expect(results.runMetadata["aborted"]?.contains("p50(http.latency{stack=sync})") == true)
+
+        let minimum = try writeScenario(loadScenario(extra: """
+              - {metric: loadtest.iterations, stat: total, min: 10, abortOnFail: true}
+            """), in: dir, name: "min.yaml")
+        let refused = try await CommandRunner.fleetlabAsync(["loadtest", minimum, "--target", "sync=http://127.0.0.1:9", "--duration", "1s"], in: dir)
+        #expect(refused.status == 2 && refused.stderr.contains("abortOnFail stops a load test once a max is passed"), "\(refused.stderr)")
+    }
+
     @Test("failures are counted by why: a server that is not there is `unreachable`, in the results, the summary and the dashboard")
     func failureReasons() async throws {
         let dir = TestPaths.scratchDirectory("loadtest-unreachable")

@@ -181,6 +181,14 @@ public final class LoadRecorder: Sendable {
         }
     }
 
+    /// The first of `thresholds` (each with `abortOnFail`) that the data so far passes, after
+    /// its `delayAbortEval` of the run (`elapsed`); nil while none is (no data is no reason).
+    public func crossed(_ thresholds: [Threshold], elapsed: TimeSpan) -> ThresholdResultRow? {
+        let due = thresholds.filter { $0.abortOnFail && elapsed >= $0.delayAbortEval }
+        guard !due.isEmpty else { return nil }
+        return state.withLock { s in ThresholdEvaluator.evaluate(due, recorder: s.recorder).first { !$0.passed && $0.observed != nil } }
+    }
+
     /// The last rows and the thresholds, evaluated on everything recorded.
     public func finish(thresholds: [Threshold]) -> ResultsBatch {
         state.withLock { s in

@@ -66,6 +66,9 @@ public final class LoadRun: Sendable {
     public struct Outcome: Sendable {
         public var wallSeconds: Double
         public var interrupted: Bool
+        /// A threshold with `abortOnFail` that the run passed, and when (seconds in): the run
+        /// stopped there.
+        public var aborted: (seconds: Double, threshold: ThresholdResultRow)?
         public var cpuPercentMean: Double
         public var cpuPercentMax: Double
         /// The event-loop threads the phones ran on, and the share of all cores they can use.
@@ -157,7 +160,7 @@ public final class LoadRun: Sendable {
         let end = start + .nanoseconds(settings.duration.nanoseconds)
         let cpu = CPUMeter()
         let shared = RunShared()
-        let shouldStop: @Sendable () -> Bool = { stop() || shared.finished.withLock { $0 } }
+        let shouldStop: @Sendable () -> Bool = { stop() || shared.finished.withLock { $0 } || shared.aborted.withLock { $0 != nil } }
 
         await withDiscardingTaskGroup { group in
             // The ticker: progress every second, a results bucket every `bucket`.
@@ -169,6 +172,9 @@ public final class LoadRun: Sendable {
                     try? await clock.sleep(until: min(lastProgress + .seconds(1), end), tolerance: .milliseconds(5))
                     let now = clock.now
                     let elapsed = (now - start).nanoseconds
+                    if now < end, let crossed = recorder.crossed(settings.scenario.thresholds, elapsed: TimeSpan(nanoseconds: elapsed)) {
+                        shared.aborted.withLock { $0 = (Double(elapsed) / 1e9, crossed) }
+                    }
                     if now >= end || shouldStop() {
                         // The last bucket stays open: iterations in flight finish into it.
                         shared.lastBucket.withLock { $0 = (bucketStart, bucketCPU) }
@@ -201,6 +207,12 @@ public final class LoadRun: Sendable {
                         var next: ContinuousClock.Instant? = stages.map { Self.turn(of: settings.model.phoneNumber(index), in: $0, atOrAfter: start, start: start) } ?? spread
                         let executor = executors[index % executors.count]
                         while let intended = next, intended < end && !shouldStop() {
+                            // A long wait (a staged phone's turn) looks up every quarter second,
+                            // so a run that stops (Ctrl-C, an aborting threshold) ends at once.
+                            while clock.now + .milliseconds(250) < intended {
+                                guard !shouldStop() else { return }
+                                await executor.sleep(until: clock.now + .milliseconds(250), clock: clock)
+                            }
                             await executor.sleep(until: intended, clock: clock)
                             guard !shouldStop() else { return }
                             _ = await self.iterate(index, intended: intended, clock: clock)
@@ -240,8 +252,9 @@ public final class LoadRun: Sendable {
                                      maxWait: .nanoseconds(maxWait.nanoseconds))
                 var arrival = 1
                 // Every arrival of the schedule is run, or counted dropped: one the generator
-                // reaches only after the end (it fell behind) never started, and counts.
-                while !stop() {
+                // reaches only after the end (it fell behind) never started, and counts. A run
+                // a threshold aborted ends there: what was not yet due never arrived.
+                while !stop() && shared.aborted.withLock({ $0 == nil }) {
                     let offset = schedule.offset(ofArrival: arrival)
                     guard offset.isFinite, offset < settings.duration.seconds else { break }
                     let intended = start + .nanoseconds(Int64(offset * 1e9))
@@ -251,7 +264,7 @@ public final class LoadRun: Sendable {
                         continue
                     }
                     try? await clock.sleep(until: intended, tolerance: .milliseconds(1))
-                    guard !stop() else { break }
+                    guard !stop() && shared.aborted.withLock({ $0 == nil }) else { break }
                     switch pool.arrive(at: intended) {
                     case .drop: recorder.dropped()
                     case .wait: break
@@ -282,7 +295,7 @@ public final class LoadRun: Sendable {
         }
         let wall = Double((clock.now - start).nanoseconds) / 1e9
         let shares = shared.cpuSamples.withLock { $0 }
-        var outcome = Outcome(wallSeconds: wall, interrupted: stop(), cpuPercentMean: cpu.percentOverall(),
+        var outcome = Outcome(wallSeconds: wall, interrupted: stop(), aborted: shared.aborted.withLock { $0 }, cpuPercentMean: cpu.percentOverall(),
                               cpuPercentMax: shares.max() ?? 0, loops: executors.count, thresholds: [])
         let last = recorder.finish(thresholds: settings.scenario.thresholds)
         outcome.thresholds = last.thresholds
@@ -336,6 +349,8 @@ final class RunShared: Sendable {
     /// The bucket open when the run's time was up, closed once the iterations in flight end.
     let lastBucket = Mutex<(start: Int64, cpu: CPUMeter)?>(nil)
     let cpuSamples = Mutex<[Double]>([])
+    /// The threshold that stopped the run early (`abortOnFail`), and when.
+    let aborted = Mutex<(seconds: Double, threshold: ThresholdResultRow)?>(nil)
 }
 
 /// The process's CPU time (user and system, every thread) against the wall clock, as a

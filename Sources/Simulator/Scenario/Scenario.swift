@@ -295,6 +295,10 @@ public struct Threshold: Sendable, Hashable {
     public var bound: ThresholdBound
     /// The bound as written in the file, for messages.
     public var boundText: String
+    /// A load test stops as soon as the data so far passes this maximum (k6's
+    /// `abortOnFail`), after `delayAbortEval` of it; a simulation is judged at its end.
+    public var abortOnFail = false
+    public var delayAbortEval: TimeSpan = .zero
 }
 
 public enum ThresholdStatistic: Sendable, Hashable, CustomStringConvertible {
@@ -322,7 +326,7 @@ public enum ThresholdBound: Sendable, Hashable {
 }
 
 extension Threshold: Decodable {
-    enum CodingKeys: String, CodingKey, CaseIterable { case metric, labels, percentile, stat, max, min }
+    enum CodingKeys: String, CodingKey, CaseIterable { case metric, labels, percentile, stat, max, min, abortOnFail, delayAbortEval }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -366,5 +370,17 @@ extension Threshold: Decodable {
         }
         bound = maxText != nil ? .atMost(value) : .atLeast(value)
         boundText = text
+        abortOnFail = try c.decodeIfPresent(Bool.self, forKey: .abortOnFail) ?? false
+        if abortOnFail && maxText == nil {
+            throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [CodingKeys.abortOnFail],
+                                                    debugDescription: "abortOnFail stops a load test once a max is passed; a min is judged at the end"))
+        }
+        if let delay = try c.decodeIfPresent(String.self, forKey: .delayAbortEval) {
+            guard let span = TimeSpan(delay), span >= .zero, abortOnFail else {
+                throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [CodingKeys.delayAbortEval],
+                                                        debugDescription: "delayAbortEval is a duration (like 10s) for a threshold with abortOnFail: true"))
+            }
+            delayAbortEval = span
+        }
     }
 }
