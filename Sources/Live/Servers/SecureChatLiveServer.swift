@@ -16,6 +16,11 @@ public import ServiceLifecycle
 /// Requests and socket frames run through the core one at a time (under a lock); the
 /// frames it answers with are handed to each connection's writer, which sends them in
 /// order. A bad ticket is accepted as a WebSocket and closed with 4001, as d3chat does.
+///
+/// A socket joins the core before its upgrade is answered: a client that sees the socket
+/// open has missed no event (one sent before its session starts waits in its writer).
+/// One whose session never starts (the client left during the handshake) is dropped
+/// after `handshakeGrace`.
 public final class SecureChatLiveServer: ReferenceServer, @unchecked Sendable {
     public let name = "chat"
     public let defaultPort: Int
@@ -24,6 +29,9 @@ public final class SecureChatLiveServer: ReferenceServer, @unchecked Sendable {
     var server: ChatServer
     let clock = LiveClock()
     var writers: [Int: AsyncStream<SocketCommand>.Continuation] = [:]
+    /// Sockets that joined the core and whose session has not started.
+    var handshaking: Set<Int> = []
+    static let handshakeGrace: Duration = .seconds(10)
     let store: SQLiteChatServerStore
 
     /// Opens (or creates) `<dataDirectory>/chat.sqlite` and loads what it holds.
@@ -99,23 +107,58 @@ public final class SecureChatLiveServer: ReferenceServer, @unchecked Sendable {
         }
     }
 
-    /// One WebSocket: connect with the ticket, then a writer draining the core's frames
-    /// and a reader feeding the client's frames to the core.
-    func session(ticket: String, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter) async {
-        let result = lock.withLock { server.connect(ticket: ticket, now: now) }
-        guard case .accepted(let id) = result else {
-            if case .refused(let code, let reason) = result { try? await outbound.close(.unknown(code), reason: reason) }
-            return
+    /// What a socket's ticket came to when its upgrade was asked for.
+    enum Joining {
+        /// It joined the core: its frames wait in `frames` until the session drains them.
+        case joined(id: Int, frames: AsyncStream<SocketCommand>, writer: AsyncStream<SocketCommand>.Continuation)
+        case refused(code: UInt16, reason: String)
+    }
+
+    /// Checks a socket's ticket before the upgrade is answered; an accepted one joins the
+    /// core now, with a writer that keeps its frames for the session.
+    func join(ticket: String) -> Joining {
+        let joining = lock.withLock { () -> Joining in
+            switch server.connect(ticket: ticket, now: now) {
+            case .refused(let code, let reason): return .refused(code: code, reason: reason)
+            case .accepted(let id):
+                let (frames, writer) = AsyncStream<SocketCommand>.makeStream()
+                writers[id] = writer
+                handshaking.insert(id)
+                return .joined(id: id, frames: frames, writer: writer)
+            }
         }
-        let (stream, continuation) = AsyncStream<SocketCommand>.makeStream()
-        lock.withLock { writers[id] = continuation }
-        await runSocket(inbound: inbound, outbound: outbound, commands: stream, closer: continuation, maxMessage: 1 << 16) { [self] text in
-            lock.withLock { dispatch(server.receive(id, text: text, now: now)) }
-        } ended: {
-            lock.withLock {
-                server.disconnect(id)
-                writers[id]?.finish()
-                writers[id] = nil
+        if case .joined(let id, _, _) = joining {
+            Task { [self] in
+                try? await Task.sleep(for: Self.handshakeGrace)
+                lock.withLock { if handshaking.remove(id) != nil { leave(id) } }
+            }
+        }
+        return joining
+    }
+
+    /// A socket leaves the core (called under the lock).
+    func leave(_ id: Int) {
+        server.disconnect(id)
+        writers[id]?.finish()
+        writers[id] = nil
+    }
+
+    /// One WebSocket after its upgrade: a writer draining the core's frames and a reader
+    /// feeding the client's frames to the core; a refused ticket's socket is closed with
+    /// the core's code (and one whose handshake outlasted the grace, with 1011).
+    func session(_ joining: Joining, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter) async {
+        switch joining {
+        case .refused(let code, let reason):
+            try? await outbound.close(.unknown(code), reason: reason)
+        case .joined(let id, let frames, let writer):
+            guard lock.withLock({ handshaking.remove(id) != nil }) else {
+                try? await outbound.close(.unexpectedServerError, reason: "the handshake took too long")
+                return
+            }
+            await runSocket(inbound: inbound, outbound: outbound, commands: frames, closer: writer, maxMessage: 1 << 16) { [self] text in
+                lock.withLock { dispatch(server.receive(id, text: text, now: now)) }
+            } ended: {
+                lock.withLock { leave(id) }
             }
         }
     }
@@ -128,7 +171,8 @@ public final class SecureChatLiveServer: ReferenceServer, @unchecked Sendable {
             guard target == "/ws" || target.hasPrefix("/ws?") else { return .dontUpgrade }
             let query = HTTPRequestMessage(method: "GET", target: target).query
             let ticket = query["ticket"] ?? ""
-            return .upgrade([:]) { inbound, outbound, _ in await self.session(ticket: ticket, inbound: inbound, outbound: outbound) }
+            let joining = join(ticket: ticket)
+            return .upgrade([:]) { inbound, outbound, _ in await self.session(joining, inbound: inbound, outbound: outbound) }
         }
         return Application(responder: responder, server: upgrade, configuration: configuration) { [self] channel in
             if let port = channel.localAddress?.port {
