@@ -191,6 +191,7 @@ struct LoadtestCommand: AsyncParsableCommand {
             ("generator_cpu_percent_max", String(outcome.cpuPercentMax)), ("interrupted", outcome.interrupted ? "true" : "false"),
             ("peak_rss_bytes", WallClock.peakResidentBytes().map(String.init) ?? "unknown"),
         ]
+        metadata.runMetadata.append(("started_at_unix_ms", String(outcome.startedAtUnixMilliseconds)))
         if let slice { metadata.runMetadata.append(("shard", slice.description)) }
         if let aborted = outcome.aborted { metadata.runMetadata.append(("aborted", "at \(aborted.seconds) s: \(aborted.threshold.message)")) }
         pipeline.submit(metadata)

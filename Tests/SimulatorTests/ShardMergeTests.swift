@@ -129,6 +129,31 @@ struct ShardMergeTests {
         }
     }
 
+    @Test("a load test's generators are lined up by when each started, in whole buckets; a simulation's shards all start at zero")
+    func loadTestStarts() throws {
+        // Two generators of a 3 s load test with 1 s buckets, the second started 2.4 s later.
+        func generator(_ index: Int, startedAt: Int64) -> (path: String, results: RunResults) {
+            let scenario = ScenarioRow(name: "load", text: "name: load", sha256: "abc", seed: 4, startTimeOfDay: 0, durationNanoseconds: 3_000_000_000,
+                                       bucketNanoseconds: 1_000_000_000, devices: 2, tickMode: "live")
+            var results = RunResults(scenario: scenario)
+            results.metrics = [MetricDescriptor(id: 0, name: "loadtest.iterations", labels: "outcome=ok", kind: .counter, unit: "count", description: "")]
+            results.series[0] = [10.0, 20, 30].enumerated().map { SeriesPointRow(metricID: 0, bucketStart: Int64($0) * 1_000_000_000, value: $1) }
+            results.counterTotals[0] = 60
+            results.runMetadata = ["mode": "loadtest", "shard": "\(index)/2", "build": "b", "started_at_unix_ms": String(startedAt)]
+            return ("g\(index)", results)
+        }
+        let merged = try ShardMerge.merge([generator(0, startedAt: 1_000), generator(1, startedAt: 3_400)])
+        #expect(merged.series[0]?.map(\.bucketStart) == [0, 1, 2, 3, 4].map { Int64($0) * 1_000_000_000 })
+        #expect(merged.series[0]?.map(\.value) == [10, 20, 40, 20, 30], "the second generator's first second is the run's third")
+        #expect(merged.scenario.durationNanoseconds == 5_000_000_000 && merged.total("loadtest.iterations", labels: "outcome=ok") == 120)
+        #expect(merged.runMetadata["mode"] == "loadtest")
+        // Without the starts (a simulation's shards), nothing moves.
+        var first = generator(0, startedAt: 0), second = generator(1, startedAt: 0)
+        first.results.runMetadata["started_at_unix_ms"] = nil
+        second.results.runMetadata["started_at_unix_ms"] = nil
+        #expect(try ShardMerge.merge([first, second]).series[0]?.map(\.value) == [20, 40, 60])
+    }
+
     @Test("shard slices are modulo the member number and parse as I/N")
     func slices() {
         #expect(FleetShard(parsing: "1/3").map { shard in (0..<7).filter(shard.includes) } == [1, 4])

@@ -65,6 +65,9 @@ public final class LoadRun: Sendable {
 
     public struct Outcome: Sendable {
         public var wallSeconds: Double
+        /// When the clock started, on the wall clock (Unix milliseconds): where a merge of
+        /// several generators' results lines their buckets up.
+        public var startedAtUnixMilliseconds: Int64 = 0
         public var interrupted: Bool
         /// A threshold with `abortOnFail` that the run passed, and when (seconds in): the run
         /// stopped there.
@@ -157,6 +160,7 @@ public final class LoadRun: Sendable {
         }
         await ChatLoadPhone.openChannels(chatGroups, phones: chatPhones, runTag: settings.runTag, clock: clock)
         let start = clock.now
+        let startedAt = Int64((Date().timeIntervalSince1970 * 1000).rounded())
         let end = start + .nanoseconds(settings.duration.nanoseconds)
         let cpu = CPUMeter()
         let shared = RunShared()
@@ -297,6 +301,7 @@ public final class LoadRun: Sendable {
         let shares = shared.cpuSamples.withLock { $0 }
         var outcome = Outcome(wallSeconds: wall, interrupted: stop(), aborted: shared.aborted.withLock { $0 }, cpuPercentMean: cpu.percentOverall(),
                               cpuPercentMax: shares.max() ?? 0, loops: executors.count, thresholds: [])
+        outcome.startedAtUnixMilliseconds = startedAt
         let last = recorder.finish(thresholds: settings.scenario.thresholds)
         outcome.thresholds = last.thresholds
         pipeline.submit(last)

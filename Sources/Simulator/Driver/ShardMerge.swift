@@ -19,7 +19,9 @@ public enum ShardMerge {
     public static func merge(_ shards: [(path: String, results: RunResults)]) throws(Failure) -> RunResults {
         let ordered = try validated(shards)
         let first = ordered[0].results
+        let shifts = startShifts(ordered.map(\.results))
         var merged = RunResults(scenario: first.scenario)
+        merged.scenario.durationNanoseconds = zip(ordered, shifts).map { $0.results.scenario.durationNanoseconds + $1 }.max() ?? first.scenario.durationNanoseconds
         merged.scenario.devices = ordered.reduce(0) { $0 + $1.results.scenario.devices }
 
         var firstDevice = 0
@@ -53,12 +55,13 @@ public enum ShardMerge {
 
         var histogram: [Int: [HistogramKey: HistogramBucketRow]] = [:]
         var points: [Int: [Int64: [(value: Double, devices: Int)]]] = [:]
-        for (shard, map) in zip(ordered, maps) {
+        for ((shard, map), shift) in zip(zip(ordered, maps), shifts) {
             let devices = shard.results.scenario.devices
             for (id, total) in shard.results.counterTotals { merged.counterTotals[map[id]!, default: 0] += total }
             for (id, rows) in shard.results.histogramRows {
                 let target = map[id]!
-                for row in rows {
+                for var row in rows {
+                    if row.windowStart != HistogramBucketRow.wholeRun { row.windowStart += shift }
                     let key = HistogramKey(window: row.windowStart, bucket: row.bucketIndex)
                     if var existing = histogram[target]?[key] {
                         existing.count += row.count
@@ -71,7 +74,7 @@ public enum ShardMerge {
                 }
             }
             for (id, rows) in shard.results.series {
-                for row in rows { points[map[id]!, default: [:]][row.bucketStart, default: []].append((row.value, devices)) }
+                for row in rows { points[map[id]!, default: [:]][row.bucketStart + shift, default: []].append((row.value, devices)) }
             }
         }
         for (id, rows) in histogram { merged.histogramRows[id] = rows.values.sorted { ($0.windowStart, $0.bucketIndex) < ($1.windowStart, $1.bucketIndex) } }
@@ -84,7 +87,13 @@ public enum ShardMerge {
         }
 
         var sequence: Int64 = 0
-        merged.events = ordered.enumerated().flatMap { index, shard in shard.results.events.map { (index, $0) } }
+        merged.events = ordered.enumerated().flatMap { index, shard in
+            shard.results.events.map { event in
+                var moved = event
+                moved.at += shifts[index]
+                return (index, moved)
+            }
+        }
             .sorted { ($0.1.at, $0.0, $0.1.seq) < ($1.1.at, $1.0, $1.1.seq) }
             .map { _, event in
                 defer { sequence += 1 }
@@ -112,6 +121,20 @@ public enum ShardMerge {
         ]
         if first.runMetadata["mode"] == "loadtest" { merged.runMetadata.merge(loadTestMetadata(ordered.map(\.results)), uniquingKeysWith: { _, new in new }) }
         return merged
+    }
+
+    /// How far each shard's times move on the merged time axis: a load test's generators
+    /// started at their own wall-clock moments (`started_at_unix_ms`), so each is moved by
+    /// its start's distance from the earliest, in whole buckets; a simulation's shards all
+    /// start at the scenario's zero and are not moved.
+    static func startShifts(_ shards: [RunResults]) -> [Int64] {
+        let starts = shards.compactMap { $0.runMetadata["started_at_unix_ms"].flatMap(Int64.init) }
+        guard starts.count == shards.count, let earliest = starts.min() else { return shards.map { _ in 0 } }
+        let bucket = max(1, shards[0].scenario.bucketNanoseconds)
+        return starts.map { start in
+            let ns = (start - earliest) * 1_000_000
+            return (ns + bucket / 2) / bucket * bucket
+        }
     }
 
     /// A load test's generators as one run: its targets and workload, the earliest start,
