@@ -187,15 +187,17 @@ public actor LiveCorePhone<Core: LiveDrivenCore> {
     }
 
     /// The app was killed and launched again: what it held in memory goes (its socket, its
-    /// timers, the answers still to come) and `client` is what it restored from storage.
-    /// The server still answers the old requests; the phone no longer hears them.
-    public func restart(_ client: Core) {
+    /// timers, the answers still to come) and `restore` makes what the app's storage gives
+    /// back from the core as it was (in the same turn, so nothing it hears in between is
+    /// lost from what is stored). The server still answers the old requests; the phone no
+    /// longer hears them.
+    public func restart(_ restore: @Sendable (Core) -> Core) {
         incarnation += 1
         timer.cancel()
         socketRun += 1
         socket?.close()
         socket = nil
-        self.client = client
+        client = restore(client)
     }
 
     /// Stops: the socket closes, timers stop, `effects` ends.

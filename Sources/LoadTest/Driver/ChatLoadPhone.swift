@@ -20,9 +20,9 @@ import Synchronization
 /// chance. It keeps only what the client stored (`ChatClient.Snapshot`), hears nothing
 /// while it is away, and its next iteration launches it again: the session restored
 /// (`.start`: who am I, a socket ticket, the socket, the channel list, catch-up pages per
-/// channel) and caught up before it sends. A message sent to a phone that is away is not waited for; it
-/// is recorded when the phone decrypts it after its relaunch, from the send, as the
-/// simulator records a message that reaches a phone whose app was not running.
+/// channel) and caught up before it sends. A message sent to a phone that is away is not
+/// waited for; it is recorded when the phone decrypts it after its relaunch, from the
+/// send, as the simulator records a message that reaches a phone whose app was not running.
 final class ChatLoadPhone: Sendable {
     let index: Int
     let phone: LiveChatPhone
@@ -155,8 +155,7 @@ final class ChatLoadPhone: Sendable {
     /// (with the plan's share) or to `partner`, waiting until every reader's phone has
     /// decrypted it. The channels were opened before the run (`openChannels`); a phone
     /// whose registration failed, or whose DM is not in place, fails the iteration.
-    func iterate(partner: ChatLoadPhone, phones: [ChatLoadPhone], plan: ChatGroupPlan, intended: ContinuousClock.Instant, clock: ContinuousClock,
-                 recorder: LoadRecorder) async -> Bool {
+    func iterate(partner: ChatLoadPhone, phones: [ChatLoadPhone], plan: ChatGroupPlan, intended: ContinuousClock.Instant, clock: ContinuousClock) async -> Bool {
         guard state.userID.withLock({ $0 }) != nil else { return false }
         if state.away.withLock({ $0 }) {
             guard await relaunch(clock: clock) else { return false }
@@ -208,7 +207,7 @@ final class ChatLoadPhone: Sendable {
     func kill() async {
         state.away.withLock { $0 = true }
         board.away(index)
-        await phone.restart(ChatClient(snapshot: phone.client.snapshot))
+        await phone.restart { ChatClient(snapshot: $0.snapshot) }
     }
 
     /// The app is launched again: the session restored from what the client stored, its

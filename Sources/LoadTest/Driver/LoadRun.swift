@@ -211,14 +211,7 @@ public final class LoadRun: Sendable {
                         var next: ContinuousClock.Instant? = stages.map { Self.turn(of: settings.model.phoneNumber(index), in: $0, atOrAfter: start, start: start) } ?? spread
                         let executor = executors[index % executors.count]
                         while let intended = next, intended < end && !shouldStop() {
-                            // A long wait (a staged phone's turn) looks up every quarter second,
-                            // so a run that stops (Ctrl-C, an aborting threshold) ends at once.
-                            while clock.now + .milliseconds(250) < intended {
-                                guard !shouldStop() else { return }
-                                await executor.sleep(until: clock.now + .milliseconds(250), clock: clock)
-                            }
-                            await executor.sleep(until: intended, clock: clock)
-                            guard !shouldStop() else { return }
+                            guard await Self.wait(until: intended, on: executor, clock: clock, stopping: shouldStop) else { return }
                             _ = await self.iterate(index, intended: intended, clock: clock)
                             let after = clock.now + .nanoseconds(thinkTime.next().nanoseconds)
                             next = stages.map { Self.turn(of: settings.model.phoneNumber(index), in: $0, atOrAfter: after, start: start) } ?? after
@@ -233,8 +226,7 @@ public final class LoadRun: Sendable {
                         var due = start + .nanoseconds(phone.tickInterval.nanoseconds * Int64(index) / Int64(max(1, devices)))
                         var lastSync: ContinuousClock.Instant?
                         while due < end && !shouldStop() {
-                            await executor.sleep(until: due, clock: clock)
-                            guard !shouldStop() else { return }
+                            guard await Self.wait(until: due, on: executor, clock: clock, stopping: shouldStop) else { return }
                             let began = clock.now
                             let intended = due
                             let outcome = await phone.tick { endpoint, failure in
@@ -311,6 +303,19 @@ public final class LoadRun: Sendable {
         return outcome
     }
 
+    /// Sleeps on `executor` until `instant`; false when the run stopped meanwhile. A long
+    /// wait (a staged phone's turn, an app-paced phone's tick) looks up every quarter
+    /// second, so a run that stops (Ctrl-C, an aborting threshold) ends at once.
+    static func wait(until instant: ContinuousClock.Instant, on executor: EventLoopTaskExecutor, clock: ContinuousClock,
+                     stopping: () -> Bool) async -> Bool {
+        while clock.now + .milliseconds(250) < instant {
+            guard !stopping() else { return false }
+            await executor.sleep(until: clock.now + .milliseconds(250), clock: clock)
+        }
+        await executor.sleep(until: instant, clock: clock)
+        return !stopping()
+    }
+
     /// When phone `index` of a staged run may next start an iteration, at or after `t`: the
     /// first moment the stages call for more than `index` phones (nil: never again).
     static func turn(of index: Int, in stages: LoadStages, atOrAfter t: ContinuousClock.Instant,
@@ -341,7 +346,7 @@ public final class LoadRun: Sendable {
         if chatPhones.count >= 2 {
             let partner = ChatLoadPhone.partner(of: index, count: chatPhones.count)
             ok = await chatPhones[index].iterate(partner: chatPhones[partner], phones: chatPhones, plan: chatGroups,
-                                                 intended: stepped ? clock.now : intended, clock: clock, recorder: recorder) && ok
+                                                 intended: stepped ? clock.now : intended, clock: clock) && ok
         }
         recorder.iterationEnded(ok: ok)
         return ok
