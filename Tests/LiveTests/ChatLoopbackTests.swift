@@ -9,6 +9,35 @@ import Testing
 
 @Suite("Chat over real HTTP and WebSocket")
 struct ChatLoopbackTests {
+    @Test("a socket joins the chat server when its upgrade is asked for: an event sent before its session starts waits for it; a spent ticket is refused with 4001")
+    func joinsBeforeTheUpgrade() async throws {
+        let server = try SecureChatLiveServer(dataDirectory: TestPaths.scratchDirectory("chat-join").path, passwordCost: .minimum, seed: 3)
+        func call(_ method: String, _ path: String, _ body: JSONValue? = nil, token: String? = nil) throws -> JSONValue {
+            var bytes: [UInt8] = []
+            body?.write(to: &bytes)
+            var headers = ["content-type": "application/json"]
+            if let token { headers["authorization"] = "Bearer \(token)" }
+            let reply = server.handle(HTTPRequestMessage(method: method, target: "/api/v1" + path, headers: headers, body: bytes))
+            #expect(reply.status < 300, "\(method) \(path): \(reply.status) \(String(decoding: reply.body, as: UTF8.self))")
+            return try JSONValue.parse(bytes: reply.body)
+        }
+        let alice = try call("POST", "/auth/register", ["username": "alice", "password": "a long password"])
+        let bob = try call("POST", "/auth/register", ["username": "bob", "password": "a long password"])
+        let ticket = try #require(try call("POST", "/auth/ws-ticket", token: bob["access_token"]?.stringValue)["ticket"]?.stringValue)
+
+        // Bob's socket is accepted; before its session runs, Alice opens a DM with him.
+        guard case .joined(let id, let frames, _) = server.join(ticket: ticket) else { Issue.record("the ticket was refused"); return }
+        _ = try call("POST", "/channels/dm", ["user_id": .string(bob["user_id"]?.stringValue ?? "")], token: alice["access_token"]?.stringValue)
+        var waiting = frames.makeAsyncIterator()
+        guard case .text(let first) = await waiting.next() else { Issue.record("no frame waited for the session"); return }
+        #expect(first.contains("channel"), "the DM's event reached the socket that had not started: \(first)")
+        #expect(server.lock.withLock { server.handshaking.contains(id) && server.server.state.tickets[ticket] == nil })
+
+        // A ticket used twice is refused with the core's code, before any upgrade.
+        guard case .refused(let code, _) = server.join(ticket: ticket) else { Issue.record("a spent ticket joined"); return }
+        #expect(code == 4001)
+    }
+
     @Test("the live chat server: a replayed ticket is closed with 4001, no plaintext in its files, a restart keeps everything")
     func loopback() async throws {
         let data = TestPaths.scratchDirectory("chat-live").path
