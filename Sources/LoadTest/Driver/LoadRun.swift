@@ -208,13 +208,14 @@ public final class LoadRun: Sendable {
                         // Phones start spread over one think time, not all in the first
                         // millisecond; staged, each when the stages first call for it.
                         let spread = start + .nanoseconds(think.nanoseconds * Int64(index) / Int64(max(1, devices)))
-                        var next: ContinuousClock.Instant? = stages.map { Self.turn(of: settings.model.phoneNumber(index), in: $0, atOrAfter: start, start: start) } ?? spread
+                        let number = settings.model.phoneNumber(index)
+                        var next: ContinuousClock.Instant? = stages.map { Self.turn(of: number, in: $0, atOrAfter: start, start: start) } ?? spread
                         let executor = executors[index % executors.count]
                         while let intended = next, intended < end && !shouldStop() {
                             guard await Self.wait(until: intended, on: executor, clock: clock, stopping: shouldStop) else { return }
                             _ = await self.iterate(index, intended: intended, clock: clock)
                             let after = clock.now + .nanoseconds(thinkTime.next().nanoseconds)
-                            next = stages.map { Self.turn(of: settings.model.phoneNumber(index), in: $0, atOrAfter: after, start: start) } ?? after
+                            next = stages.map { Self.turn(of: number, in: $0, atOrAfter: after, start: start) } ?? after
                         }
                     }
                 }

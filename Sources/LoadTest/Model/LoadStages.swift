@@ -122,7 +122,10 @@ public struct LoadStages: Sendable, Equatable, CustomStringConvertible {
         return (LoadStages(stages: stages), rates.contains(true))
     }
 
-    public var description: String {
-        stages.map { "\($0.duration):\(MetricUnit.decimal($0.target, digits: $0.target == $0.target.rounded() ? 0 : 1))" }.joined(separator: ",")
+    public var description: String { text(unit: "") }
+
+    /// The stages as `--stages` takes them, each target followed by `unit` (`/s` for rates).
+    func text(unit: String) -> String {
+        stages.map { "\($0.duration):\(MetricUnit.count.format($0.target))\(unit)" }.joined(separator: ",")
     }
 }

@@ -98,10 +98,9 @@ public struct ArrivalSchedule: Sendable, Equatable, CustomStringConvertible {
     public func offset(ofArrival k: Int) -> Double { rates.time(ofIntegral: Double(k)) }
 
     public var description: String {
-        let n = { (v: Double) in MetricUnit.decimal(v, digits: v == v.rounded() ? 0 : 1) }
-        if rates.stages.isEmpty { return "\(n(rates.start))/s" }
-        if rates.stages.count == 1, rates.start == 0 { return "\(n(rates.stages[0].target))/s, ramp \(rates.stages[0].duration)" }
-        return "stages " + rates.stages.map { "\($0.duration):\(n($0.target))/s" }.joined(separator: ",")
+        if rates.stages.isEmpty { return "\(MetricUnit.count.format(rates.start))/s" }
+        if rates.stages.count == 1, rates.start == 0 { return "\(MetricUnit.count.format(rates.stages[0].target))/s, ramp \(rates.stages[0].duration)" }
+        return "stages " + rates.text(unit: "/s")
     }
 }
 
