@@ -67,26 +67,30 @@ final class ChatLoadPhone: Sendable {
     func register(clock: ContinuousClock) async -> Bool {
         var password = StreamSeed(UInt64(index)).child(username).generator()
         await phone.feed(.register(username: username, password: "pw-\(password.next())-\(password.next())", deviceName: "loadtest phone \(index)"))
-        let until = clock.now + deadline
-        while clock.now < until && !state.refused.withLock({ $0 }) {
+        return await poll(until: clock.now + deadline, clock: clock) { () async -> Bool? in
+            if state.refused.withLock({ $0 }) { return false }
             let (connected, id) = await (phone.client.isConnected, phone.client.snapshot.userID)
-            if connected, let id {
-                state.userID.withLock { $0 = id }
-                return true
-            }
-            try? await clock.sleep(for: .milliseconds(20))
+            guard connected, let id else { return nil }
+            state.userID.withLock { $0 = id }
+            return true
+        } ?? false
+    }
+
+    /// Asks `check` every `interval` until it has an answer, or nil once `until` has passed:
+    /// how the set-up and a relaunch wait for the client core to get somewhere.
+    func poll<T>(until: ContinuousClock.Instant, every interval: Duration = .milliseconds(20), clock: ContinuousClock,
+                 _ check: () async -> T?) async -> T? {
+        while true {
+            if let answer = await check() { return answer }
+            guard clock.now < until else { return nil }
+            try? await clock.sleep(for: interval)
         }
-        return false
     }
 
     /// The id of the channel of this phone's that `match` picks, once its client holds it
     /// (nil after the deadline).
     func channel(until: ContinuousClock.Instant, clock: ContinuousClock, _ match: @escaping @Sendable (ChatClient.ChannelInfo) -> Bool) async -> String? {
-        while true {
-            if let id = await phone.client.snapshot.channels.values.first(where: match)?.id { return id }
-            guard clock.now < until else { return nil }
-            try? await clock.sleep(for: .milliseconds(20))
-        }
+        await poll(until: until, clock: clock) { await phone.client.snapshot.channels.values.first(where: match)?.id }
     }
 
     /// The phone whose DM partner phone `index` is, of `count`: 0 and 1, 2 and 3, …; an odd
@@ -216,17 +220,11 @@ final class ChatLoadPhone: Sendable {
     func relaunch(clock: ContinuousClock) async -> Bool {
         let began = clock.now
         await phone.feed(.start)
-        let until = began + deadline
-        while clock.now < until {
-            if await phone.client.isSettled {
-                state.away.withLock { $0 = false }
-                board.back(index)
-                recorder.chatRelaunched(clock.now - began)
-                return true
-            }
-            try? await clock.sleep(for: .milliseconds(5))
-        }
-        return false
+        guard await poll(until: began + deadline, every: .milliseconds(5), clock: clock, { await phone.client.isSettled ? () : nil }) != nil else { return false }
+        state.away.withLock { $0 = false }
+        board.back(index)
+        recorder.chatRelaunched(clock.now - began)
+        return true
     }
 }
 
