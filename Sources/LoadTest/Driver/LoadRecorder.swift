@@ -13,15 +13,9 @@ public final class LoadRecorder: Sendable {
         var recorder = Recorder()
         var latency: [EndpointKey: MetricHandle] = [:]
         var failures: [EndpointKey: MetricHandle] = [:]
-        var reasons: [ReasonKey: MetricHandle] = [:]
-        var intervals: [String: MetricHandle] = [:]
-        var firstChunk: MetricHandle?
-        var typing: MetricHandle?
-        var relaunch: MetricHandle?
-        var phones: MetricHandle?
-        var arrivalRate: MetricHandle?
-        /// `chat.delivery_latency` by kind (`dm`, `group`).
-        var delivery: [String: MetricHandle] = [:]
+        /// The metrics a run registers when it first records one (by name and labels):
+        /// a stack's, a failure reason's, a workload's.
+        var onDemand: [String: MetricHandle] = [:]
         var ok: MetricHandle
         var failed: MetricHandle
         var dropped: MetricHandle
@@ -34,6 +28,15 @@ public final class LoadRecorder: Sendable {
         var requests = 0
         var errors = 0
         var recent = LogLinearHistogram(precisionBits: 7)
+
+        /// The metric `name` with `labels`, registered the first time it is asked for.
+        mutating func metric(_ name: String, _ labels: [(String, String)] = []) -> MetricHandle {
+            let key = name + "{" + MetricDescriptor.canonicalLabels(labels) + "}"
+            if let handle = onDemand[key] { return handle }
+            let handle = recorder.register(name, labels: labels)
+            onDemand[key] = handle
+            return handle
+        }
     }
 
     let state: Mutex<State>
@@ -42,12 +45,6 @@ public final class LoadRecorder: Sendable {
     struct EndpointKey: Hashable {
         var stack: String
         var endpoint: String
-    }
-
-    /// An endpoint's failures of one kind (`ExchangeFailure`).
-    struct ReasonKey: Hashable {
-        var endpoint: EndpointKey
-        var reason: String
     }
 
     public init() {
@@ -77,11 +74,7 @@ public final class LoadRecorder: Sendable {
             s.requests += 1
             if let failure {
                 s.recorder.add(s.failures[key]!)
-                let reason = ReasonKey(endpoint: key, reason: failure)
-                if s.reasons[reason] == nil {
-                    s.reasons[reason] = s.recorder.register("http.errors", labels: [("stack", stack), ("endpoint", endpoint), ("reason", failure)])
-                }
-                s.recorder.add(s.reasons[reason]!)
+                s.recorder.add(s.metric("http.errors", [("stack", stack), ("endpoint", endpoint), ("reason", failure)]))
                 s.errors += 1
             }
         }
@@ -91,16 +84,14 @@ public final class LoadRecorder: Sendable {
     /// frames the server fanned out).
     public func typingHeard() {
         state.withLock { s in
-            if s.typing == nil { s.typing = s.recorder.register("chat.typing") }
-            s.recorder.add(s.typing!)
+            s.recorder.add(s.metric("chat.typing"))
         }
     }
 
     /// An agent chat's first answer chunk, from the iteration's intended start.
     public func agentFirstChunk(_ latency: Duration) {
         state.withLock { s in
-            if s.firstChunk == nil { s.firstChunk = s.recorder.register("agent.first_chunk") }
-            s.recorder.observe(s.firstChunk!, UInt64(max(0, latency.nanoseconds)))
+            s.recorder.observe(s.metric("agent.first_chunk"), UInt64(max(0, latency.nanoseconds)))
         }
     }
 
@@ -109,8 +100,7 @@ public final class LoadRecorder: Sendable {
     /// metric, one observation per reader as there).
     public func chatDelivered(_ latency: Duration, kind: String) {
         state.withLock { s in
-            if s.delivery[kind] == nil { s.delivery[kind] = s.recorder.register("chat.delivery_latency", labels: [("kind", kind)]) }
-            s.recorder.observe(s.delivery[kind]!, UInt64(max(0, latency.nanoseconds)))
+            s.recorder.observe(s.metric("chat.delivery_latency", [("kind", kind)]), UInt64(max(0, latency.nanoseconds)))
         }
     }
 
@@ -118,8 +108,7 @@ public final class LoadRecorder: Sendable {
     /// `latency` after the launch (`loadtest.chat_relaunch`, a load test's own).
     public func chatRelaunched(_ latency: Duration) {
         state.withLock { s in
-            if s.relaunch == nil { s.relaunch = s.recorder.register("loadtest.chat_relaunch") }
-            s.recorder.observe(s.relaunch!, UInt64(max(0, latency.nanoseconds)))
+            s.recorder.observe(s.metric("loadtest.chat_relaunch"), UInt64(max(0, latency.nanoseconds)))
         }
     }
 
@@ -127,9 +116,7 @@ public final class LoadRecorder: Sendable {
     /// Time between a phone's consecutive syncs, by the power state its engine ran in.
     public func syncInterval(_ interval: Duration, powerState: PowerState) {
         state.withLock { s in
-            let key = powerState.description
-            if s.intervals[key] == nil { s.intervals[key] = s.recorder.register("sync.interval", labels: [("power_state", key)]) }
-            s.recorder.observe(s.intervals[key]!, UInt64(max(0, interval.nanoseconds)))
+            s.recorder.observe(s.metric("sync.interval", [("power_state", powerState.description)]), UInt64(max(0, interval.nanoseconds)))
         }
     }
 
@@ -157,14 +144,8 @@ public final class LoadRecorder: Sendable {
     public func closeBucket(startingAt start: Int64, cpuPercent: Double, load: (phones: Double?, arrivalRate: Double?) = (nil, nil)) -> ResultsBatch {
         state.withLock { s in
             s.recorder.set(s.cpu, cpuPercent)
-            if let phones = load.phones {
-                if s.phones == nil { s.phones = s.recorder.register("loadtest.phones") }
-                s.recorder.set(s.phones!, phones)
-            }
-            if let rate = load.arrivalRate {
-                if s.arrivalRate == nil { s.arrivalRate = s.recorder.register("loadtest.arrival_rate") }
-                s.recorder.set(s.arrivalRate!, rate)
-            }
+            if let phones = load.phones { s.recorder.set(s.metric("loadtest.phones"), phones) }
+            if let rate = load.arrivalRate { s.recorder.set(s.metric("loadtest.arrival_rate"), rate) }
             s.recorder.set(s.busyGauge, Double(s.busy))
             s.recorder.closeBucket(startingAt: start)
             return s.recorder.takeBatch()
