@@ -93,10 +93,16 @@ public enum WebSocketClient {
                     }
                 }
                 .connect(to: try HTTPClient.address(host, port)).get()
-        } catch ChannelError.connectTimeout {
-            throw WebSocketClientError.timedOut("connecting to \(host):\(port)")
         } catch {
-            throw WebSocketClientError.unreachable("\(host):\(port): \(error)")
+            // Nothing will answer the upgrade: its promise ends here (an unkept promise is a
+            // leak NIO traps on).
+            let failure = if case ChannelError.connectTimeout = error {
+                WebSocketClientError.timedOut("connecting to \(host):\(port)")
+            } else {
+                WebSocketClientError.unreachable("\(host):\(port): \(error)")
+            }
+            upgraded.fail(failure)
+            throw failure
         }
         let timer = loop.scheduleTask(deadline: deadline) {
             upgraded.fail(WebSocketClientError.timedOut("\(host):\(port)\(target)"))
