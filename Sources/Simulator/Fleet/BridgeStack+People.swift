@@ -80,14 +80,7 @@ extension BridgeStack {
         fleet.invariants.check(invariants.nothingHangs, now - started.at <= Self.longestRequest,
                                "device \(device) request \(id) took \(now - started.at)")
         if started.pair {
-            let outcome: String
-            switch error {
-            case nil: outcome = "ok"
-            case .tooManyAttempts?: outcome = "throttled"
-            case .bridgeOffline?: outcome = "offline"
-            case .timedOut?: outcome = "timed_out"
-            default: outcome = "refused"
-            }
+            let outcome = BridgeOutcome.pairing(error)
             if !provisioning {
                 fleet.recorder.add(metrics.pairings[outcome]!)
                 if error == nil { fleet.recorder.observe(metrics.pairingTime, UInt64(max(0, (now - started.at).nanoseconds))) }
@@ -95,17 +88,7 @@ extension BridgeStack {
             if error != nil { scheduleRepair(device, now: now, queue: &queue, fleet: &fleet) }
             return
         }
-        let outcome: String
-        switch error {
-        case nil: outcome = "ok"
-        case .bridgeOffline?: outcome = "bridge_offline"
-        case .unauthorized?: outcome = "unauthorized"
-        case .timedOut?: outcome = "timed_out"
-        case .interrupted?: outcome = "interrupted"
-        case .unknownCommand?: outcome = "unknown_command"
-        case .notPaired?, .pairingRefused?, .tooManyAttempts?, .invalidRequest?: outcome = "refused"
-        case .server?: outcome = "other"
-        }
+        let outcome = BridgeOutcome.request(error)
         fleet.recorder.add(metrics.requests[outcome]!)
         fleet.recorder.observe(metrics.latency[outcome]!, UInt64(max(0, (now - started.at).nanoseconds)))
         if error == nil {

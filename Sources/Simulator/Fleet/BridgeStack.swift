@@ -1,4 +1,4 @@
-import AIBridgeClient
+public import AIBridgeClient
 import AIBridgeDaemon
 import AIBridgeRelay
 import AIBridgeWire
@@ -178,9 +178,39 @@ public struct BridgeStack {
     }
 }
 
+/// How a phone's bridge request ended, as `bridge.requests{outcome}`, `bridge.latency{outcome}`
+/// and `bridge.pairings{outcome}` name it: the simulator's phones and a load test's alike.
+public enum BridgeOutcome {
+    public static let requests = ["ok", "bridge_offline", "unauthorized", "timed_out", "interrupted", "unknown_command", "refused", "other"]
+    public static let pairings = ["ok", "refused", "offline", "throttled", "timed_out"]
+
+    /// A command's outcome (nil: answered).
+    public static func request(_ error: BridgeError?) -> String {
+        switch error {
+        case nil: return "ok"
+        case .bridgeOffline?: return "bridge_offline"
+        case .unauthorized?: return "unauthorized"
+        case .timedOut?: return "timed_out"
+        case .interrupted?: return "interrupted"
+        case .unknownCommand?: return "unknown_command"
+        case .notPaired?, .pairingRefused?, .tooManyAttempts?, .invalidRequest?: return "refused"
+        case .server?: return "other"
+        }
+    }
+
+    /// A pairing's outcome (nil: paired).
+    public static func pairing(_ error: BridgeError?) -> String {
+        switch error {
+        case nil: return "ok"
+        case .tooManyAttempts?: return "throttled"
+        case .bridgeOffline?: return "offline"
+        case .timedOut?: return "timed_out"
+        case .notPaired?, .unknownCommand?, .invalidRequest?, .unauthorized?, .pairingRefused?, .interrupted?, .server?: return "refused"
+        }
+    }
+}
+
 struct BridgeMetrics {
-    static let outcomes = ["ok", "bridge_offline", "unauthorized", "timed_out", "interrupted", "unknown_command", "refused", "other"]
-    static let pairOutcomes = ["ok", "refused", "offline", "throttled", "timed_out"]
     let requests: [String: MetricHandle]
     let latency: [String: MetricHandle]
     let firstChunk: MetricHandle
@@ -195,11 +225,11 @@ struct BridgeMetrics {
 
     init(recorder: inout Recorder) {
         var requests: [String: MetricHandle] = [:], latency: [String: MetricHandle] = [:], pairings: [String: MetricHandle] = [:]
-        for outcome in Self.outcomes {
+        for outcome in BridgeOutcome.requests {
             requests[outcome] = recorder.register("bridge.requests", labels: [("outcome", outcome)])
             latency[outcome] = recorder.register("bridge.latency", labels: [("outcome", outcome)])
         }
-        for outcome in Self.pairOutcomes { pairings[outcome] = recorder.register("bridge.pairings", labels: [("outcome", outcome)]) }
+        for outcome in BridgeOutcome.pairings { pairings[outcome] = recorder.register("bridge.pairings", labels: [("outcome", outcome)]) }
         (self.requests, self.latency, self.pairings) = (requests, latency, pairings)
         firstChunk = recorder.register("bridge.first_chunk")
         pairingTime = recorder.register("bridge.pairing_time")
