@@ -144,4 +144,13 @@ struct DashboardTests {
         let load = try await cpuBound { try HeadlessChromium.load(file: page, width: 400, height: 300) }
         #expect(load.pageRequests == ["https://cdn.example.invalid/logo.png"])
     }
+
+    @Test("a load test's last bucket is a rate over what it spanned: the iterations in flight at the end finish into it, and do not read as a spike")
+    func loadRatesAtTheEnd() {
+        // Three 1 s buckets; the run ended 4.5 s in, so the last bucket spanned 2.5 s.
+        #expect(LoadPanel.perSecond([10, 10, 25], bucketSeconds: 1, wallSeconds: 4.5) == [10, 10, 10])
+        // A run that ended on time (or a simulation, with no wall time) divides by the bucket.
+        #expect(LoadPanel.perSecond([10, 10, 10], bucketSeconds: 1, wallSeconds: 3) == [10, 10, 10])
+        #expect(LoadPanel.perSecond([4, 6], bucketSeconds: 2, wallSeconds: 0) == [2, 3])
+    }
 }

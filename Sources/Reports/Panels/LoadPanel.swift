@@ -13,9 +13,9 @@ struct LoadPanel: DashboardPanel {
 
     func body(for results: RunResults, context: DashboardContext) -> String? {
         guard results.metric(named: "loadtest.iterations", labels: "outcome=ok") != nil else { return nil }
-        let seconds = Double(context.bucket) / 1e9
+        let seconds = Double(context.bucket) / 1e9, wall = Double(results.runMetadata["wall_seconds"] ?? "") ?? 0
         let perSecond = { (name: String, labels: String) in
-            atEnds(context, context.values(results, results.metric(named: name, labels: labels)).map { $0 / seconds })
+            atEnds(context, Self.perSecond(context.values(results, results.metric(named: name, labels: labels)), bucketSeconds: seconds, wallSeconds: wall))
         }
         var rates = [("ok", Palette.series[0]), ("failed", Palette.series[3]), ("dropped", Palette.series[1])].map { outcome, color in
             TimeChart.Line(name: "\(outcome) a second", color: color, points: perSecond("loadtest.iterations", "outcome=\(outcome)"))
@@ -33,5 +33,14 @@ struct LoadPanel: DashboardPanel {
             html += context.timeChart(format: format).lines(lines) + HTML.legend(lines.map { ($0.name, $0.color) })
         }
         return html
+    }
+
+    /// Counts per bucket as rates a second. The last bucket stays open until the iterations
+    /// in flight at the end have ended, so it spans from its start to the run's end
+    /// (`wallSeconds`), often longer than a bucket: its rate is over that span, else every
+    /// phone finishing its last iteration there reads as a spike.
+    static func perSecond(_ counts: [Double], bucketSeconds: Double, wallSeconds: Double) -> [Double] {
+        let lastSpan = max(bucketSeconds, wallSeconds - Double(max(0, counts.count - 1)) * bucketSeconds)
+        return counts.enumerated().map { index, count in count / (index == counts.count - 1 ? lastSpan : bucketSeconds) }
     }
 }
