@@ -148,7 +148,7 @@ let package = Package(
         // fleetlab loadtest: the client cores against real servers on the wall clock.
         .target(
             name: "LoadTest",
-            dependencies: ["LabKernel", "LabStore", "Simulator", "Live", "DeviceWorkflows", "WorkflowHost", "Orch8Wire", "AgentRuntimeWire", "AgentRuntimeClient", "SecureChatClient",
+            dependencies: ["LabKernel", "LabStore", "Simulator", "Live", "DeviceWorkflows", "WorkflowHost", "Orch8Wire", "AgentRuntimeWire", "AgentRuntimeClient", "SecureChatClient", "AIBridgeClient", "AIBridgeDaemon",
                            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
                            .product(name: "NIOHTTP1", package: "swift-nio")],
             swiftSettings: strictSettings

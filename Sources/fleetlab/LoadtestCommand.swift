@@ -13,9 +13,11 @@ struct LoadtestCommand: AsyncParsableCommand {
         discussion: """
         Virtual phones run the same client cores as the simulator against the targets named \
         with --target, and nothing else: sync (the engine and its sync client), agent (the \
-        agent runtime's client: one chat per iteration) and chat (the end-to-end encrypted \
+        agent runtime's client: one chat per iteration), chat (the end-to-end encrypted \
         chat client: phones in pairs, one message per iteration, delivered when the partner \
-        decrypts it); with several, each iteration does each in that order. Closed model \
+        decrypts it) and ai-bridge (the AI bridge relay: each phone paired with a desktop \
+        daemon the generator runs, one prompt per iteration, its answer streamed back); with \
+        several, each iteration does each in that order. Closed model \
         (default): --devices phones, each waiting --think between iterations; with --stages \
         30s:100,2m:100,30s:0 the phones ramp up, hold and ramp down (k6's stages). Open \
         model: --rate iterations per second (ramped over --ramp), or --stages \
@@ -36,7 +38,7 @@ struct LoadtestCommand: AsyncParsableCommand {
     @Argument(help: "A scenario file: its workflows, thresholds and seed are used.")
     var scenario: String
 
-    @Option(name: .customLong("target"), help: "A server to drive, NAME=URL: sync=http://127.0.0.1:7710, chat=http://127.0.0.1:7720, agent=http://127.0.0.1:7730 (repeatable).")
+    @Option(name: .customLong("target"), help: "A server to drive, NAME=URL: sync=http://127.0.0.1:7710, chat=http://127.0.0.1:7720, agent=http://127.0.0.1:7730, ai-bridge=http://127.0.0.1:7740 (repeatable).")
     var targets: [String] = []
 
     @Option(name: .customLong("key"), help: "A target's API key, NAME=KEY (or FLEETLAB_KEY_<NAME> in the environment).")
@@ -109,17 +111,18 @@ struct LoadtestCommand: AsyncParsableCommand {
                 throw CLIFailure.badInput("--target \(target): expected NAME=http://host:port")
             }
             guard Self.stacks.contains(parts[0]) else {
-                throw CLIFailure.badInput("--target \(parts[0]): loadtest drives sync, agent and chat (--target sync=URL, --target agent=URL, --target chat=URL); the bridges are phone-to-own-desktop systems, not deployments to load")
+                throw CLIFailure.badInput("--target \(parts[0]): loadtest drives sync, agent, chat and ai-bridge (--target sync=URL, agent=URL, chat=URL, ai-bridge=URL); the desktop bridge is a server on one person's desktop, not a deployment to load")
             }
             urls[parts[0]] = parts[1].hasSuffix("/") ? String(parts[1].dropLast()) : parts[1]
         }
-        guard !urls.isEmpty else { throw CLIFailure.badInput("name the server to drive: --target sync=http://host:port, --target agent=http://host:port or --target chat=http://host:port") }
+        guard !urls.isEmpty else { throw CLIFailure.badInput("name the server to drive: --target sync=http://host:port, agent=http://host:port, chat=http://host:port or ai-bridge=http://host:port") }
         var keyOf: [String: String] = [:]
         for name in Self.stacks { keyOf[name] = ProcessInfo.processInfo.environment["FLEETLAB_KEY_\(name.uppercased())"] }
         for entry in keys {
             let parts = entry.split(separator: "=", maxSplits: 1).map(String.init)
             guard parts.count == 2 else { throw CLIFailure.badInput("--key takes NAME=KEY") }
             guard urls[parts[0]] != nil else { throw CLIFailure.badInput("--key \(parts[0]): no --target of that name") }
+            guard parts[0] != "ai-bridge" else { throw CLIFailure.badInput("--key ai-bridge: the relay takes no key; each phone pairs with the PIN of a desktop the generator runs") }
             keyOf[parts[0]] = parts[1]
         }
         var (model, runLength) = try workload(urls: urls)
@@ -165,12 +168,14 @@ struct LoadtestCommand: AsyncParsableCommand {
         if case .app = model { measurable.insert("sync.interval") }
         if urls["agent"] != nil { measurable.insert("agent.first_chunk") }
         if urls["chat"] != nil { measurable.insert("chat.delivery_latency") }
+        if urls["ai-bridge"] != nil { measurable.formUnion(["bridge.first_chunk", "bridge.latency", "bridge.requests", "bridge.pairings", "bridge.pairing_time"]) }
         let (measured, skipped) = Self.liveThresholds(loaded.thresholds, stacks: Set(urls.keys), metrics: measurable)
         live.thresholds = measured
         var settings = LoadRun.Settings(scenario: live, model: model, duration: runLength, bucket: bucket,
                                         sync: urls["sync"].map { ($0, setup?.key ?? "") }, agent: urls["agent"].map { ($0, keyOf["agent"]) }, runTag: runTag)
         settings.chat = urls["chat"]
         settings.chatRelaunchShare = relaunchShare
+        settings.aiBridge = urls["ai-bridge"]
         if let requestTimeout { settings.requestTimeout = .nanoseconds(requestTimeout.span.nanoseconds) }
         settings.loops = loops ?? LoadRun.defaultLoops
         let pipeline: ResultsPipeline
@@ -218,7 +223,7 @@ struct LoadtestCommand: AsyncParsableCommand {
     }
 
     /// The stacks a load test can drive.
-    static let stacks = ["sync", "agent", "chat"]
+    static let stacks = ["sync", "agent", "chat", "ai-bridge"]
 
     /// Metrics a load test records.
     static let liveMetrics: Set<String> = ["http.latency", "http.failures", "loadtest.iterations", "loadtest.start_lag",

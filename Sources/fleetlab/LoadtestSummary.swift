@@ -101,6 +101,14 @@ struct LoadtestSummary {
         if let metric = results.metric(named: "agent.first_chunk") {
             lines.append(row("agent", "first chunk after an input " + percentiles(results.histogram(metric), "answers")))
         }
+        if !results.metrics(named: "bridge.pairings").isEmpty {
+            let pairings = results.total(allLabelsOf: "bridge.pairings"), paired = results.total("bridge.pairings", labels: "outcome=ok") ?? 0
+            var text = "\(n(paired)) of \(n(pairings)) phones paired with their desktops"
+            if let metric = results.metric(named: "bridge.first_chunk") {
+                text += "\n              first chunk of an answer " + percentiles(results.histogram(metric), "answers")
+            }
+            lines.append(row("ai-bridge", text))
+        }
         for (kind, readers, unit) in [("dm", "the partner's phone", "messages"), ("group", "each member's phone", "member deliveries")] {
             if let metric = results.metric(named: "chat.delivery_latency", labels: "kind=\(kind)") {
                 lines.append(row("chat", "decrypted on \(readers) " + percentiles(results.histogram(metric), unit)))

@@ -323,7 +323,9 @@ struct LoadtestCommandTests {
         let scenario = try writeScenario(loadScenario(), in: dir, name: "load.yaml")
         for (arguments, message) in [
             (["--duration", "1s"], "--target sync="),
-            (["--duration", "1s", "--target", "desktop=http://127.0.0.1:9"], "loadtest drives sync, agent and chat"),
+            (["--duration", "1s", "--target", "desktop=http://127.0.0.1:9"], "the desktop bridge is a server on one person's desktop"),
+            (["--duration", "1s", "--target", "ai-bridge=http://127.0.0.1"], "the relay's URL takes http://host:port"),
+            (["--duration", "1s", "--target", "ai-bridge=http://127.0.0.1:9", "--key", "ai-bridge=k"], "the relay takes no key"),
             (["--duration", "1s", "--target", "chat=http://127.0.0.1:9", "--devices", "1"], "phones chat in pairs"),
             (["--duration", "1s", "--target", "chat=http://127.0.0.1"], "not an http://host:port URL"),
             (["--duration", "1s", "--target", "agent=http://127.0.0.1:9", "--key", "agent=not-a-jwt"], "expected the runtime's bearer token"),

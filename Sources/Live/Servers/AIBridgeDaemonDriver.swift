@@ -36,14 +36,9 @@ public final class AIBridgeDaemonDriver: @unchecked Sendable {
     public let daemonID: String
 
     /// `relay`: the relay's base URL (`http://host:port`); the tunnel is its `/v1/tunnel`.
-    public init(relay: String, dataDirectory: String, daemonID: String? = nil, chat: BridgeDaemon.ChatProvider? = nil,
-                report: @escaping @Sendable (Event) -> Void) throws {
-        guard let url = URL(string: relay), let host = url.host, let port = url.port else {
-            throw SecretKeyFile.Failure(description: "--relay takes http://host:port, got \(relay)")
-        }
-        self.host = host
-        self.port = port
-        self.report = report
+    /// The identity key and the id are kept under `dataDirectory` (made on first start).
+    public convenience init(relay: String, dataDirectory: String, daemonID: String? = nil, chat: BridgeDaemon.ChatProvider? = nil,
+                            report: @escaping @Sendable (Event) -> Void) throws {
         try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
         let identity = try SecretKeyFile.loadOrCreate(at: (dataDirectory as NSString).appendingPathComponent("ai-daemon.key")).bytes
         let idPath = (dataDirectory as NSString).appendingPathComponent("ai-daemon.id")
@@ -56,8 +51,21 @@ public final class AIBridgeDaemonDriver: @unchecked Sendable {
             id = "daemon-" + SystemRandom.bytes(6).hexString
             try Data(id.utf8).write(to: URL(fileURLWithPath: idPath))
         }
-        self.daemonID = id
-        var config = BridgeDaemon.Config(daemonID: id)
+        try self.init(relay: relay, identity: identity, daemonID: id, chat: chat, report: report)
+    }
+
+    /// A daemon whose identity lives only in memory: a load test's desktops, each a daemon
+    /// the relay meets for the first time. `identity` is the Ed25519 seed (32 bytes).
+    public init(relay: String, identity: [UInt8], daemonID: String, chat: BridgeDaemon.ChatProvider? = nil,
+                report: @escaping @Sendable (Event) -> Void) throws {
+        guard let url = URL(string: relay), let host = url.host, let port = url.port else {
+            throw SecretKeyFile.Failure(description: "the relay's URL takes http://host:port, got \(relay)")
+        }
+        self.host = host
+        self.port = port
+        self.report = report
+        self.daemonID = daemonID
+        var config = BridgeDaemon.Config(daemonID: daemonID)
         config.keepPairingOpen = true
         if let chat { config.chat = chat }
         var seed: UInt64 = 0

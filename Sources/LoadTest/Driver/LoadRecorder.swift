@@ -95,6 +95,31 @@ public final class LoadRecorder: Sendable {
         }
     }
 
+    /// An AI bridge phone paired with its desktop, or failed to (`bridge.pairings{outcome}`;
+    /// `bridge.pairing_time` from the PIN's confirm request when it paired).
+    public func bridgePaired(outcome: String, latency: Duration) {
+        state.withLock { s in
+            s.recorder.add(s.metric("bridge.pairings", [("outcome", outcome)]))
+            if outcome == "ok" { s.recorder.observe(s.metric("bridge.pairing_time"), UInt64(max(0, latency.nanoseconds))) }
+        }
+    }
+
+    /// An AI bridge prompt's first chunk of answer, from the iteration's intended start.
+    public func bridgeFirstChunk(_ latency: Duration) {
+        state.withLock { s in
+            s.recorder.observe(s.metric("bridge.first_chunk"), UInt64(max(0, latency.nanoseconds)))
+        }
+    }
+
+    /// An AI bridge prompt ended (`bridge.requests{outcome}`, `bridge.latency{outcome}` from
+    /// the iteration's intended start).
+    public func bridgeAnswered(outcome: String, latency: Duration) {
+        state.withLock { s in
+            s.recorder.add(s.metric("bridge.requests", [("outcome", outcome)]))
+            s.recorder.observe(s.metric("bridge.latency", [("outcome", outcome)]), UInt64(max(0, latency.nanoseconds)))
+        }
+    }
+
     /// A chat message reached one of its readers' phones, `latency` after the iteration that
     /// sent it was meant to start (`chat.delivery_latency{kind=dm|group}`, the simulator's
     /// metric, one observation per reader as there).
@@ -112,7 +137,6 @@ public final class LoadRecorder: Sendable {
         }
     }
 
-    /// An iteration began, `lag` after its intended start (nil: not the generator's lag).
     /// Time between a phone's consecutive syncs, by the power state its engine ran in.
     public func syncInterval(_ interval: Duration, powerState: PowerState) {
         state.withLock { s in
@@ -120,6 +144,7 @@ public final class LoadRecorder: Sendable {
         }
     }
 
+    /// An iteration began, `lag` after its intended start (nil: not the generator's lag).
     public func iterationStarted(lag: Duration?) {
         state.withLock { s in
             s.busy += 1

@@ -36,6 +36,9 @@ public final class LoadRun: Sendable {
         /// The chance that a chat phone's app is killed after an iteration (its next one
         /// launches it again: session restore and catch-up before it sends).
         public var chatRelaunchShare: Ratio = .zero
+        /// The AI bridge relay (nil: not a target). Each phone brings its desktop: a daemon
+        /// in the generator that dials the relay, and the phone pairs with it.
+        public var aiBridge: String?
         public var requestTimeout: Duration = .seconds(10)
         /// Event-loop threads the phones run on (`defaultLoops` unless set).
         public var loops = LoadRun.defaultLoops
@@ -86,6 +89,7 @@ public final class LoadRun: Sendable {
     let syncPhones: [SyncPhone]
     let agentPhones: [AgentLoadPhone]
     let chatPhones: [ChatLoadPhone]
+    let bridgePhones: [BridgeLoadPhone]
     /// Which chat phones share which groups.
     let chatGroups: ChatGroupPlan
     /// One executor per event loop of the run's group; phone `i` runs on `i % count`.
@@ -144,6 +148,12 @@ public final class LoadRun: Sendable {
                                   requestTimeout: settings.requestTimeout, board: board, recorder: recorder, relaunchShare: settings.chatRelaunchShare)
             }
         } ?? []
+        bridgePhones = try settings.aiBridge.map { relay in
+            try (0..<settings.model.devices).map { index in
+                try BridgeLoadPhone(index: index, relay: relay, runTag: settings.runTag, seed: root.child(UInt64(index)).child("ai-bridge"),
+                                    settings: settings.scenario.bridge ?? BridgeSettings(), http: http, requestTimeout: settings.requestTimeout, recorder: recorder)
+            }
+        } ?? []
         let chatDevices = settings.scenario.devices.filter { settings.scenario.stacks(of: $0).contains(.chat) }.reduce(0) { $0 + $1.count }
         chatGroups = ChatGroupPlan(chat: settings.scenario.chat, scenarioPhones: chatDevices, phones: chatPhones.count, seed: root.child("chat-groups"))
         executors = group.makeIterator().map { EventLoopTaskExecutor($0) }
@@ -159,6 +169,11 @@ public final class LoadRun: Sendable {
             for phone in chatPhones { group.addTask { _ = await phone.register(clock: clock) } }
         }
         await ChatLoadPhone.openChannels(chatGroups, phones: chatPhones, runTag: settings.runTag, clock: clock)
+        // Every AI bridge phone is paired with its desktop before the clock starts, as its
+        // user did once, long before.
+        await withDiscardingTaskGroup { group in
+            for phone in bridgePhones { group.addTask { _ = await phone.pair(clock: clock) } }
+        }
         let start = clock.now
         let startedAt = Int64((Date().timeIntervalSince1970 * 1000).rounded())
         let end = start + .nanoseconds(settings.duration.nanoseconds)
@@ -299,6 +314,7 @@ public final class LoadRun: Sendable {
         outcome.thresholds = last.thresholds
         pipeline.submit(last)
         for phone in chatPhones { await phone.phone.stop() }
+        for phone in bridgePhones { await phone.stop() }
         http.shutdown()
         try? await group.shutdownGracefully()
         return outcome
@@ -326,7 +342,8 @@ public final class LoadRun: Sendable {
     }
 
     /// Runs one iteration of device `index` meant to start at `intended`: a sync, then an
-    /// agent chat, then a chat message, for the stacks that are targets; latency counts
+    /// agent chat, then a chat message, then an AI bridge prompt, for the stacks that are
+    /// targets; latency counts
     /// from then. `waited`: it waited for an idle phone (the open model's backlog), so its
     /// late start is the system's saturation, not the generator's lag.
     func iterate(_ index: Int, intended: ContinuousClock.Instant, waited: Bool = false, clock: ContinuousClock) async -> Bool {
@@ -348,6 +365,10 @@ public final class LoadRun: Sendable {
             let partner = ChatLoadPhone.partner(of: index, count: chatPhones.count)
             ok = await chatPhones[index].iterate(partner: chatPhones[partner], phones: chatPhones, plan: chatGroups,
                                                  intended: stepped ? clock.now : intended, clock: clock) && ok
+            stepped = true
+        }
+        if !bridgePhones.isEmpty {
+            ok = await bridgePhones[index].iterate(intended: stepped ? clock.now : intended, clock: clock) && ok
         }
         recorder.iterationEnded(ok: ok)
         return ok

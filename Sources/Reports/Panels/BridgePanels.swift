@@ -10,7 +10,7 @@ struct BridgeRequestsPanel: DashboardPanel {
     var wide: Bool { true }
 
     func body(for results: RunResults, context: DashboardContext) -> String? {
-        guard results.metric(named: "bridge.first_chunk") != nil else { return nil }
+        guard !results.metrics(named: "bridge.requests").isEmpty || results.metric(named: "bridge.first_chunk") != nil else { return nil }
         var rows: [[String]] = []
         for metric in results.metrics(named: "bridge.latency") {
             let h = results.histogram(metric)
@@ -24,7 +24,12 @@ struct BridgeRequestsPanel: DashboardPanel {
         }
         let total = { (name: String, labels: String) in MetricUnit.decimal(results.total(name, labels: labels) ?? 0, digits: 0) }
         let pairings = ["ok", "refused", "offline", "throttled", "timed_out"].map { "\($0) \(total("bridge.pairings", "outcome=\($0)"))" }
-        return HTML.table(headers: ["", "count", "p50", "p90", "p99"], rows: rows, numericColumns: Set(1...4))
+        let table = HTML.table(headers: ["", "count", "p50", "p90", "p99"], rows: rows, numericColumns: Set(1...4))
+        // A load test pairs each phone once, with a desktop of the generator's, before its clock starts.
+        guard results.runMetadata["mode"] != "loadtest" else {
+            return table + "<p class=\"caption\">Pairings, each phone with its desktop before the clock started: \(pairings.joined(separator: ", ")).</p>"
+        }
+        return table
             + "<p class=\"caption\">Pairings after the first: \(pairings.joined(separator: ", ")). Phones paired again after their token stopped working: "
             + "\(total("bridge.repairs", "")); daemon restarts: \(total("bridge.daemon_restarts", "")).</p>"
     }

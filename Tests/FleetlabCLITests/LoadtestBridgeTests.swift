@@ -1,0 +1,76 @@
+import Foundation
+import Testing
+import LabKernel
+import LabStore
+import LabTestSupport
+
+/// A scenario whose phones prompt the AI bridge: desktops that think 300 ms and stream three
+/// words every 20 ms; one answer in four comes whole.
+let bridgeLoadScenario = """
+    name: bridge-load
+    seed: 8
+    duration: 1h
+    devices:
+      - {name: phones, count: 4, stacks: [ai-bridge]}
+    bridge: {think: 300ms, wordsPerChunk: 3, every: 20ms, wholeShare: 25%}
+    thresholds:
+      - {metric: bridge.first_chunk, percentile: 90, max: 10s}
+      - {metric: http.latency, labels: {stack: ai-bridge}, percentile: 99, max: 10s}
+    """
+
+@Suite("fleetlab loadtest: the AI bridge relay", .serialized)
+struct LoadtestBridgeTests {
+    @Test("the AI bridge relay as a target: each phone pairs with a desktop the generator runs, and every prompt's answer comes back whole through the relay; no prompt reaches the relay's files or log")
+    func prompts() async throws {
+        let data = TestPaths.scratchDirectory("load-bridge-serve").path
+        let served = try await ServedFleetlab.start(data: data, extra: ["--without", "ai-daemon"])
+        defer { served.stop() }
+        let dir = TestPaths.scratchDirectory("loadtest-bridge")
+        let scenario = try writeScenario(bridgeLoadScenario, in: dir, name: "bridge.yaml")
+        let run = try await CommandRunner.fleetlabAsync(["loadtest", scenario, "--target", "ai-bridge=\(served.aiBridgeURL)", "--duration", "3s",
+                                                         "--devices", "4", "--think", "100ms", "--out", "out", "--quiet"], in: dir)
+        #expect(run.status == 0, "\(run.stdout)\(run.stderr)")
+        let results = try ResultsDatabase.open(at: dir.appendingPathComponent("out/results.sqlite").path).load()
+        #expect(results.total("bridge.pairings", labels: "outcome=ok") == 4, "each phone paired with its own desktop")
+        let chat = try #require(results.metric(named: "http.latency", labels: "endpoint=POST /v1/chat,stack=ai-bridge"))
+        let answers = results.histogram(chat)
+        #expect(answers.totalCount >= 8, "at least two prompts a phone in 3 s")
+        #expect(results.total("http.failures", labels: "endpoint=POST /v1/chat,stack=ai-bridge") == 0, "every answer read as the desktop wrote it")
+        #expect(results.total("bridge.requests", labels: "outcome=ok") == Double(answers.totalCount))
+        let firstChunk = results.histogram(try #require(results.metric(named: "bridge.first_chunk")))
+        #expect(firstChunk.totalCount >= 1 && firstChunk.totalCount < answers.totalCount, "streamed answers have a first chunk; whole ones (a quarter) do not")
+        // Each streamed answer went through a desktop that thinks 300 ms before its first word.
+        #expect(firstChunk.value(atPercentile: 1) >= 300_000_000)
+        #expect(run.stdout.contains("4 of 4 phones paired with their desktops"), "\(run.stdout)")
+        #expect(run.stdout.contains("✓ p90(bridge.first_chunk)"), "\(run.stdout)")
+        let page = try String(contentsOf: dir.appendingPathComponent("out/dashboard.html"), encoding: .utf8)
+        #expect(page.contains("POST /v1/chat") && page.contains("first chunk of an answer"))
+        #expect(page.contains("Pairings, each phone with its desktop before the clock started: ok 4, refused 0"), "the bridge panel reads a load test's pairings")
+        // Prompts are sealed to the desktop: the relay keeps and logs none of them.
+        served.stop()
+        #expect(!(served.output + served.remainingOutput()).contains("prompt-from-load-phone"))
+        for file in try FileManager.default.subpathsOfDirectory(atPath: data) {
+            let bytes = (try? Data(contentsOf: URL(fileURLWithPath: data).appendingPathComponent(file))) ?? Data()
+            #expect(bytes.range(of: Data("prompt-from-load-phone".utf8)) == nil, "\(file) holds a prompt")
+        }
+    }
+
+    @Test("a relay that is not there: desktops never connect, pairings and prompts fail by why within the request deadline")
+    func relayDown() async throws {
+        let dir = TestPaths.scratchDirectory("loadtest-bridge-down")
+        let scenario = try writeScenario(bridgeLoadScenario, in: dir, name: "bridge.yaml")
+        let port = try ServedFleetlab.freePort()
+        let began = Date()
+        let run = try await CommandRunner.fleetlabAsync(["loadtest", scenario, "--target", "ai-bridge=http://127.0.0.1:\(port)", "--duration", "1s",
+                                                         "--devices", "2", "--think", "200ms", "--request-timeout", "500ms", "--out", "out", "--quiet"], in: dir)
+        #expect(Date().timeIntervalSince(began) < 20)
+        #expect(run.status == 3, "no answer, so the first-chunk threshold has no data and the latency one fails: \(run.stdout)\(run.stderr)")
+        let results = try ResultsDatabase.open(at: dir.appendingPathComponent("out/results.sqlite").path).load()
+        #expect(results.total("bridge.pairings", labels: "outcome=offline") == 2)
+        #expect(results.total("http.errors", labels: "endpoint=POST /v1/pair/confirm,reason=desktop never connected,stack=ai-bridge") == 2)
+        #expect((results.total("http.errors", labels: "endpoint=POST /v1/chat,reason=not paired,stack=ai-bridge") ?? 0) >= 2, "an unpaired phone's prompt fails at once")
+        #expect(run.stdout.contains("0 of 2 phones paired with their desktops"), "\(run.stdout)")
+        let page = try String(contentsOf: dir.appendingPathComponent("out/dashboard.html"), encoding: .utf8)
+        #expect(page.contains("AI bridge: requests and pairing") && page.contains("offline 2"), "no answer, yet the panel says why")
+    }
+}
