@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import LabKernel
 import LabStore
+import Live
 import LoadTest
 import Reports
 import Simulator
@@ -86,6 +87,9 @@ struct LoadtestCommand: AsyncParsableCommand {
     @Flag(help: "No progress line.")
     var quiet = false
 
+    @Option(name: .customLong("dashboard-port"), help: "Serve the dashboard of the results so far on 127.0.0.1:PORT while the run goes on (0: a free port; the URL is printed), refreshed every 2 s.")
+    var dashboardPort: Int?
+
     @Option(help: "Write the thresholds as JUnit XML to this file.")
     var junit: String?
 
@@ -96,6 +100,7 @@ struct LoadtestCommand: AsyncParsableCommand {
         if let devices, !(1...100_000).contains(devices) { throw ValidationError("--devices must be 1...100000") }
         if let duration, !(duration.span > .zero && duration.span <= .hours(24)) { throw ValidationError("--duration must be more than 0 and at most 24h") }
         if let loops, !(1...256).contains(loops) { throw ValidationError("--loops must be 1...256") }
+        if let dashboardPort, !(0...65_535).contains(dashboardPort) { throw ValidationError("--dashboard-port must be 0...65535") }
         if let requestTimeout, !(requestTimeout.span >= .milliseconds(10) && requestTimeout.span <= .minutes(10)) {
             throw ValidationError("--request-timeout must be 10ms...10m")
         }
@@ -180,8 +185,14 @@ struct LoadtestCommand: AsyncParsableCommand {
         settings.loops = loops ?? LoadRun.defaultLoops
         let pipeline: ResultsPipeline
         do { pipeline = try ResultsPipeline(path: resultsPath) } catch { throw CLIFailure.badInput("cannot write \(resultsPath): \(error)") }
-        pipeline.submit(LoadtestCommand.openingBatch(loaded, model: model, duration: runLength, bucket: bucket,
-                                                     stacks: Self.stacks.filter { urls[$0] != nil }.flatMap { $0 == "sync" ? ["workflows", "sync"] : [$0] }))
+        var opening = LoadtestCommand.openingBatch(loaded, model: model, duration: runLength, bucket: bucket,
+                                                   stacks: Self.stacks.filter { urls[$0] != nil }.flatMap { $0 == "sync" ? ["workflows", "sync"] : [$0] })
+        // What the page says while the run goes on; the end writes these again with the rest.
+        opening.runMetadata = [("mode", "loadtest"), ("targets", targetList), ("model", Self.describe(model)), ("started_at", startedAt),
+                               ("build", BuildInfo.description)]
+        pipeline.submit(opening)
+        var livePage: LiveHost?
+        if let dashboardPort { livePage = try await Self.serveDashboard(of: resultsPath, port: dashboardPort) }
         Interrupt.install()
         let line = LoadProgressLine(enabled: !quiet, duration: runLength.seconds)
         let run: LoadRun
@@ -205,6 +216,7 @@ struct LoadtestCommand: AsyncParsableCommand {
         let results = try ResultsDatabase.open(at: resultsPath).load()
         let tenantNote = setup?.createdTenant.map { " (tenant \($0), created for this run)" } ?? ""
         try OutputPaths.write(Dashboard.render(results), to: dashboardPath)
+        try? await livePage?.stop()
         let summary = LoadtestSummary(results: results, outcome: outcome, model: model,
                                       target: targetList + tenantNote, skipped: skipped,
                                       resultsPath: resultsPath, dashboardPath: dashboardPath).text
@@ -220,6 +232,27 @@ struct LoadtestCommand: AsyncParsableCommand {
         }
         if outcome.interrupted { throw ExitCode(ExitStatus.interrupted) }
         if !passed { throw ExitCode(ExitStatus.checksFailed) }
+    }
+
+    /// Serves the dashboard of the results written so far on 127.0.0.1:`port` and prints
+    /// where. The page reloads itself every 2 s until the run's end is in the results.
+    static func serveDashboard(of resultsPath: String, port: Int) async throws -> LiveHost {
+        let server = LivePageServer(summary: "live dashboard of this load test") {
+            guard var results = try? ResultsDatabase.open(at: resultsPath).load() else { return nil }
+            guard results.isRunning else { return Dashboard.render(results) }
+            // In progress: the time axis ends with the last bucket written, as far as the run
+            // has got, rather than charting the buckets to come as zeros.
+            let bucket = results.scenario.bucketNanoseconds
+            let written = results.series.values.compactMap { $0.map(\.bucketStart).max() }.max()
+            results.scenario.durationNanoseconds = min(results.scenario.durationNanoseconds, (written ?? 0) + bucket)
+            return Dashboard.render(results).replacingOccurrences(of: "<head>", with: "<head><meta http-equiv=\"refresh\" content=\"2\">")
+        }
+        let host = LiveHost(configuration: .init(ports: [server.name: port], stopsOnSignals: false), servers: [server])
+        let endpoints: [LiveEndpoint]
+        do { endpoints = try await host.start() } catch { throw CLIFailure.badInput("--dashboard-port \(port): \(error)") }
+        // Written at once, not buffered: whoever waits for the URL reads it before the run ends.
+        FileHandle.standardOutput.write(Data("live dashboard  \(endpoints.first?.url ?? "?")/  (the results so far, refreshed every 2 s)\n".utf8))
+        return host
     }
 
     /// The stacks a load test can drive.

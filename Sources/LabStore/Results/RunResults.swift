@@ -67,6 +67,9 @@ public struct RunResults: Sendable {
     }
 
     public var thresholdsPassed: Bool { thresholds.allSatisfy(\.passed) }
+    /// A load test still going (`fleetlab loadtest --dashboard-port` renders its results as
+    /// it runs): its totals, thresholds and wall time are written at its end.
+    public var isRunning: Bool { runMetadata["mode"] == "loadtest" && runMetadata["wall_seconds"] == nil }
     public var invariantsPassed: Bool { invariants.allSatisfy(\.passed) }
 
     /// Bucket start times present in any series, ascending.

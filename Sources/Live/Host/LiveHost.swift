@@ -49,11 +49,16 @@ public final class LiveHost: Sendable {
         /// Per-server ports by server name; servers not named use their default.
         public var ports: [String: Int]
         public var logLevel: Logger.Level
+        /// SIGTERM and SIGINT stop the servers (`fleetlab serve`). Off for servers inside a
+        /// command that handles Ctrl-C itself (a load test's live dashboard): the host would
+        /// otherwise take the signal from it.
+        public var stopsOnSignals: Bool
 
-        public init(host: String = "127.0.0.1", ports: [String: Int] = [:], logLevel: Logger.Level = .notice) {
+        public init(host: String = "127.0.0.1", ports: [String: Int] = [:], logLevel: Logger.Level = .notice, stopsOnSignals: Bool = true) {
             self.host = host
             self.ports = ports
             self.logLevel = logLevel
+            self.stopsOnSignals = stopsOnSignals
         }
     }
 
@@ -102,7 +107,7 @@ public final class LiveHost: Sendable {
             })
         }
         let group = ServiceGroup(configuration: .init(
-            services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+            services: services, gracefulShutdownSignals: configuration.stopsOnSignals ? [.sigterm, .sigint] : [], logger: logger))
         let stopEarly = state.withLock { s in
             s.group = group
             return s.shutdownRequested

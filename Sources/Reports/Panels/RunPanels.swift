@@ -24,6 +24,9 @@ struct ThresholdsPanel: DashboardPanel {
     var wide: Bool { true }
 
     func body(for results: RunResults, context: DashboardContext) -> String? {
+        if results.isRunning {
+            return "<p class=\"caption\">The run is still going: its thresholds are judged on the whole of it, at the end.</p>"
+        }
         guard !results.thresholds.isEmpty else { return "<p class=\"caption\">This scenario sets no thresholds.</p>" }
         let rows = results.thresholds.map { t in
             [t.passed ? "<span class=\"pass\">✓ pass</span>" : "<span class=\"fail\">✗ fail</span>",

@@ -23,12 +23,21 @@ struct SummaryPanel: DashboardPanel {
                       "from \(context.labeler.label(0)), buckets of \(TimeLabeler.span(s.bucketNanoseconds))", ""))
         let wall = Double(meta["wall_seconds"] ?? "") ?? 0
         if live {
-            let iterations = results.total(allLabelsOf: "loadtest.iterations")
-            let dropped = results.total("loadtest.iterations", labels: "outcome=dropped") ?? 0
+            // While the run goes on (`--dashboard-port`) no totals are written yet: the buckets
+            // written so far are what there is.
+            let running = results.isRunning
+            let sum = { (metric: MetricDescriptor?) in metric.map { (results.series[$0.id] ?? []).reduce(0) { $0 + $1.value } } ?? 0 }
+            let iterations = running ? results.metrics(named: "loadtest.iterations").reduce(0) { $0 + sum($1) } : results.total(allLabelsOf: "loadtest.iterations")
+            let dropped = running ? sum(results.metric(named: "loadtest.iterations", labels: "outcome=dropped"))
+                : results.total("loadtest.iterations", labels: "outcome=dropped") ?? 0
             cards.append(("Iterations", MetricUnit.decimal(iterations - dropped, digits: 0),
-                          MetricUnit.decimal(dropped, digits: 0) + " dropped", dropped > 0 ? "bad" : ""))
-            cards.append(("Generator CPU", MetricUnit.decimal(Double(meta["generator_cpu_percent"] ?? "") ?? 0, digits: 0) + "%",
-                          "of all cores; busiest bucket " + MetricUnit.decimal(Double(meta["generator_cpu_percent_max"] ?? "") ?? 0, digits: 0) + "%", ""))
+                          MetricUnit.decimal(dropped, digits: 0) + " dropped" + (running ? " so far" : ""), dropped > 0 ? "bad" : ""))
+            let shares = (results.metric(named: "loadtest.generator_cpu").flatMap { results.series[$0.id] } ?? []).map(\.value)
+            let cpu = running ? shares.reduce(0, +) / Double(max(1, shares.count)) : Double(meta["generator_cpu_percent"] ?? "") ?? 0
+            let busiest = running ? shares.max() ?? 0 : Double(meta["generator_cpu_percent_max"] ?? "") ?? 0
+            cards.append(("Generator CPU", MetricUnit.decimal(cpu, digits: 0) + "%",
+                          "of all cores; busiest bucket " + MetricUnit.decimal(busiest, digits: 0) + "%", ""))
+            if running { cards.append(("Thresholds", "at the end", "judged on the whole run", "")) }
         } else {
             cards.append(("Events", MetricUnit.decimal(events, digits: 0),
                           wall > 0 ? MetricUnit.decimal(events / wall, digits: 0) + " events/s wall" : "", ""))
@@ -36,9 +45,11 @@ struct SummaryPanel: DashboardPanel {
                           ticks > 0 ? MetricUnit.decimal((ticks - executed) / ticks * 100, digits: 1) + "% fast-forwarded" : "", ""))
         }
         let passed = results.thresholds.filter(\.passed).count
-        cards.append(("Thresholds", results.thresholds.isEmpty ? "none" : "\(passed)/\(results.thresholds.count) passed",
-                      results.thresholds.isEmpty ? "scenario sets none" : "decide the exit code",
-                      results.thresholds.isEmpty ? "" : (results.thresholdsPassed ? "ok" : "bad")))
+        if !results.isRunning {
+            cards.append(("Thresholds", results.thresholds.isEmpty ? "none" : "\(passed)/\(results.thresholds.count) passed",
+                          results.thresholds.isEmpty ? "scenario sets none" : "decide the exit code",
+                          results.thresholds.isEmpty ? "" : (results.thresholdsPassed ? "ok" : "bad")))
+        }
         let held = results.invariants.filter(\.passed).count
         let checks = results.invariants.reduce(Int64(0)) { $0 + $1.checks }
         if !live {
