@@ -202,7 +202,7 @@ let package = Package(
             "SecureChatClient", "LabCrypto", "AgentRuntimeWire", "AgentRuntimeServer", "AgentRuntimeClient", "AIBridgeWire", "AIBridgeDaemon", "AIBridgeClient",
             "DesktopBridgeWire", "DesktopBridgeServer", "DesktopBridgeClient",
         ], swiftSettings: strictSettings),
-        .testTarget(name: "LoadTestTests", dependencies: ["LoadTest", "LabKernel", "Simulator"], swiftSettings: strictSettings),
+        .testTarget(name: "LoadTestTests", dependencies: ["LoadTest", "LabKernel", "Simulator", "Live", "DeviceWorkflows", "WorkflowHost", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "FleetlabCLITests", dependencies: ["LabKernel", "LabStore", "LabTestSupport", "AIBridgeWire"], swiftSettings: strictSettings),
         .testTarget(name: "TidyTests", dependencies: ["LabTestSupport"], swiftSettings: strictSettings),
     ]

@@ -69,7 +69,7 @@ struct LoadtestCommand: AsyncParsableCommand {
     @Option(help: "Closed model: mean wait between a phone's iterations (0.5-1.5x of it).")
     var think: DurationArgument?
 
-    @Option(help: "Chat: the chance (like 20% or 0.2) that a phone's app is killed after an iteration; its next iteration launches it again (session restore, socket, catch-up) before it sends.")
+    @Option(help: "Chat and sync: the chance (like 20% or 0.2) that a phone's app is killed after an iteration; its next iteration launches it again from what it stored (chat: session restore, socket, catch-up before it sends; sync: the engine restored from its store before it syncs).")
     var relaunch: String?
 
     @Option(help: "Run one generator's share of the workload, I/N (0-based): its slice of the phones (with --stages, every N-th one), or 1/N of the arrival rate. Merge the generators' results with `fleetlab merge`.")
@@ -144,7 +144,10 @@ struct LoadtestCommand: AsyncParsableCommand {
         var relaunchShare = Ratio.zero
         if let relaunch {
             guard let share = Ratio(parsing: relaunch) else { throw CLIFailure.badInput("--relaunch \(relaunch): expected a chance, like 20% or 0.2") }
-            guard urls["chat"] != nil else { throw CLIFailure.badInput("--relaunch kills and relaunches chat phones: it needs --target chat=URL") }
+            guard urls["chat"] != nil || urls["sync"] != nil else {
+                throw CLIFailure.badInput("--relaunch kills and relaunches the apps of chat and sync phones: it needs --target chat=URL or --target sync=URL")
+            }
+            guard !appPaced else { throw CLIFailure.badInput("--relaunch kills apps between iterations; --app-paced phones run one app for the whole test") }
             relaunchShare = share
         }
         if urls["agent"] != nil, let token = keyOf["agent"], AgentIdentity(token: token) == nil {
@@ -179,7 +182,7 @@ struct LoadtestCommand: AsyncParsableCommand {
         var settings = LoadRun.Settings(scenario: live, model: model, duration: runLength, bucket: bucket,
                                         sync: urls["sync"].map { ($0, setup?.key ?? "") }, agent: urls["agent"].map { ($0, keyOf["agent"]) }, runTag: runTag)
         settings.chat = urls["chat"]
-        settings.chatRelaunchShare = relaunchShare
+        settings.relaunchShare = relaunchShare
         settings.aiBridge = urls["ai-bridge"]
         if let requestTimeout { settings.requestTimeout = .nanoseconds(requestTimeout.span.nanoseconds) }
         settings.loops = loops ?? LoadRun.defaultLoops

@@ -114,8 +114,10 @@ struct LoadtestSummary {
                 lines.append(row("chat", "decrypted on \(readers) " + percentiles(results.histogram(metric), unit)))
             }
         }
-        if let metric = results.metric(named: "loadtest.chat_relaunch") {
-            lines.append(row("relaunch", "killed apps launched again, open and caught up after " + percentiles(results.histogram(metric), "relaunches")))
+        for (stack, back) in [("chat", "open and caught up"), ("sync", "their engines restored and synced")] {
+            if let metric = results.metric(named: "loadtest.\(stack)_relaunch") {
+                lines.append(row("relaunch", "\(stack): killed apps launched again, \(back) after " + percentiles(results.histogram(metric), "relaunches")))
+            }
         }
         let lag = results.metric(named: "loadtest.start_lag").map { results.histogram($0) }
         let lagP99 = Double(lag?.value(atPercentile: 99) ?? 0)

@@ -256,6 +256,27 @@ struct LoadtestCommandTests {
         #expect(Double(results.histogram(pages).totalCount) >= ok - 4, "each relaunch catches its DM up")
     }
 
+    @Test("--relaunch 100% on sync: every app is killed after its iteration and the next launches it from its store (no second registration) and syncs; every sync is accepted")
+    func syncRelaunch() async throws {
+        let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("load-sync-relaunch").path)
+        defer { served.stop() }
+        let dir = TestPaths.scratchDirectory("loadtest-sync-relaunch")
+        let scenario = try writeScenario(loadScenario(), in: dir, name: "load.yaml")
+        let run = try await CommandRunner.fleetlabAsync(["loadtest", scenario, "--target", "sync=\(served.syncURL)", "--duration", "2s", "--devices", "4",
+                                                         "--think", "100ms", "--relaunch", "100%", "--out", "r", "--quiet"], in: dir,
+                                                        environment: ["FLEETLAB_KEY_SYNC": served.rootKey])
+        #expect(run.status == 0, "\(run.stdout)\(run.stderr)")
+        let results = try ResultsDatabase.open(at: dir.appendingPathComponent("r/results.sqlite").path).load()
+        let ok = results.total("loadtest.iterations", labels: "outcome=ok") ?? 0
+        #expect(ok > 8 && (results.total("loadtest.iterations", labels: "outcome=failed") ?? 0) == 0)
+        let relaunches = results.histogram(try #require(results.metric(named: "loadtest.sync_relaunch")))
+        #expect(Double(relaunches.totalCount) == ok - 4, "every iteration after a phone's first launches it again")
+        let register = try #require(results.metric(named: "http.latency", labels: "endpoint=POST /api/v1/mobile/devices/register,stack=sync"))
+        #expect(results.histogram(register).totalCount == 4, "a relaunched app does not register again")
+        #expect(results.total("http.failures", labels: "endpoint=POST /api/v1/mobile/sync,stack=sync") == 0)
+        #expect(run.stdout.contains("sync: killed apps launched again, their engines restored and synced after"), "\(run.stdout)")
+    }
+
     @Test("a chat server that throttles sign-ups (serve --chat-auth-per-minute 3): the refused registrations are failures, and so is every message of an unregistered pair")
     func chatThrottled() async throws {
         let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("load-chat-throttled").path, extra: ["--chat-auth-per-minute", "3"])
@@ -344,7 +365,8 @@ struct LoadtestCommandTests {
             (["--target", "sync=http://127.0.0.1:9", "--stages", "1s:10/s", "--think", "1s"], "its pace is the stages"),
             (["--duration", "1s", "--target", "sync=http://127.0.0.1:9", "--shard", "2/2"], "expected I/N"),
             (["--duration", "1s", "--target", "sync=http://127.0.0.1:9", "--devices", "2", "--shard", "0/4"], "share of the phones is none"),
-            (["--duration", "1s", "--target", "sync=http://127.0.0.1:9", "--relaunch", "10%"], "it needs --target chat=URL"),
+            (["--duration", "1s", "--target", "agent=http://127.0.0.1:9", "--relaunch", "10%"], "it needs --target chat=URL or --target sync=URL"),
+            (["--duration", "1s", "--target", "sync=http://127.0.0.1:9", "--relaunch", "10%", "--app-paced"], "--app-paced phones run one app for the whole test"),
         ] {
             let result = try await CommandRunner.fleetlabAsync(["loadtest", scenario] + arguments, in: dir)
             #expect(result.status == 2, "\(arguments)")

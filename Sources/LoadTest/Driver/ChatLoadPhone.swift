@@ -223,7 +223,7 @@ final class ChatLoadPhone: Sendable {
         guard await poll(until: began + deadline, every: .milliseconds(5), clock: clock, { await phone.client.isSettled ? () : nil }) != nil else { return false }
         state.away.withLock { $0 = false }
         board.back(index)
-        recorder.chatRelaunched(clock.now - began)
+        recorder.relaunched(clock.now - began, stack: "chat")
         return true
     }
 }

@@ -129,11 +129,12 @@ public final class LoadRecorder: Sendable {
         }
     }
 
-    /// A killed app was launched again, its chat socket open and its channels caught up,
-    /// `latency` after the launch (`loadtest.chat_relaunch`, a load test's own).
-    public func chatRelaunched(_ latency: Duration) {
+    /// A killed app was launched again and is back at work, `latency` after the launch
+    /// (`loadtest.<stack>_relaunch`, a load test's own): chat's socket open and its channels
+    /// caught up; sync's engine restored and its first sync answered.
+    public func relaunched(_ latency: Duration, stack: String) {
         state.withLock { s in
-            s.recorder.observe(s.metric("loadtest.chat_relaunch"), UInt64(max(0, latency.nanoseconds)))
+            s.recorder.observe(s.metric("loadtest.\(stack)_relaunch"), UInt64(max(0, latency.nanoseconds)))
         }
     }
 

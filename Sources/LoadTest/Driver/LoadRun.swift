@@ -33,9 +33,10 @@ public final class LoadRun: Sendable {
         public var agent: (url: String, token: String?)?
         /// The chat server (nil: not a target). Its phones register users of their own.
         public var chat: String?
-        /// The chance that a chat phone's app is killed after an iteration (its next one
-        /// launches it again: session restore and catch-up before it sends).
-        public var chatRelaunchShare: Ratio = .zero
+        /// The chance that a chat or sync phone's app is killed after an iteration (its next
+        /// one launches it again: chat's session restored and caught up before it sends,
+        /// sync's engine restored from its store before it syncs).
+        public var relaunchShare: Ratio = .zero
         /// The AI bridge relay (nil: not a target). Each phone brings its desktop: a daemon
         /// in the generator that dials the relay, and the phone pairs with it.
         public var aiBridge: String?
@@ -130,7 +131,8 @@ public final class LoadRun: Sendable {
             (0..<settings.model.devices).map { index in
                 var draw = root.child(UInt64(index)).generator()
                 return SyncPhone(baseURL: sync.url, apiKey: sync.apiKey, deviceID: "loadtest-\(settings.runTag)-\(index)",
-                                 seed: draw.next(), http: http, requestTimeout: settings.requestTimeout, sequences: sequences)
+                                 seed: draw.next(), http: http, requestTimeout: settings.requestTimeout, sequences: sequences,
+                                 relaunchShare: settings.relaunchShare)
             }
         } ?? []
         agentPhones = settings.agent.map { agent in
@@ -145,7 +147,7 @@ public final class LoadRun: Sendable {
         chatPhones = try settings.chat.map { base in
             try (0..<settings.model.devices).map { index in
                 try ChatLoadPhone(index: index, base: base, runTag: settings.runTag, seed: root.child(UInt64(index)).child("chat"), http: http,
-                                  requestTimeout: settings.requestTimeout, board: board, recorder: recorder, relaunchShare: settings.chatRelaunchShare)
+                                  requestTimeout: settings.requestTimeout, board: board, recorder: recorder, relaunchShare: settings.relaunchShare)
             }
         } ?? []
         bridgePhones = try settings.aiBridge.map { relay in
@@ -352,9 +354,9 @@ public final class LoadRun: Sendable {
         // step from when it began, so one stack's time is not charged to the next.
         var ok = true, stepped = false
         if !syncPhones.isEmpty {
-            ok = await syncPhones[index].iterate { [recorder] endpoint, failure in
+            ok = await syncPhones[index].iterate(record: { [recorder] endpoint, failure in
                 recorder.request(endpoint, latency: clock.now - intended, failure: failure)
-            }
+            }, relaunched: { [recorder] took in recorder.relaunched(took, stack: "sync") })
             stepped = true
         }
         if !agentPhones.isEmpty {

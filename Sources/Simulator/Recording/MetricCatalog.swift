@@ -191,6 +191,8 @@ public enum MetricCatalog {
               description: "Load-test iterations: ok, failed, or dropped (open model: no idle phone when one arrived)"),
         Entry(name: "loadtest.chat_relaunch", kind: .histogram, unit: .nanoseconds, labelKeys: [],
               description: "From a killed chat app's launch to its session restored, its socket open and its channels caught up (--relaunch)"),
+        Entry(name: "loadtest.sync_relaunch", kind: .histogram, unit: .nanoseconds, labelKeys: [],
+              description: "From a killed sync app's launch to its engine restored from its store and its first sync answered (--relaunch)"),
         Entry(name: "loadtest.start_lag", kind: .histogram, unit: .nanoseconds, labelKeys: [],
               description: "How late the generator started an iteration past its intended time (large values: the generator is the bottleneck)"),
         Entry(name: "loadtest.generator_cpu", kind: .gauge, unit: .percent, labelKeys: [],
