@@ -214,12 +214,14 @@ struct LoadtestCommand: AsyncParsableCommand {
         if let slice { metadata.runMetadata.append(("shard", slice.description)) }
         if let aborted = outcome.aborted { metadata.runMetadata.append(("aborted", "at \(aborted.seconds) s: \(aborted.threshold.message)")) }
         pipeline.submit(metadata)
+        // The page stops before the file is finished: the last write takes the database out of
+        // WAL mode, which a page being read at that moment would hold up.
+        try? await livePage?.stop()
         do { try pipeline.finish() } catch { throw CLIFailure(message: "writing \(resultsPath) failed: \(error)", status: 1) }
 
         let results = try ResultsDatabase.open(at: resultsPath).load()
         let tenantNote = setup?.createdTenant.map { " (tenant \($0), created for this run)" } ?? ""
         try OutputPaths.write(Dashboard.render(results), to: dashboardPath)
-        try? await livePage?.stop()
         let summary = LoadtestSummary(results: results, outcome: outcome, model: model,
                                       target: targetList + tenantNote, skipped: skipped,
                                       resultsPath: resultsPath, dashboardPath: dashboardPath).text
