@@ -20,8 +20,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1", traits: []),
-        // The chat server's /ws (only the server module is built: no TLS client, no BoringSSL).
+        // The chat server's /ws (only the server module is built: its TLS client is not used).
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
+        // TLS for the live clients: a load test points at https:// and wss:// deployments.
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         // Already built for Hummingbird; named so Live can import their modules directly.
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
@@ -141,6 +143,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
             swiftSettings: strictSettings
         ),
@@ -165,7 +168,9 @@ let package = Package(
         ),
 
         .target(name: "LabTestSupport", dependencies: ["LabKernel", "SecureChatClient", "SecureChatServer", "AgentRuntimeWire", "AgentRuntimeServer", "AgentRuntimeClient",
-                                                 "AIBridgeWire", "AIBridgeRelay", "AIBridgeDaemon", "AIBridgeClient", "DesktopBridgeWire", "DesktopBridgeServer", "DesktopBridgeClient"], path: "Tests/LabTestSupport",
+                                                 "AIBridgeWire", "AIBridgeRelay", "AIBridgeDaemon", "AIBridgeClient", "DesktopBridgeWire", "DesktopBridgeServer", "DesktopBridgeClient",
+                                                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+                                                 .product(name: "NIOSSL", package: "swift-nio-ssl")], path: "Tests/LabTestSupport",
                 swiftSettings: strictSettings),
         .testTarget(name: "LabKernelTests", dependencies: ["LabKernel", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "LabCryptoTests", dependencies: ["LabCrypto", "LabKernel", "LabTestSupport", "CSodium"], swiftSettings: strictSettings),

@@ -87,6 +87,12 @@ struct LoadtestCommand: AsyncParsableCommand {
     @Flag(help: "No progress line.")
     var quiet = false
 
+    @Option(name: .customLong("ca-file"), help: "https:// targets: trust this CA's certificates (PEM) as well as the system's, as a staging deployment signed by its own CA needs.")
+    var caFile: String?
+
+    @Flag(help: "https:// targets: do not check their certificates at all (a throwaway server's self-signed one); the summary says so.")
+    var insecure = false
+
     @Option(name: .customLong("dashboard-port"), help: "Serve the dashboard of the results so far on 127.0.0.1:PORT while the run goes on (0: a free port; the URL is printed), refreshed every 2 s.")
     var dashboardPort: Int?
 
@@ -112,8 +118,8 @@ struct LoadtestCommand: AsyncParsableCommand {
         var urls: [String: String] = [:]
         for target in targets {
             let parts = target.split(separator: "=", maxSplits: 1).map(String.init)
-            guard parts.count == 2, let url = URL(string: parts[1]), url.scheme == "http", url.host != nil else {
-                throw CLIFailure.badInput("--target \(target): expected NAME=http://host:port")
+            guard parts.count == 2, let url = URL(string: parts[1]), url.scheme == "http" || url.scheme == "https", url.host != nil else {
+                throw CLIFailure.badInput("--target \(target): expected NAME=http://host:port or NAME=https://host[:port]")
             }
             guard Self.stacks.contains(parts[0]) else {
                 throw CLIFailure.badInput("--target \(parts[0]): loadtest drives sync, agent, chat and ai-bridge (--target sync=URL, agent=URL, chat=URL, ai-bridge=URL); the desktop bridge is a server on one person's desktop, not a deployment to load")
@@ -121,6 +127,11 @@ struct LoadtestCommand: AsyncParsableCommand {
             urls[parts[0]] = parts[1].hasSuffix("/") ? String(parts[1].dropLast()) : parts[1]
         }
         guard !urls.isEmpty else { throw CLIFailure.badInput("name the server to drive: --target sync=http://host:port, agent=http://host:port, chat=http://host:port or ai-bridge=http://host:port") }
+        guard caFile == nil || !insecure else { throw CLIFailure.badInput("--ca-file and --insecure: trust a CA, or check nothing, not both") }
+        let tls = ClientTLS(caFile: caFile, verify: !insecure)
+        if caFile != nil || urls.values.contains(where: { $0.hasPrefix("https://") }) {
+            do { try tls.validate() } catch { throw CLIFailure.badInput("--ca-file \(caFile ?? ""): cannot use it as trusted certificates (\(error))") }
+        }
         var keyOf: [String: String] = [:]
         for name in Self.stacks { keyOf[name] = ProcessInfo.processInfo.environment["FLEETLAB_KEY_\(name.uppercased())"] }
         for entry in keys {
@@ -163,7 +174,7 @@ struct LoadtestCommand: AsyncParsableCommand {
         let runTag = LoadRun.runTag(startingAt: UInt64(Date().timeIntervalSince1970 * 1000))
         var setup: TenantSetup.Outcome?
         if let syncURL = urls["sync"] {
-            setup = await TenantSetup.prepare(syncURL: syncURL, key: keyOf["sync"] ?? "", tenant: loaded.sync?.tenant ?? "fleet", runTag: runTag)
+            setup = await TenantSetup.prepare(syncURL: syncURL, key: keyOf["sync"] ?? "", tenant: loaded.sync?.tenant ?? "fleet", runTag: runTag, tls: tls)
         }
         let bucket = ([1, 5, 10, 30, 60, 300, 600, 900, 1_800, 3_600] as [Int64]).map { TimeSpan(nanoseconds: $0 * 1_000_000_000) }
             .first { runLength.nanoseconds / $0.nanoseconds <= 120 } ?? .hours(1)
@@ -184,6 +195,7 @@ struct LoadtestCommand: AsyncParsableCommand {
         settings.chat = urls["chat"]
         settings.relaunchShare = relaunchShare
         settings.aiBridge = urls["ai-bridge"]
+        settings.tls = tls
         if let requestTimeout { settings.requestTimeout = .nanoseconds(requestTimeout.span.nanoseconds) }
         settings.loops = loops ?? LoadRun.defaultLoops
         let pipeline: ResultsPipeline
@@ -220,7 +232,8 @@ struct LoadtestCommand: AsyncParsableCommand {
         do { try pipeline.finish() } catch { throw CLIFailure(message: "writing \(resultsPath) failed: \(error)", status: 1) }
 
         let results = try ResultsDatabase.open(at: resultsPath).load()
-        let tenantNote = setup?.createdTenant.map { " (tenant \($0), created for this run)" } ?? ""
+        let tenantNote = (setup?.createdTenant.map { " (tenant \($0), created for this run)" } ?? "")
+            + (insecure ? " (TLS certificates not checked: --insecure)" : "")
         try OutputPaths.write(Dashboard.render(results), to: dashboardPath)
         let summary = LoadtestSummary(results: results, outcome: outcome, model: model,
                                       target: targetList + tenantNote, skipped: skipped,

@@ -348,7 +348,7 @@ struct LoadtestCommandTests {
             (["--duration", "1s", "--target", "ai-bridge=http://127.0.0.1"], "the relay's URL takes http://host:port"),
             (["--duration", "1s", "--target", "ai-bridge=http://127.0.0.1:9", "--key", "ai-bridge=k"], "the relay takes no key"),
             (["--duration", "1s", "--target", "chat=http://127.0.0.1:9", "--devices", "1"], "phones chat in pairs"),
-            (["--duration", "1s", "--target", "chat=http://127.0.0.1"], "not an http://host:port URL"),
+            (["--duration", "1s", "--target", "chat=http://127.0.0.1"], "not an http://host:port or https:// URL"),
             (["--duration", "1s", "--target", "agent=http://127.0.0.1:9", "--key", "agent=not-a-jwt"], "expected the runtime's bearer token"),
             (["--duration", "1s", "--target", "agent=http://127.0.0.1:9", "--app-paced"], "--app-paced paces the sync stack"),
             (["--duration", "1s", "--target", "sync=ftp://x"], "expected NAME=http://host:port"),

@@ -17,27 +17,10 @@ extension HTTPClient {
     /// the end. Cancelling the consuming task closes the connection.
     public func stream(_ request: HTTPRequestMessage, to baseURL: String, timeout: Duration = .seconds(20)) async throws
         -> AsyncThrowingStream<HTTPStreamPart, any Error> {
-        guard let url = URL(string: baseURL), url.scheme == "http", let host = url.host else { throw HTTPClientError.badURL(baseURL) }
-        let port = url.port ?? 80
+        let endpoint = try Endpoint(baseURL)
         let (parts, continuation) = AsyncThrowingStream<HTTPStreamPart, any Error>.makeStream()
         let reader = StreamReader(continuation: continuation)
-        let channel: any Channel
-        do {
-            channel = try await ClientBootstrap(group: group.any())
-                .connectTimeout(TimeAmount(timeout))
-                .channelOption(.socketOption(.tcp_nodelay), value: 1)
-                .channelInitializer { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHTTPClientHandlers()
-                        try channel.pipeline.syncOperations.addHandler(reader)
-                    }
-                }
-                .connect(to: try Self.address(host, port)).get()
-        } catch ChannelError.connectTimeout {
-            throw HTTPClientError.timedOut("connecting to \(host):\(port)")
-        } catch {
-            throw HTTPClientError.unreachable("\(host):\(port): \(error)")
-        }
+        let channel = try await connect(to: endpoint, timeout: TimeAmount(timeout), then: reader)
         let timer = channel.eventLoop.scheduleTask(in: TimeAmount(timeout)) {
             continuation.finish(throwing: HTTPClientError.timedOut(baseURL + request.path))
             channel.close(promise: nil)
@@ -45,7 +28,7 @@ extension HTTPClient {
         reader.headArrived = { timer.cancel() }
         continuation.onTermination = { _ in channel.close(promise: nil) }
         var headers = HTTPHeaders()
-        headers.add(name: "Host", value: "\(host):\(port)")
+        headers.add(name: "Host", value: endpoint.key)
         for (name, value) in request.headers.sorted(by: { $0.key < $1.key }) where name != "host" && name != "content-length" {
             headers.add(name: name, value: value)
         }

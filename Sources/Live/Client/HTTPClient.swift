@@ -3,6 +3,7 @@ public import LabKernel
 public import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
 import Synchronization
 
 /// A small HTTP/1.1 client on SwiftNIO for the live drivers: keep-alive connections per
@@ -11,46 +12,57 @@ import Synchronization
 /// `HTTPClientError.timedOut`; nothing waits forever.
 ///
 /// Requests and answers are the cores' own `HTTPRequestMessage` and `HTTPResponseMessage`,
-/// so a client core's effects go on the wire as they are. Plain `http://` only: the
-/// reference servers run on loopback (TLS would bring BoringSSL's build time).
+/// so a client core's effects go on the wire as they are. `https://` servers are reached
+/// over TLS (`tls`: whose certificates it trusts), as a load test against a staging
+/// deployment needs; the reference servers on loopback are plain `http://`.
 public final class HTTPClient: Sendable {
     /// The event loops its connections run on.
     public let group: any EventLoopGroup
+    /// How it checks an `https://` server's certificate (and its sockets' `wss://`).
+    public let tls: ClientTLS
     /// Idle connections by `host:port`, ready for their next request.
     let idle = Mutex<[String: [Connection]]>([:])
     /// Idle connections kept per host at most.
     let idlePerHost: Int
 
-    public convenience init(idlePerHost: Int = 8) { self.init(group: MultiThreadedEventLoopGroup.singleton, idlePerHost: idlePerHost) }
-
-    public init(group: any EventLoopGroup, idlePerHost: Int = 8) {
-        self.group = group
-        self.idlePerHost = idlePerHost
+    public convenience init(idlePerHost: Int = 8, tls: ClientTLS = .system) {
+        self.init(group: MultiThreadedEventLoopGroup.singleton, idlePerHost: idlePerHost, tls: tls)
     }
 
-    /// Sends `request` to the server at `baseURL` (`http://host:port`), its `path` and
+    public init(group: any EventLoopGroup, idlePerHost: Int = 8, tls: ClientTLS = .system) {
+        self.group = group
+        self.idlePerHost = idlePerHost
+        self.tls = tls
+    }
+
+    /// Sends `request` to the server at `baseURL` (`http://host:port` or `https://…`), its `path` and
     /// `query` as the target; throws on a transport failure or after `timeout`.
     public func send(_ request: HTTPRequestMessage, to baseURL: String, timeout: Duration = .seconds(10)) async throws -> HTTPResponseMessage {
         try await send(request, to: try Endpoint(baseURL), timeout: timeout)
     }
 
-    /// A server's `http://host:port`, parsed once (Foundation's URL parser was a few per
-    /// cent of a load test's CPU when it ran for every request).
+    /// A server's `http://host:port` or `https://host[:port]`, parsed once (Foundation's
+    /// URL parser was a few per cent of a load test's CPU when it ran for every request).
     struct Endpoint: Sendable {
         let baseURL: String
         let host: String
         let port: Int
+        /// Over TLS (`https://`).
+        let secure: Bool
         /// `host:port`: the idle pool's key and the Host header.
         let key: String
 
-        /// `requiringPort`: a URL without an explicit port is refused (not taken as 80).
+        /// `requiringPort`: a plain `http://` URL without an explicit port is refused (not
+        /// taken as 80); `https://` means 443.
         init(_ baseURL: String, requiringPort: Bool = false) throws {
-            guard let url = URL(string: baseURL), url.scheme == "http", let host = url.host, url.port != nil || !requiringPort else {
+            guard let url = URL(string: baseURL), url.scheme == "http" || url.scheme == "https", let host = url.host,
+                  url.port != nil || !requiringPort || url.scheme == "https" else {
                 throw HTTPClientError.badURL(baseURL)
             }
             self.baseURL = baseURL
             self.host = host
-            port = url.port ?? 80
+            secure = url.scheme == "https"
+            port = url.port ?? (secure ? 443 : 80)
             key = "\(host):\(port)"
         }
     }
@@ -113,19 +125,26 @@ public final class HTTPClient: Sendable {
         let remaining = deadline - NIODeadline.now()
         guard remaining > .zero else { throw HTTPClientError.timedOut("connecting to \(endpoint.key)") }
         let exchange = HTTPExchangeHandler()
+        let channel = try await connect(to: endpoint, timeout: remaining, then: exchange)
+        return Connection(channel: channel, exchange: exchange)
+    }
+
+    /// A new connection to `endpoint` (TLS first when it is `https://`), HTTP/1.1 on it and
+    /// `handler` last, on the calling thread's loop when that is one of the group's.
+    func connect<Handler: ChannelHandler & Sendable>(to endpoint: Endpoint, timeout: TimeAmount, then handler: Handler) async throws -> any Channel {
+        let tls = endpoint.secure ? self.tls : nil
         do {
-            // `any()` is the calling thread's loop when it is one of the group's.
-            let channel = try await ClientBootstrap(group: group.any())
-                .connectTimeout(remaining)
+            return try await ClientBootstrap(group: group.any())
+                .connectTimeout(timeout)
                 .channelOption(.socketOption(.tcp_nodelay), value: 1)
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
+                        if let tls { try channel.pipeline.syncOperations.addHandler(tls.handler(host: endpoint.host)) }
                         try channel.pipeline.syncOperations.addHTTPClientHandlers()
-                        try channel.pipeline.syncOperations.addHandler(exchange)
+                        try channel.pipeline.syncOperations.addHandler(handler)
                     }
                 }
                 .connect(to: try Self.address(endpoint.host, endpoint.port)).get()
-            return Connection(channel: channel, exchange: exchange)
         } catch ChannelError.connectTimeout {
             throw HTTPClientError.timedOut("connecting to \(endpoint.key)")
         } catch {
@@ -176,7 +195,7 @@ public enum HTTPClientError: Error, CustomStringConvertible, Equatable {
 
     public var description: String {
         switch self {
-        case .badURL(let url): return "not an http://host:port URL: \(url)"
+        case .badURL(let url): return "not an http://host:port or https:// URL: \(url)"
         case .unreachable(let what): return "cannot connect to \(what)"
         case .timedOut(let what): return "no answer in time: \(what)"
         case .closed: return "the connection closed before the answer was complete"
@@ -190,12 +209,14 @@ public protocol HTTPStatusFailure: Error {
 }
 
 /// Why an exchange failed, in a few words a load test's summary counts them by: `HTTP 503`,
-/// `timeout`, `unreachable`, `connection closed`.
+/// `timeout`, `unreachable`, `connection closed`, `TLS handshake failed`.
 public enum ExchangeFailure {
     public static func reason(status: Int) -> String { "HTTP \(status)" }
 
     public static func reason(_ error: any Error) -> String {
         if let refused = error as? any HTTPStatusFailure { return reason(status: refused.status) }
+        // A certificate not trusted, a name that does not match, a protocol not agreed.
+        if error is NIOSSLError || error is NIOSSLExtraError { return "TLS handshake failed" }
         switch error as? HTTPClientError {
         case .timedOut: return "timeout"
         case .unreachable: return "unreachable"

@@ -57,14 +57,15 @@ public enum WebSocketClientError: Error, CustomStringConvertible, Equatable {
 }
 
 public enum WebSocketClient {
-    /// Opens `target` (path and query) on `host:port`; throws when the server refuses the
-    /// upgrade or nothing answers within `timeout`.
-    public static func connect(host: String, port: Int, target: String, timeout: Duration = .seconds(10)) async throws -> WebSocketConnection {
-        try await connect(host: host, port: port, target: target, timeout: timeout, group: MultiThreadedEventLoopGroup.singleton)
+    /// Opens `target` (path and query) on `host:port`, over TLS (`wss://`) when `tls` is
+    /// given; throws when the server refuses the upgrade or nothing answers within `timeout`.
+    public static func connect(host: String, port: Int, target: String, timeout: Duration = .seconds(10), tls: ClientTLS? = nil) async throws
+        -> WebSocketConnection {
+        try await connect(host: host, port: port, target: target, timeout: timeout, group: MultiThreadedEventLoopGroup.singleton, tls: tls)
     }
 
     public static func connect(host: String, port: Int, target: String, timeout: Duration,
-                               group: any EventLoopGroup) async throws -> WebSocketConnection {
+                               group: any EventLoopGroup, tls: ClientTLS? = nil) async throws -> WebSocketConnection {
         let (events, continuation) = AsyncStream<WebSocketConnection.Event>.makeStream()
         let loop = group.any()
         let upgraded = loop.makePromise(of: Void.self)
@@ -84,6 +85,7 @@ public enum WebSocketClient {
                 .channelOption(.socketOption(.tcp_nodelay), value: 1)
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
+                        if let tls { try channel.pipeline.syncOperations.addHandler(tls.handler(host: host)) }
                         // Frames that come in the same read as the 101 go on to the frame decoder.
                         try channel.pipeline.syncOperations.addHTTPClientHandlers(leftOverBytesStrategy: .forwardBytes,
                                                                                   withClientUpgrade: (upgraders: [upgrader], completionHandler: { _ in

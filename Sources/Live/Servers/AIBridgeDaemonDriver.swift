@@ -26,6 +26,8 @@ public final class AIBridgeDaemonDriver: @unchecked Sendable {
     var core: BridgeDaemon
     let host: String
     let port: Int
+    /// The relay's tunnel over TLS (`https://` relay, `wss://` tunnel).
+    let tls: ClientTLS?
     var socket: WebSocketConnection?
     var socketRun = 0
     let timer = DeadlineTimer()
@@ -35,10 +37,11 @@ public final class AIBridgeDaemonDriver: @unchecked Sendable {
     let report: @Sendable (Event) -> Void
     public let daemonID: String
 
-    /// `relay`: the relay's base URL (`http://host:port`); the tunnel is its `/v1/tunnel`.
-    /// The identity key and the id are kept under `dataDirectory` (made on first start).
+    /// `relay`: the relay's base URL (`http://host:port`, or `https://…`: its tunnel then
+    /// over TLS, checked by `tls`); the tunnel is its `/v1/tunnel`. The identity key and the
+    /// id are kept under `dataDirectory` (made on first start).
     public convenience init(relay: String, dataDirectory: String, daemonID: String? = nil, chat: BridgeDaemon.ChatProvider? = nil,
-                            report: @escaping @Sendable (Event) -> Void) throws {
+                            tls: ClientTLS = .system, report: @escaping @Sendable (Event) -> Void) throws {
         try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
         let identity = try SecretKeyFile.loadOrCreate(at: (dataDirectory as NSString).appendingPathComponent("ai-daemon.key")).bytes
         let idPath = (dataDirectory as NSString).appendingPathComponent("ai-daemon.id")
@@ -51,18 +54,19 @@ public final class AIBridgeDaemonDriver: @unchecked Sendable {
             id = "daemon-" + SystemRandom.bytes(6).hexString
             try Data(id.utf8).write(to: URL(fileURLWithPath: idPath))
         }
-        try self.init(relay: relay, identity: identity, daemonID: id, chat: chat, report: report)
+        try self.init(relay: relay, identity: identity, daemonID: id, chat: chat, tls: tls, report: report)
     }
 
     /// A daemon whose identity lives only in memory: a load test's desktops, each a daemon
     /// the relay meets for the first time. `identity` is the Ed25519 seed (32 bytes).
-    public init(relay: String, identity: [UInt8], daemonID: String, chat: BridgeDaemon.ChatProvider? = nil,
+    public init(relay: String, identity: [UInt8], daemonID: String, chat: BridgeDaemon.ChatProvider? = nil, tls: ClientTLS = .system,
                 report: @escaping @Sendable (Event) -> Void) throws {
-        guard let url = URL(string: relay), let host = url.host, let port = url.port else {
-            throw SecretKeyFile.Failure(description: "the relay's URL takes http://host:port, got \(relay)")
+        guard let url = URL(string: relay), let host = url.host, url.scheme == "https" || (url.scheme == "http" && url.port != nil) else {
+            throw SecretKeyFile.Failure(description: "the relay's URL takes http://host:port or https://host[:port], got \(relay)")
         }
         self.host = host
-        self.port = port
+        self.tls = url.scheme == "https" ? tls : nil
+        port = url.port ?? 443
         self.report = report
         self.daemonID = daemonID
         var config = BridgeDaemon.Config(daemonID: daemonID)
@@ -105,9 +109,9 @@ public final class AIBridgeDaemonDriver: @unchecked Sendable {
         case .connect:
             socketRun += 1
             let run = socketRun
-            Task { [host, port] in
+            Task { [host, port, tls] in
                 do {
-                    let connection = try await WebSocketClient.connect(host: host, port: port, target: "/v1/tunnel")
+                    let connection = try await WebSocketClient.connect(host: host, port: port, target: "/v1/tunnel", tls: tls)
                     guard self.adopt(connection, run: run) else { return connection.close() }
                     self.feed(.tunnelOpened)
                     self.report(.connected(true))

@@ -2,7 +2,7 @@ import AgentRuntimeWire
 import Foundation
 public import LabKernel
 public import LabStore
-import Live
+public import Live
 import NIOCore
 import NIOPosix
 public import Simulator
@@ -41,6 +41,8 @@ public final class LoadRun: Sendable {
         /// in the generator that dials the relay, and the phone pairs with it.
         public var aiBridge: String?
         public var requestTimeout: Duration = .seconds(10)
+        /// Whose certificates an `https://` target's are checked against.
+        public var tls = ClientTLS.system
         /// Event-loop threads the phones run on (`defaultLoops` unless set).
         public var loops = LoadRun.defaultLoops
         /// Distinguishes this run's phones on a server that kept earlier runs' devices.
@@ -120,7 +122,7 @@ public final class LoadRun: Sendable {
         let recorder = LoadRecorder()
         self.recorder = recorder
         group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, settings.loops))
-        let http = HTTPClient(group: group, idlePerHost: max(8, settings.model.devices))
+        let http = HTTPClient(group: group, idlePerHost: max(8, settings.model.devices), tls: settings.tls)
         self.http = http
         let sequences = (settings.scenario.workflows?.workloads ?? []).map { ($0.sequenceName, $0.sequenceJSON) }
         // The run's tag in every phone's stream: a server keeps what earlier runs sent (the

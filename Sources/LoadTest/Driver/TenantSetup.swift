@@ -1,5 +1,5 @@
 import LabKernel
-import Live
+public import Live
 
 /// What a load test sets up on its target before the phones start, from the scenario: with
 /// a root key, the scenario's sync tenant (`sync.tenant`) and its key, so a run against
@@ -17,8 +17,9 @@ public enum TenantSetup {
 
     /// Creates `tenant` (or, if it exists, `tenant-<runTag>`) when `key` is the server's root
     /// key; a 401 or 403 means it is a tenant key, used as given.
-    public static func prepare(syncURL: String, key: String, tenant: String, runTag: String, timeout: Duration = .seconds(10)) async -> Outcome {
-        let http = HTTPClient()
+    public static func prepare(syncURL: String, key: String, tenant: String, runTag: String, timeout: Duration = .seconds(10),
+                               tls: ClientTLS = .system) async -> Outcome {
+        let http = HTTPClient(tls: tls)
         defer { http.shutdown() }
         for name in [tenant, "\(tenant)-\(runTag)"] {
             var body: [UInt8] = []

@@ -1,0 +1,56 @@
+import Foundation
+import NIOSSL
+import Synchronization
+
+/// How the live clients speak TLS to an `https://` server (and `wss://` for its sockets): a
+/// load test pointed at a staging deployment rather than `fleetlab serve` on loopback.
+///
+/// Certificates are checked against the system's trusted roots (Debian's
+/// `/etc/ssl/certs`), plus a CA of the deployment's own when given (`caFile`, PEM: the
+/// usual case for staging), host names included. `verify: false` skips the check
+/// (k6's `insecureSkipTLSVerify`), for a throwaway server with a self-signed certificate;
+/// the summary says so. The context is made on the first `https://` connection, so a client
+/// that never makes one never reads a trust store.
+public final class ClientTLS: Sendable {
+    /// The system's trusted roots, certificates checked.
+    public static let system = ClientTLS()
+
+    public let caFile: String?
+    public let verify: Bool
+    let context = Mutex<Result<NIOSSLContext, any Error>?>(nil)
+
+    public init(caFile: String? = nil, verify: Bool = true) {
+        self.caFile = caFile
+        self.verify = verify
+    }
+
+    /// Checks the settings now (a CA file that cannot be read or is not PEM), so a command
+    /// can refuse them before it contacts anything.
+    public func validate() throws {
+        _ = try sslContext()
+    }
+
+    /// The handler that goes first in a connection's pipeline to `host`: SNI and host-name
+    /// checks with a name, the address's own check with an IP literal.
+    func handler(host: String) throws -> NIOSSLClientHandler {
+        try NIOSSLClientHandler(context: sslContext(), serverHostname: Self.isIPLiteral(host) ? nil : host)
+    }
+
+    func sslContext() throws -> NIOSSLContext {
+        try context.withLock { cached in
+            if let cached { return try cached.get() }
+            var configuration = TLSConfiguration.makeClientConfiguration()
+            if let caFile { configuration.additionalTrustRoots = [.file(caFile)] }
+            if !verify { configuration.certificateVerification = .none }
+            let made = Result<NIOSSLContext, any Error> { try NIOSSLContext(configuration: configuration) }
+            cached = made
+            return try made.get()
+        }
+    }
+
+    /// Whether `host` is an IP address rather than a name (SNI carries names only).
+    static func isIPLiteral(_ host: String) -> Bool {
+        var v4 = in_addr(), v6 = in6_addr()
+        return inet_pton(AF_INET, host, &v4) == 1 || inet_pton(AF_INET6, host, &v6) == 1
+    }
+}
