@@ -122,7 +122,8 @@ struct LoadtestSummary {
         let lag = results.metric(named: "loadtest.start_lag").map { results.histogram($0) }
         let lagP99 = Double(lag?.value(atPercentile: 99) ?? 0)
         var generator = "CPU \(MetricUnit.decimal(outcome.cpuPercentMean, digits: 0))% of all cores (busiest bucket \(MetricUnit.decimal(outcome.cpuPercentMax, digits: 0))%) "
-            + "on \(outcome.loops) event loop\(outcome.loops == 1 ? "" : "s"), start lag p99 \(MetricUnit.formatDuration(lagP99))"
+            + "on \(outcome.loops) event loop\(outcome.loops == 1 ? "" : "s")\(outcome.desktopsOffLoops ? " (the AI bridge desktops on threads of their own)" : ""), "
+            + "start lag p99 \(MetricUnit.formatDuration(lagP99))"
         if outcome.cpuPercentMax >= Self.cpuBound / 100 * outcome.loopCapacityPercent || lagP99 >= Self.lagBound {
             generator += "\n      ⚠ the generator was the bottleneck: these figures are generator-bound (more --loops, fewer phones, or shards on more machines)"
         }

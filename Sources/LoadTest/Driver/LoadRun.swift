@@ -80,9 +80,14 @@ public final class LoadRun: Sendable {
         public var aborted: (seconds: Double, threshold: ThresholdResultRow)?
         public var cpuPercentMean: Double
         public var cpuPercentMax: Double
-        /// The event-loop threads the phones ran on, and the share of all cores they can use.
+        /// The event-loop threads the phones ran on, and the share of all cores the run's work
+        /// can use: the loops' share, or every core when the AI bridge's desktops also worked
+        /// (their tunnels and timers run on threads of their own, off the loops).
         public var loops: Int
-        public var loopCapacityPercent: Double { min(100, Double(loops) / Double(max(1, ProcessInfo.processInfo.activeProcessorCount)) * 100) }
+        public var desktopsOffLoops = false
+        public var loopCapacityPercent: Double {
+            desktopsOffLoops ? 100 : min(100, Double(loops) / Double(max(1, ProcessInfo.processInfo.activeProcessorCount)) * 100)
+        }
         public var thresholds: [ThresholdResultRow]
     }
 
@@ -314,6 +319,7 @@ public final class LoadRun: Sendable {
         var outcome = Outcome(wallSeconds: wall, interrupted: stop(), aborted: shared.aborted.withLock { $0 }, cpuPercentMean: cpu.percentOverall(),
                               cpuPercentMax: shares.max() ?? 0, loops: executors.count, thresholds: [])
         outcome.startedAtUnixMilliseconds = startedAt
+        outcome.desktopsOffLoops = !bridgePhones.isEmpty
         let last = recorder.finish(thresholds: settings.scenario.thresholds)
         outcome.thresholds = last.thresholds
         pipeline.submit(last)
