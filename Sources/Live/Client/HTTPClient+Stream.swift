@@ -28,7 +28,7 @@ extension HTTPClient {
         reader.headArrived = { timer.cancel() }
         continuation.onTermination = { _ in channel.close(promise: nil) }
         var headers = HTTPHeaders()
-        headers.add(name: "Host", value: endpoint.key)
+        headers.add(name: "Host", value: endpoint.authority)
         for (name, value) in request.headers.sorted(by: { $0.key < $1.key }) where name != "host" && name != "content-length" {
             headers.add(name: name, value: value)
         }

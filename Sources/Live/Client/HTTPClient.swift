@@ -49,8 +49,11 @@ public final class HTTPClient: Sendable {
         let port: Int
         /// Over TLS (`https://`).
         let secure: Bool
-        /// `host:port`: the idle pool's key and the Host header.
+        /// `host:port`: the idle pool's key.
         let key: String
+        /// The Host header: the port left out when it is the scheme's own (443, 80), as a
+        /// browser or a phone's HTTP stack sends it to a deployment behind a load balancer.
+        var authority: String { HTTPClient.authority(host, port, secure: secure) }
 
         /// `requiringPort`: a plain `http://` URL without an explicit port is refused (not
         /// taken as 80); `https://` means 443.
@@ -78,7 +81,7 @@ public final class HTTPClient: Sendable {
         let connection = try await connection(to: endpoint, deadline: deadline)
         let channel = connection.channel
         var headers = HTTPHeaders()
-        headers.add(name: "Host", value: endpoint.key)
+        headers.add(name: "Host", value: endpoint.authority)
         for (name, value) in request.headers.sorted(by: { $0.key < $1.key }) where name != "host" && name != "content-length" {
             headers.add(name: name, value: value)
         }
@@ -150,6 +153,11 @@ public final class HTTPClient: Sendable {
         } catch {
             throw HTTPClientError.unreachable("\(endpoint.key): \(error)")
         }
+    }
+
+    /// `host`, or `host:port` when `port` is not the scheme's default.
+    static func authority(_ host: String, _ port: Int, secure: Bool) -> String {
+        port == (secure ? 443 : 80) ? host : "\(host):\(port)"
     }
 
     /// The address to connect to. An IP literal (the usual case: loopback) is used as it

@@ -111,7 +111,7 @@ public enum WebSocketClient {
             channel.close(promise: nil)
         }
         var headers = HTTPHeaders()
-        headers.add(name: "Host", value: "\(host):\(port)")
+        headers.add(name: "Host", value: HTTPClient.authority(host, port, secure: tls != nil))
         headers.add(name: "Content-Length", value: "0")
         let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: target, headers: headers)
         channel.write(HTTPClientRequestPart.head(head), promise: nil)
