@@ -95,8 +95,9 @@ final class SyncPhone: @unchecked Sendable {
         if killed {
             launchedAt = ContinuousClock.now
             do { try relaunch() } catch {
-                // The store is the app's own: one it cannot read back is a bug, counted as a failed sync.
-                record("POST /api/v1/mobile/sync", "relaunch failed: \(error)")
+                // The store is the app's own: one it cannot read back is a bug, counted as a
+                // failed sync under one reason (not the error's text: a label per message).
+                record("POST /api/v1/mobile/sync", "relaunch failed")
                 return false
             }
         }
