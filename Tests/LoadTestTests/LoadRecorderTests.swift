@@ -24,6 +24,6 @@ struct LoadRunTagTests {
     func sameMillisecond() {
         let tags = (0..<50).map { _ in LoadRun.runTag(startingAt: 1_795_000_000_123) }
         #expect(Set(tags).count == 50)
-        #expect(tags.allSatisfy { $0.hasPrefix(String(UInt64(1_795_000_000_123), radix: 36)) && $0.count == 8 + 4 })
+        #expect(tags.allSatisfy { $0.hasPrefix(String(UInt64(1_795_000_000_123), radix: 36)) && $0.count == 8 + 6 })
     }
 }
