@@ -69,7 +69,7 @@ struct LoadtestBridgeTests {
         #expect(results.total("http.errors", labels: "endpoint=POST /v1/pair/confirm,reason=desktop never connected,stack=ai-bridge") == 2)
         // A phone waits for its desktop as long as a request may take, then gives up.
         let waited = results.histogram(try #require(results.metric(named: "http.latency", labels: "endpoint=POST /v1/pair/confirm,stack=ai-bridge")))
-        #expect(waited.value(atPercentile: 0) >= 500_000_000, "the 500 ms deadline, not less")
+        #expect(waited.value(atPercentile: 0) >= 495_000_000, "the 500 ms deadline, not less (a histogram bucket's lower bound: within 1 %)")
         #expect((results.total("http.errors", labels: "endpoint=POST /v1/chat,reason=not paired,stack=ai-bridge") ?? 0) >= 2, "an unpaired phone's prompt fails at once")
         #expect(run.stdout.contains("0 of 2 phones paired with their desktops"), "\(run.stdout)")
         let page = try String(contentsOf: dir.appendingPathComponent("out/dashboard.html"), encoding: .utf8)
