@@ -40,7 +40,7 @@ struct LoadtestBridgeTests {
         let firstChunk = results.histogram(try #require(results.metric(named: "bridge.first_chunk")))
         #expect(firstChunk.totalCount >= 1 && firstChunk.totalCount < answers.totalCount, "streamed answers have a first chunk; whole ones (a quarter) do not")
         // Each streamed answer went through a desktop that thinks 300 ms before its first word.
-        #expect(firstChunk.value(atPercentile: 1) >= 300_000_000)
+        #expect(firstChunk.value(atPercentile: 1) >= 297_000_000, "(a histogram bucket's lower bound: within 1 %)")
         #expect(run.stdout.contains("4 of 4 phones paired with their desktops"), "\(run.stdout)")
         #expect(run.stdout.contains("✓ p90(bridge.first_chunk)"), "\(run.stdout)")
         #expect(run.stdout.contains("on 1 event loop (the AI bridge desktops on threads of their own)"), "judged against all cores, not the loop's")
