@@ -85,7 +85,7 @@ final class AgentLoadPhone: Sendable {
                 if inputs == 0 { await type() }
             case .applied(let event, let replayed):
                 if !replayed, event.type == .text, event.data["source"] == "agent", let at = inputAt {
-                    recorder.agentFirstChunk(clock.now - at)
+                    recorder.firstChunk(clock.now - at, stack: "agent")
                     inputAt = nil
                     answered = true
                 }

@@ -110,7 +110,7 @@ final class BridgeLoadPhone: Sendable {
             switch effect {
             case .started(let id, _): command = id
             case .chunk(let id, let chunk) where id == command:
-                if text.isEmpty { recorder.bridgeFirstChunk(clock.now - intended) }
+                if text.isEmpty { recorder.firstChunk(clock.now - intended, stack: "bridge") }
                 text += chunk
             case .finished(let id, let value) where id == command:
                 return .text(text.isEmpty ? value["reply"]?.stringValue ?? "" : text)

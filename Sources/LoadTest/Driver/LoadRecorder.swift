@@ -37,6 +37,11 @@ public final class LoadRecorder: Sendable {
             onDemand[key] = handle
             return handle
         }
+
+        /// One duration into the histogram `name` with `labels` (registered on first use).
+        mutating func observe(_ name: String, labels: [(String, String)] = [], _ duration: Duration) {
+            recorder.observe(metric(name, labels), UInt64(max(0, duration.nanoseconds)))
+        }
     }
 
     let state: Mutex<State>
@@ -88,11 +93,10 @@ public final class LoadRecorder: Sendable {
         }
     }
 
-    /// An agent chat's first answer chunk, from the iteration's intended start.
-    public func agentFirstChunk(_ latency: Duration) {
-        state.withLock { s in
-            s.recorder.observe(s.metric("agent.first_chunk"), UInt64(max(0, latency.nanoseconds)))
-        }
+    /// The first chunk of an answer, from the iteration's intended start: an agent chat's
+    /// (`agent.first_chunk`) or an AI bridge prompt's (`bridge.first_chunk`).
+    public func firstChunk(_ latency: Duration, stack: String) {
+        state.withLock { s in s.observe("\(stack).first_chunk", latency) }
     }
 
     /// An AI bridge phone paired with its desktop, or failed to (`bridge.pairings{outcome}`;
@@ -100,14 +104,7 @@ public final class LoadRecorder: Sendable {
     public func bridgePaired(outcome: String, latency: Duration) {
         state.withLock { s in
             s.recorder.add(s.metric("bridge.pairings", [("outcome", outcome)]))
-            if outcome == "ok" { s.recorder.observe(s.metric("bridge.pairing_time"), UInt64(max(0, latency.nanoseconds))) }
-        }
-    }
-
-    /// An AI bridge prompt's first chunk of answer, from the iteration's intended start.
-    public func bridgeFirstChunk(_ latency: Duration) {
-        state.withLock { s in
-            s.recorder.observe(s.metric("bridge.first_chunk"), UInt64(max(0, latency.nanoseconds)))
+            if outcome == "ok" { s.observe("bridge.pairing_time", latency) }
         }
     }
 
@@ -116,7 +113,7 @@ public final class LoadRecorder: Sendable {
     public func bridgeAnswered(outcome: String, latency: Duration) {
         state.withLock { s in
             s.recorder.add(s.metric("bridge.requests", [("outcome", outcome)]))
-            s.recorder.observe(s.metric("bridge.latency", [("outcome", outcome)]), UInt64(max(0, latency.nanoseconds)))
+            s.observe("bridge.latency", labels: [("outcome", outcome)], latency)
         }
     }
 
@@ -124,25 +121,19 @@ public final class LoadRecorder: Sendable {
     /// sent it was meant to start (`chat.delivery_latency{kind=dm|group}`, the simulator's
     /// metric, one observation per reader as there).
     public func chatDelivered(_ latency: Duration, kind: String) {
-        state.withLock { s in
-            s.recorder.observe(s.metric("chat.delivery_latency", [("kind", kind)]), UInt64(max(0, latency.nanoseconds)))
-        }
+        state.withLock { s in s.observe("chat.delivery_latency", labels: [("kind", kind)], latency) }
     }
 
     /// A killed app was launched again and is back at work, `latency` after the launch
     /// (`loadtest.<stack>_relaunch`, a load test's own): chat's socket open and its channels
     /// caught up; sync's engine restored and its first sync answered.
     public func relaunched(_ latency: Duration, stack: String) {
-        state.withLock { s in
-            s.recorder.observe(s.metric("loadtest.\(stack)_relaunch"), UInt64(max(0, latency.nanoseconds)))
-        }
+        state.withLock { s in s.observe("loadtest.\(stack)_relaunch", latency) }
     }
 
     /// Time between a phone's consecutive syncs, by the power state its engine ran in.
     public func syncInterval(_ interval: Duration, powerState: PowerState) {
-        state.withLock { s in
-            s.recorder.observe(s.metric("sync.interval", [("power_state", powerState.description)]), UInt64(max(0, interval.nanoseconds)))
-        }
+        state.withLock { s in s.observe("sync.interval", labels: [("power_state", powerState.description)], interval) }
     }
 
     /// An iteration began, `lag` after its intended start (nil: not the generator's lag).
