@@ -58,7 +58,7 @@ struct LoadtestSummary {
     var text: String {
         let n = { (v: Double) in MetricUnit.decimal(v, digits: 0) }
         var lines: [String] = []
-        let passed = outcome.thresholds.allSatisfy(\.passed) && outcome.aborted == nil
+        let passed = outcome.passed
         lines.append("fleetlab loadtest \(results.scenario.name) — \(outcome.interrupted ? "INTERRUPTED" : passed ? "PASSED" : "FAILED")")
         lines.append("")
         if let aborted = outcome.aborted {

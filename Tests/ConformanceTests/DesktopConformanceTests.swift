@@ -82,7 +82,11 @@ struct DesktopConformanceTests {
         try await lab.pump(until: { Self.turnOver(lab, session, turns: 2) && lab.client(phone).isConnected
                                     && lab.client(phone).transcript(session) == lab.desktopTranscript(session) }, seconds: 20)
         #expect(lab.client(phone).transcript(session) == lab.desktopTranscript(session), "no update lost or shown twice after the reconnect")
-        #expect(lab.client(phone).stats.reconnects == 1 && lab.client(phone).stats.rebuilds >= 1)
+        // One drop, one dial on the simulated clock. On loopback a starved machine can miss a
+        // redial's handshake deadline, and the phone dials once more: what it must do.
+        let reconnects = lab.client(phone).stats.reconnects
+        #expect(driver == .simulated ? reconnects == 1 : reconnects >= 1)
+        #expect(lab.client(phone).stats.rebuilds >= 1)
         try await lab.pump(until: { lab.client(other).transcript(session) == lab.desktopTranscript(session) })
         #expect(lab.client(other).transcript(session) == lab.desktopTranscript(session), "the phone that stayed saw it live")
 

@@ -89,6 +89,9 @@ public final class LoadRun: Sendable {
             desktopsOffLoops ? 100 : min(100, Double(loops) / Double(max(1, ProcessInfo.processInfo.activeProcessorCount)) * 100)
         }
         public var thresholds: [ThresholdResultRow]
+
+        /// Every threshold held and none stopped the run early: what sets the exit code.
+        public var passed: Bool { thresholds.allSatisfy(\.passed) && aborted == nil }
     }
 
     public let settings: Settings
