@@ -90,6 +90,27 @@ struct ComparisonTests {
         #expect(Set(c.breaches.map(\.name)) == ["battery.mean mean", "http.failures{endpoint=POST /sync,stack=sync} total"])
     }
 
+    @Test("a metric only one run recorded is named as new or gone, not counted as unchanged, and moves no verdict")
+    func metricsInOneRun() throws {
+        let before = ComparisonFixture().results()
+        var after = before
+        after.metrics.append(MetricDescriptor(id: 6, name: "energy.device_day", labels: "population=phones,stack=all", kind: .counter,
+                                              unit: "count", description: ""))
+        after.counterTotals[6] = 3
+        after.metrics.removeAll { $0.id == 3 }
+        let c = RunComparison(baseline: before, baselinePath: "base.sqlite", baselineDigest: "a", candidate: after, candidatePath: "cand.sqlite",
+                              candidateDigest: "b", policy: ComparisonPolicy())
+        #expect(c.metricsOnlyIn.candidate == ["energy.device_day{population=phones,stack=all}"] && c.metricsOnlyIn.baseline == ["sync.requests"])
+        let summary = c.summary(htmlPath: nil)
+        #expect(summary.contains("2 in one run only") && summary.contains("new         1 metrics: energy.device_day{population=phones,stack=all}")
+                && summary.contains("gone        1 metrics: sync.requests"), "\(summary)")
+        #expect(summary.contains("none of the figures both runs have moved") && !summary.contains("every figure is equal"))
+        #expect(c.passed)
+        let page = ComparisonPage.render(c)
+        #expect(page.contains("Only the candidate has (1): <code>energy.device_day{population=phones,stack=all}</code>")
+                && page.contains("Only the baseline has (1): <code>sync.requests</code>"))
+    }
+
     @Test("a percentile on fewer samples than the floor is shown with its direction but not judged")
     func fewSamples() throws {
         var after = ComparisonFixture()

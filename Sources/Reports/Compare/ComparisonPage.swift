@@ -29,7 +29,7 @@ public enum ComparisonPage {
         if !comparison.identical {
             let changes = comparison.changes
             section("Largest changes", "\(changes.count) of \(comparison.figures.count) figures moved, judged ones first; red is worse, green better, white has no direction. The limit is \(comparison.policy.maxRegression.map(RunComparison.percent) ?? "off").",
-                    changes.isEmpty ? "<p>No figure moved.</p>" : figureTable(Array(changes.prefix(15))), id: "changes")
+                    (changes.isEmpty ? "<p>No figure moved.</p>" : figureTable(Array(changes.prefix(15)))) + onlyInOneRun(comparison), id: "changes")
             // Distributions with enough samples to judge first, the most changed p99 first.
             let floor = UInt64(comparison.policy.minSamples)
             let drawn = comparison.distributions.sorted { a, b in
@@ -92,6 +92,16 @@ public enum ComparisonPage {
         }
         return "<div class=\"verdict fail\">Failed: \(breaches.count) past a limit</div><ul>"
             + breaches.map { "<li>\(HTML.escape($0.message))</li>" }.joined() + "</ul>"
+    }
+
+    /// The metrics only one run recorded, named (a build that adds or drops a metric moves
+    /// no figure both runs have).
+    static func onlyInOneRun(_ comparison: RunComparison) -> String {
+        let (new, gone) = comparison.metricsOnlyIn
+        func line(_ what: String, _ names: [String]) -> String {
+            names.isEmpty ? "" : "<p>\(what) (\(names.count)): " + names.map { "<code>\(HTML.escape($0))</code>" }.joined(separator: ", ") + "</p>"
+        }
+        return line("Only the candidate has", new) + line("Only the baseline has", gone)
     }
 
     static func figureTable(_ figures: [ComparedFigure]) -> String {

@@ -21,11 +21,17 @@ extension RunComparison {
         }
         if !sameScenario { row("scenario", "the scenarios differ (figures are matched by metric name and labels)") }
         let judged = figures.filter(\.judged)
+        let onlyIn = metricsOnlyIn
+        let oneSided = figures.filter { $0.change == nil }.count
         row("figures", "\(figures.count) compared, \(judged.count) judged; \(judged.filter { $0.regression > 0 }.count) worse, "
-            + "\(judged.filter(\.improved).count) better, \(figures.filter { ($0.change ?? 0) == 0 }.count) unchanged")
+            + "\(judged.filter(\.improved).count) better, \(figures.filter { $0.change == 0 }.count) unchanged"
+            + (oneSided > 0 ? ", \(oneSided) in one run only" : ""))
+        if !onlyIn.candidate.isEmpty { row("new", "\(onlyIn.candidate.count) metrics: \(Self.list(onlyIn.candidate))") }
+        if !onlyIn.baseline.isEmpty { row("gone", "\(onlyIn.baseline.count) metrics: \(Self.list(onlyIn.baseline))") }
         let largest = changes.prefix(5)
         if largest.isEmpty {
-            row("changes", "none: every figure is equal (the runs differ elsewhere, e.g. event samples)")
+            row("changes", oneSided > 0 ? "none of the figures both runs have moved"
+                : "none: every figure is equal (the runs differ elsewhere, e.g. event samples)")
         } else {
             row("largest", "changes (of \(changes.count))")
             let width = largest.map(\.name.count).max() ?? 0

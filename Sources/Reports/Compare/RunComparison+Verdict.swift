@@ -125,6 +125,20 @@ extension RunComparison {
         }
     }
 
+    /// The metrics (with their labels) that only one run has, in name order: what a build
+    /// started or stopped recording, which no change of a figure shows.
+    public var metricsOnlyIn: (candidate: [String], baseline: [String]) {
+        func names(_ pick: (ComparedFigure) -> Bool) -> [String] {
+            Array(Set(figures.filter(pick).map { $0.metric + ($0.labels.isEmpty ? "" : "{\($0.labels)}") })).sorted()
+        }
+        return (names { $0.baseline == nil && $0.candidate != nil }, names { $0.candidate == nil && $0.baseline != nil })
+    }
+
+    /// "energy.device_day{…} and 7 more", for a line.
+    static func list(_ names: [String]) -> String {
+        names.prefix(2).joined(separator: ", ") + (names.count > 2 ? " and \(names.count - 2) more" : "")
+    }
+
     /// "p99 120ms → 180ms (+50.0 %)".
     static func describe(_ figure: ComparedFigure) -> String {
         let before = figure.baseline.map(figure.unit.format) ?? "–", after = figure.candidate.map(figure.unit.format) ?? "–"
