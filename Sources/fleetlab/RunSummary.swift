@@ -65,6 +65,13 @@ struct RunSummary {
                 "\($0.stack) \(MetricUnit.decimal($0.batteryPercentPerDay, digits: 2))%/day (\(MetricUnit.decimal($0.joulesPerDeviceHour, digits: 1)) J/device-h)"
             }.joined(separator: "  ")))
         }
+        let perDevice = RunFigures.deviceEnergy(results)
+        if let all = perDevice.first(where: { $0.stack == "all" && $0.population == nil }) {
+            let percent = { (value: Double) in MetricUnit.decimal(value, digits: 2) + "%" }
+            let stacks = perDevice.filter { $0.stack != "all" }.map { "\($0.stack) \(percent($0.p99))" }.joined(separator: "  ")
+            lines.append(row("battery/device", "p50 \(percent(all.p50))  p90 \(percent(all.p90))  p99 \(percent(all.p99))  most \(percent(all.max)) a day"
+                                + " (every stack; p99 by stack: \(stacks))"))
+        }
         if outcome.thresholds.isEmpty {
             lines.append(row("thresholds", "none set"))
         } else {

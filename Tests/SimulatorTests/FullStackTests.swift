@@ -144,6 +144,30 @@ struct FullStackTests {
         #expect(often.invariants.rows.allSatisfy { $0.violations == 0 } && seldom.invariants.rows.allSatisfy { $0.violations == 0 })
     }
 
+    @Test("each phone's battery cost is recorded: the phones' costs add up to the fleet's, and syncing more often costs the typical phone more than the seldom-syncing fleet's 90th percentile")
+    func batteryCostPerPhone() async throws {
+        let often = await WorkflowSimulationTests.run(try Self.syncing(every: "10s"))
+        let seldom = await WorkflowSimulationTests.run(try Self.syncing(every: "2m"))
+        func spread(_ world: FleetWorld, _ stack: String) throws -> LogLinearHistogram {
+            let metric = try #require(world.recorder.descriptors.first { $0.name == "energy.device_day" && $0.labels == "population=kiosks,stack=\(stack)" })
+            return try #require(world.recorder.runHistograms[metric.id])
+        }
+        for world in [often, seldom] {
+            let all = try spread(world, "all")
+            #expect(all.totalCount == 30, "one figure per kiosk")
+            // The fleet's energy (the engine's ticks included) in hundredths of a percent of a
+            // battery a day; each kiosk's figure is rounded to a whole hundredth.
+            let joules = WorkflowSimulationTests.total(world, "energy.joules")
+            let fleet = joules * world.fleet.classes[0].microPercentPerJoule / 10_000 / (3.0 / 24)
+            #expect(abs(all.sum - fleet) <= 15, "the kiosks' figures add up to \(all.sum), the fleet's energy to \(fleet)")
+            let stacks = try spread(world, "sync").sum + spread(world, "workflows").sum
+            #expect(abs(stacks - all.sum) <= 30, "each stack's share adds up to every stack's")
+        }
+        let (oftenSync, seldomSync) = (try spread(often, "sync"), try spread(seldom, "sync"))
+        #expect(oftenSync.value(atPercentile: 50) > seldomSync.value(atPercentile: 90),
+                "sync a day, p50 of the 10 s fleet \(oftenSync.value(atPercentile: 50)) against p90 of the 2 min fleet \(seldomSync.value(atPercentile: 90)) (0.01 %)")
+    }
+
     @Test("what an app stored must come back at its relaunch, unless the chat client signed in anew while the app was dead (the logout took its store)")
     func relaunchKeepsWhatWasStored() {
         let killed = StoredFacts(instances: 2, messages: 3, pending: 0, chatMessages: 6, chatPending: 1, chatSignIn: 1)

@@ -33,7 +33,7 @@ public enum MetricDirection {
             return outcome == "duplicate" || outcome == "deferred" ? .neither : .lower
         }
         if metric.hasPrefix("battery.") { return .higher }
-        if metric == "ticks.per_device_hour" { return .lower }
+        if metric == "ticks.per_device_hour" || metric == "energy.device_day" { return .lower }
         if unit == .nanoseconds { return neutralDurations.contains(metric) ? .neither : .lower }
         if lowerCounters.contains(metric) { return .lower }
         if higherCounters.contains(metric) { return .higher }

@@ -13,6 +13,11 @@ public enum SummaryJSON {
         let energy: [JSONValue] = RunFigures.energy(results).map { e in
             ["stack": .string(e.stack), "joules_per_device_hour": .number(e.joulesPerDeviceHour), "battery_percent_per_day": .number(e.batteryPercentPerDay)]
         }
+        let perDevice: [JSONValue] = RunFigures.deviceEnergy(results).map { e in
+            ["stack": .string(e.stack), "population": e.population.map(JSONValue.string) ?? .null, "devices": .number(Double(e.devices)),
+             "p50_percent_per_day": .number(e.p50),
+             "p90_percent_per_day": .number(e.p90), "p99_percent_per_day": .number(e.p99), "max_percent_per_day": .number(e.max)]
+        }
         var cadence: [JSONValue] = []
         if let cost = RunFigures.syncCost(results) {
             cadence = cost.cadence.map { ["power_state": .string($0.powerState), "p50_ns": .number($0.p50)] }
@@ -24,7 +29,7 @@ public enum SummaryJSON {
             "passed": .bool(passed), "interrupted": .bool(interrupted),
             "events": .number(Double(results.runMetadata["events"].flatMap(Double.init) ?? 0)),
             "wall_seconds": .number(results.runMetadata["wall_seconds"].flatMap(Double.init) ?? 0),
-            "latency": .array(endpoints), "energy": .array(energy), "sync_cadence": .array(cadence),
+            "latency": .array(endpoints), "energy": .array(energy), "energy_per_device": .array(perDevice), "sync_cadence": .array(cadence),
             "thresholds": .array(results.thresholds.map { t in
                 ["metric": .string(t.metric), "statistic": .string(t.statistic), "op": .string(t.op), "bound": .number(t.bound),
                  "observed": t.observed.map(JSONValue.number) ?? .null, "passed": .bool(t.passed), "message": .string(t.message)]

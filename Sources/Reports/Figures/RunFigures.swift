@@ -33,6 +33,21 @@ public struct StackEnergy: Sendable, Equatable {
     public var batteryPercentPerDay: Double { capacityJoules > 0 ? joulesPerDeviceHour * 24 / capacityJoules * 100 : 0 }
 }
 
+/// What a stack's work took of each device's battery a day, across the devices that run
+/// it (`energy.device_day`): the phones the fleet-wide figure averages away.
+public struct DeviceEnergySpread: Sendable, Equatable {
+    /// A stack, or `all` for every stack a device runs together.
+    public var stack: String
+    /// One population (nil: every population that runs the stack).
+    public var population: String?
+    public var devices: UInt64
+    /// Percent of a battery a day.
+    public var p50: Double
+    public var p90: Double
+    public var p99: Double
+    public var max: Double
+}
+
 /// The sync cadence each power state kept, and what a sync costs.
 public struct SyncCost: Sendable, Equatable {
     public struct Cadence: Sendable, Equatable {
@@ -107,6 +122,27 @@ public enum RunFigures {
                                bytesUp: total("network.bytes", "direction=up,stack=\(stack)"), bytesDown: total("network.bytes", "direction=down,stack=\(stack)"),
                                radioSeconds: total("radio.seconds", "stack=\(stack)"), capacityJoules: capacity)
         }
+    }
+
+    /// Each stack's cost per device: every stack together first, over the whole fleet and
+    /// then population by population (when there are several), then each stack over the
+    /// fleet, in stack order (empty: a run from before the figure, or with no stack).
+    public static func deviceEnergy(_ results: RunResults) -> [DeviceEnergySpread] {
+        let metrics = results.metrics(named: "energy.device_day")
+        func spread(_ stack: String, _ population: String?) -> DeviceEnergySpread? {
+            var h: LogLinearHistogram?
+            for metric in metrics where metric.label("stack") == stack && (population == nil || metric.label("population") == population) {
+                let part = results.histogram(metric)
+                if h == nil { h = part } else { h!.merge(part) }
+            }
+            guard let h, !h.isEmpty else { return nil }
+            let percent = { (centipercent: UInt64) in Double(centipercent) / 100 }
+            return DeviceEnergySpread(stack: stack, population: population, devices: h.totalCount, p50: percent(h.value(atPercentile: 50)),
+                                      p90: percent(h.value(atPercentile: 90)), p99: percent(h.value(atPercentile: 99)), max: percent(h.maximum))
+        }
+        let populations = metrics.filter { $0.label("stack") == "all" }.compactMap { $0.label("population") }
+        let byPopulation = populations.count > 1 ? populations.compactMap { spread("all", $0) } : []
+        return [spread("all", nil)].compactMap { $0 } + byPopulation + stacks.compactMap { spread($0, nil) }
     }
 
     /// The sync cadence by power state and the energy of one sync; nil without sync.

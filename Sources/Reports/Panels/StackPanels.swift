@@ -47,6 +47,17 @@ struct EnergyPanel: DashboardPanel {
         }
         let table = HTML.table(headers: ["stack", "devices", "energy / device-h", "radio", "CPU", "radio on / device-h", "bytes / device-h", "battery / day"],
                                rows: rows, numericColumns: Set(1...7))
+        var spread = ""
+        let perDevice = RunFigures.deviceEnergy(results)
+        if !perDevice.isEmpty {
+            let percent = { (value: Double) in MetricUnit.decimal(value, digits: 2) + "%" }
+            spread = "<p class=\"caption\">Battery a day per device: half the phones spend less than p50 on a stack's work, one in a hundred more than p99.</p>"
+                + HTML.table(headers: ["stack", "devices", "p50", "p90", "p99", "most"],
+                             rows: perDevice.map { [($0.stack == "all" ? "every stack" : $0.stack) + ($0.population.map { " · \($0)" } ?? ""),
+                                                    MetricUnit.decimal(Double($0.devices), digits: 0),
+                                                    percent($0.p50), percent($0.p90), percent($0.p99), percent($0.max)] },
+                             numericColumns: Set(1...5))
+        }
         var lines: [TimeChart.Line] = []
         for (index, s) in stacks.enumerated() {
             let radio = context.values(results, results.metric(named: "energy.joules", labels: "part=radio,stack=\(s.stack)"))
@@ -54,7 +65,7 @@ struct EnergyPanel: DashboardPanel {
             let perDevice = zip(radio, cpu).map { s.devices > 0 ? ($0 + $1) / Double(s.devices) : 0 }
             lines.append(.init(name: "\(s.stack) J per device", color: Palette.series[index], points: atEnds(context, perDevice)))
         }
-        return table + "<p class=\"caption\">Energy per device in each bucket:</p>"
+        return table + spread + "<p class=\"caption\">Energy per device in each bucket:</p>"
             + context.timeChart { MetricUnit.decimal($0, digits: 2) + " J" }.lines(lines) + HTML.legend(lines.map { ($0.name, $0.color) })
     }
 }

@@ -43,16 +43,48 @@ struct EnergyLedger {
     /// Battery µ% owed by each device, below one whole µ%.
     private var owed: [Double]
     private var metrics: [StackKind: StackMetrics] = [:]
+    /// The joules each device spent on each stack that runs (device by device, a slot per
+    /// stack in `StackKind` order): the spread across the fleet that its totals hide.
+    private var spent: [Double] = []
+    /// Each stack's slot in `spent` (nil: the stack does not run).
+    private var slots: [StackKind: Int] = [:]
+    private let devices: Int
+    /// `energy.device_day` by stack (nil: every stack together), then by device class (nil:
+    /// the class does not run it).
+    private(set) var deviceDay: [StackKind?: [MetricHandle?]] = [:]
 
     init(_ settings: EnergySettings, devices: Int) {
         self.settings = settings
+        self.devices = devices
         tailUntil = [Instant](repeating: .zero, count: devices)
         owed = [Double](repeating: 0, count: devices)
     }
 
-    /// Registers the metrics of the stacks that run, in `StackKind` order.
-    mutating func register(_ stacks: Set<StackKind>, recorder: inout Recorder) {
-        for stack in stacks.sorted() { metrics[stack] = StackMetrics(stack, recorder: &recorder) }
+    /// Registers the metrics of the stacks that run, in `StackKind` order, and each
+    /// population's share of them.
+    mutating func register(_ stacks: Set<StackKind>, classes: [DeviceClass], recorder: inout Recorder) {
+        for (slot, stack) in stacks.sorted().enumerated() {
+            metrics[stack] = StackMetrics(stack, recorder: &recorder)
+            slots[stack] = slot
+        }
+        for stack in [nil] + stacks.sorted() {
+            deviceDay[stack] = classes.map { deviceClass in
+                guard stack.map(deviceClass.stacks.contains) ?? !deviceClass.stacks.isEmpty else { return nil }
+                return recorder.register("energy.device_day", labels: [("stack", stack?.rawValue ?? "all"), ("population", deviceClass.name)])
+            }
+        }
+        spent = [Double](repeating: 0, count: devices * slots.count)
+    }
+
+    /// Counts `joules` of `stack`'s work against the device.
+    mutating func spend(_ device: Int, _ joules: Double, on stack: StackKind) {
+        guard let slot = slots[stack] else { return }
+        spent[device * slots.count + slot] += joules
+    }
+
+    /// What the device spent on `stack`'s work so far (ticks aside: they are in its drain).
+    func spent(_ device: Int, on stack: StackKind) -> Double {
+        slots[stack].map { spent[device * slots.count + $0] } ?? 0
     }
 
     /// The energy of moving `bytes` over the device's radio now, and the radio-on time it
@@ -102,6 +134,7 @@ extension Fleet {
             recorder.add(handles.radioSeconds, seconds)
             recorder.add(handles.joules[.radio], joules)
         }
+        energy.spend(device, joules, on: stack)
         drain(device, joules: joules, at: now, queue: &queue)
     }
 
@@ -109,11 +142,39 @@ extension Fleet {
     mutating func compute(_ device: Int, millijoules: Double, stack: StackKind, at now: Instant, queue: inout EventQueue<FleetWorld.Event>) {
         guard millijoules > 0 else { return }
         if let handles = energy.handles(stack) { recorder.add(handles.joules[.cpu], millijoules / 1_000) }
+        energy.spend(device, millijoules / 1_000, on: stack)
         drain(device, joules: millijoules / 1_000, at: now, queue: &queue)
     }
 
     private mutating func drain(_ device: Int, joules: Double, at now: Instant, queue: inout EventQueue<FleetWorld.Event>) {
         let amount = energy.owe(device, joules: joules, microPercentPerJoule: deviceClass(of: device).microPercentPerJoule)
         if devices[device].spend(amount, at: now) { reschedule(device, work: nil, at: now, queue: &queue) }
+    }
+}
+
+extension Fleet {
+    /// At the end of a run of `days`: what each device's work on each of its stacks, and on
+    /// all of them, took of its battery a day (`energy.device_day` by population, in
+    /// hundredths of a percent). The totals say what a stack costs the average phone; this says what it
+    /// costs the phones it costs most (a power user on a flaky network, a phone that
+    /// lives on LTE). Ticks count for the workflow stack, as in the totals.
+    mutating func recordDeviceEnergy(days: Double) {
+        guard days > 0 else { return }
+        for device in devices.indices {
+            let classIndex = Int(classOfDevice[device]), deviceClass = classes[classIndex]
+            guard let allStacks = energy.deviceDay[nil]?[classIndex] else { continue }
+            let centipercentPerJoule = deviceClass.microPercentPerJoule / 10_000 / days
+            var total = 0.0
+            for stack in deviceClass.stacks.sorted() {
+                guard let handle = energy.deviceDay[stack]?[classIndex] else { continue }
+                var joules = energy.spent(device, on: stack)
+                if stack == .workflows && deviceClass.tickDrain > 0 {
+                    joules += Double(devices[device].ticks.total) * energy.settings.cpu.tick / 1_000
+                }
+                total += joules
+                recorder.observeRun(handle, UInt64((joules * centipercentPerJoule).rounded()))
+            }
+            recorder.observeRun(allStacks, UInt64((total * centipercentPerJoule).rounded()))
+        }
     }
 }

@@ -137,6 +137,7 @@ extension FleetWorld {
                 fleet.recorder.observeRun(metrics.ticksPerHour[Int(state.rawValue)], UInt64(perHour.rounded()))
             }
         }
+        fleet.recordDeviceEnergy(days: Double(now.nanoseconds) / 86_400e9)
         workflows?.finish(fleet: &fleet)
         if let workflows { sync?.finish(fleet: &fleet, workflows: workflows) }
         chat?.finish(at: now, fleet: &fleet)

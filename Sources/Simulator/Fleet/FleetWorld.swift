@@ -72,7 +72,7 @@ public struct FleetWorld: SimulationWorld {
         if let settings = scenario.bridge, scenario.runs(.aiBridge) { bridge = BridgeStack(settings, fleet: &fleet) }
         if let settings = scenario.desktop, scenario.runs(.desktopBridge) { desktop = DesktopStack(settings, fleet: &fleet) }
         if workflows != nil || chat != nil || agent != nil || bridge != nil || desktop != nil { survivesRelaunch = fleet.invariants.register("device.state_survives_relaunch") }
-        fleet.energy.register(Set(StackKind.allCases.filter(scenario.runs)), recorder: &fleet.recorder)
+        fleet.energy.register(Set(StackKind.allCases.filter(scenario.runs)), classes: fleet.classes, recorder: &fleet.recorder)
         fleet.push.register([StackKind.sync, .chat].filter(scenario.runs), recorder: &fleet.recorder)
         self.fleet = fleet
     }

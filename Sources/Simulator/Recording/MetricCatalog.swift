@@ -182,6 +182,8 @@ public enum MetricCatalog {
         Entry(name: "network.bytes", kind: .counter, unit: .bytes, labelKeys: ["stack", "direction"], description: "Bytes each stack sent and received"),
         Entry(name: "radio.seconds", kind: .counter, unit: .seconds, labelKeys: ["stack"],
               description: "Radio time (active and tail) each stack kept the phones' radios up"),
+        Entry(name: "energy.device_day", kind: .histogram, unit: .centipercent, labelKeys: ["stack", "population"],
+              description: "Each device's share of its battery a day that a stack's work took, over the run, by population (stack=all: every stack it runs together)"),
         Entry(name: "chat.actions", kind: .counter, unit: .count, labelKeys: ["kind"],
               description: "What chat users did besides sending: devices added and removed, edits, deletes, leaves and rejoins, history pages, presence, logouts, sign-ins"),
         Entry(name: "workflow.engine_ticks", kind: .counter, unit: .count, labelKeys: ["power_state"],
