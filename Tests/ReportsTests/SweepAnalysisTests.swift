@@ -27,6 +27,22 @@ struct SweepAnalysisTests {
         #expect(SweepAnalysis.findings(safety, bound: 1e9, progressChecks: progress).contains("invariant chat.no_duplicates FAILED at 2,000 devices (see its results)"))
     }
 
+    @Test("a battery tail that grows with the fleet is a finding and a chart; one that holds is neither a finding nor hidden")
+    func batteryTail() {
+        func point(_ devices: Int, p99: Double) -> SweepPoint {
+            SweepPoint(devices: devices, resultsPath: "\(devices)/results.sqlite", endpoints: [], servers: [],
+                       deviceEnergy: [DeviceEnergySpread(stack: "all", population: nil, devices: UInt64(devices), p50: 1.5, p90: 4, p99: p99, max: p99 + 2)],
+                       wallSeconds: 1)
+        }
+        let growing = [point(1_000, p99: 9.4), point(4_000, p99: 9.6), point(16_000, p99: 13.1)]
+        #expect(SweepAnalysis.findings(growing, bound: 1e9)
+            .contains("the phones that pay most spend more at scale: battery p99 (every stack) 9.4% a day at 1,000 devices, 13% at 16,000"))
+        let steady = [point(1_000, p99: 9.4), point(16_000, p99: 9.9)]
+        #expect(!SweepAnalysis.findings(steady, bound: 1e9).contains { $0.contains("battery") })
+        let page = SweepDashboard.render(scenario: "s", seed: 1, points: steady, bound: 1e9)
+        #expect(page.contains("Battery a day per device against fleet size"))
+    }
+
     @Test("the sweep page marks progress lost past saturation apart from a failed invariant")
     func pageMarks() {
         let points = [Self.point(1_000, chatBusy: 40), Self.point(2_000, chatBusy: 100, violated: ["chat.sends_settle"]),

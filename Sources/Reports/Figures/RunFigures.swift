@@ -46,6 +46,11 @@ public struct DeviceEnergySpread: Sendable, Equatable {
     public var p90: Double
     public var p99: Double
     public var max: Double
+
+    public init(stack: String, population: String?, devices: UInt64, p50: Double, p90: Double, p99: Double, max: Double) {
+        (self.stack, self.population, self.devices) = (stack, population, devices)
+        (self.p50, self.p90, self.p99, self.max) = (p50, p90, p99, max)
+    }
 }
 
 /// The sync cadence each power state kept, and what a sync costs.

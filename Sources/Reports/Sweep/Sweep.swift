@@ -24,15 +24,17 @@ public struct SweepPoint: Sendable {
     public var endpoints: [EndpointFigure]
     public var servers: [ServerLoad]
     public var energy: [StackEnergy]
+    /// What a device spent of its battery a day, across the fleet (every population).
+    public var deviceEnergy: [DeviceEnergySpread]
     /// The invariants that failed at this size, by name.
     public var violated: [String]
     public var invariantsHeld: Bool { violated.isEmpty }
     public var wallSeconds: Double
 
     public init(devices: Int, resultsPath: String, endpoints: [EndpointFigure], servers: [ServerLoad], energy: [StackEnergy] = [],
-                violated: [String] = [], wallSeconds: Double) {
+                deviceEnergy: [DeviceEnergySpread] = [], violated: [String] = [], wallSeconds: Double) {
         (self.devices, self.resultsPath, self.endpoints, self.servers) = (devices, resultsPath, endpoints, servers)
-        (self.energy, self.violated, self.wallSeconds) = (energy, violated, wallSeconds)
+        (self.energy, self.deviceEnergy, self.violated, self.wallSeconds) = (energy, deviceEnergy, violated, wallSeconds)
     }
 
     public init(devices: Int, resultsPath: String, results: RunResults, wallSeconds: Double) {
@@ -41,6 +43,7 @@ public struct SweepPoint: Sendable {
         self.wallSeconds = wallSeconds
         endpoints = RunFigures.endpoints(results)
         energy = RunFigures.energy(results)
+        deviceEnergy = RunFigures.deviceEnergy(results).filter { $0.population == nil }
         violated = results.invariants.filter { !$0.passed }.map(\.name)
         servers = ["sync", "chat"].compactMap { stack in
             guard let utilisation = results.metric(named: "\(stack).server_utilisation") else { return nil }
@@ -130,6 +133,13 @@ public enum SweepAnalysis {
                 lines.append("\(stack) server is not saturated up to \(count(top.0)) devices (busiest bucket \(percent(top.1.peakUtilisation))); "
                     + "at this load it would saturate near \(count(Int(estimate.rounded()))) devices")
             }
+        }
+        // The phones that pay most: their battery should not depend on the fleet's size.
+        // Where it grows, retries and reconnects past a server's limit are paid in radio time.
+        let tail = points.compactMap { point in point.deviceEnergy.first { $0.stack == "all" }.map { (point.devices, $0.p99) } }
+        if let first = tail.first, let top = tail.max(by: { $0.1 < $1.1 }), top.0 > first.0, top.1 >= first.1 * 1.2 + 0.1 {
+            lines.append("the phones that pay most spend more at scale: battery p99 (every stack) \(percent(first.1)) a day at \(count(first.0)) devices, "
+                + "\(percent(top.1)) at \(count(top.0))")
         }
         // Progress that stops once a server cannot keep up, from the first size it fails at.
         var reported: Set<String> = []
