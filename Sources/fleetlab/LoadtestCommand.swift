@@ -207,7 +207,7 @@ struct LoadtestCommand: AsyncParsableCommand {
                                ("build", BuildInfo.description)]
         pipeline.submit(opening)
         var livePage: LiveHost?
-        if let dashboardPort { livePage = try await Self.serveDashboard(of: resultsPath, port: dashboardPort) }
+        if let dashboardPort { livePage = try await Self.serveDashboard(of: resultsPath, port: dashboardPort, thresholds: loaded.thresholds) }
         Interrupt.install()
         let line = LoadProgressLine(enabled: !quiet, duration: runLength.seconds)
         let run: LoadRun
@@ -254,10 +254,17 @@ struct LoadtestCommand: AsyncParsableCommand {
 
     /// Serves the dashboard of the results written so far on 127.0.0.1:`port` and prints
     /// where. The page reloads itself every 2 s until the run's end is in the results.
-    static func serveDashboard(of resultsPath: String, port: Int) async throws -> LiveHost {
+    static func serveDashboard(of resultsPath: String, port: Int, thresholds: [Threshold]) async throws -> LiveHost {
         let server = LivePageServer(summary: "live dashboard of this load test") {
             guard var results = try? ResultsDatabase.open(at: resultsPath).load() else { return nil }
             guard results.isRunning else { return Dashboard.render(results) }
+            // The thresholds as they stand on the buckets written so far (the verdict is the
+            // whole run's, at the end). Counter totals are written at the end: their buckets
+            // add up to them.
+            for metric in results.metrics where metric.kind == .counter && results.counterTotals[metric.id] == nil {
+                results.counterTotals[metric.id] = (results.series[metric.id] ?? []).reduce(0) { $0 + $1.value }
+            }
+            results.thresholds = ThresholdEvaluator.evaluate(thresholds, recorder: results)
             // In progress: the time axis ends with the last bucket written, as far as the run
             // has got, rather than charting the buckets to come as zeros.
             let bucket = results.scenario.bucketNanoseconds

@@ -11,7 +11,8 @@ struct LoadtestDashboardTests {
         let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("load-live-serve").path)
         defer { served.stop() }
         let dir = TestPaths.scratchDirectory("loadtest-live")
-        let scenario = try writeScenario(loadScenario(), in: dir, name: "load.yaml")
+        // A p99 bound no real request meets: the page shows it failing while the run goes on.
+        let scenario = try writeScenario(loadScenario(p99: "1us"), in: dir, name: "load.yaml")
         let process = try CommandRunner.start(["loadtest", scenario, "--target", "sync=\(served.syncURL)", "--duration", "60s", "--devices", "4",
                                                "--think", "100ms", "--out", "r", "--quiet", "--dashboard-port", "0"], in: dir,
                                               environment: ["FLEETLAB_KEY_SYNC": served.rootKey])
@@ -38,7 +39,9 @@ struct LoadtestDashboardTests {
         #expect(page.status == 200 && page.headers["content-type"]?.hasPrefix("text/html") == true)
         #expect(page.text.contains("<title>Load test: load</title>") && page.text.contains("live against sync=\(served.syncURL)"))
         #expect(page.text.contains("<meta http-equiv=\"refresh\" content=\"2\">"), "the page reloads itself while the run goes on")
-        #expect(page.text.contains("The run is still going: its thresholds are judged on the whole of it, at the end."))
+        #expect(page.text.contains("The run is still going: these are the thresholds on the results so far; the verdict is on the whole run, at the end."))
+        #expect(page.text.contains("<tr class=\"bad\"><td><span class=\"fail\">✗ so far</span></td><td><code>http.latency{stack=sync}</code>"),
+                "the p99 bound is failing on the results so far")
         #expect(!page.text.contains(served.rootKey), "the key is not on the page")
         let missing = try await HTTPProbe.get(url + "results.sqlite")
         #expect(missing.status == 404 && missing.text == #"{"error":"not found"}"#, "the page is all it serves")

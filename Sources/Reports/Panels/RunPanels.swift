@@ -24,16 +24,18 @@ struct ThresholdsPanel: DashboardPanel {
     var wide: Bool { true }
 
     func body(for results: RunResults, context: DashboardContext) -> String? {
-        if results.isRunning {
-            return "<p class=\"caption\">The run is still going: its thresholds are judged on the whole of it, at the end.</p>"
+        let running = results.isRunning
+        guard !results.thresholds.isEmpty else {
+            return "<p class=\"caption\">" + (running ? "The run is still going; this scenario sets no thresholds." : "This scenario sets no thresholds.") + "</p>"
         }
-        guard !results.thresholds.isEmpty else { return "<p class=\"caption\">This scenario sets no thresholds.</p>" }
+        let heading = running ? "<p class=\"caption\">The run is still going: these are the thresholds on the results so far; the verdict is on the whole run, at the end.</p>" : ""
+        let (pass, fail) = running ? ("so far", "so far") : ("pass", "fail")
         let rows = results.thresholds.map { t in
-            [t.passed ? "<span class=\"pass\">✓ pass</span>" : "<span class=\"fail\">✗ fail</span>",
+            [t.passed ? "<span class=\"pass\">✓ \(pass)</span>" : "<span class=\"fail\">✗ \(fail)</span>",
              "<code>\(HTML.escape(t.metric))</code>", HTML.escape(t.statistic), HTML.escape(t.op), HTML.escape(t.message)]
         }
-        return HTML.table(headers: ["", "metric", "statistic", "bound", "result"], rows: rows,
-                          rowClasses: results.thresholds.map { $0.passed ? "" : "bad" })
+        return heading + HTML.table(headers: ["", "metric", "statistic", "bound", "result"], rows: rows,
+                                    rowClasses: results.thresholds.map { $0.passed ? "" : "bad" })
     }
 }
 
