@@ -207,7 +207,7 @@ struct LoadtestCommand: AsyncParsableCommand {
                                ("build", BuildInfo.description)]
         pipeline.submit(opening)
         var livePage: LiveHost?
-        if let dashboardPort { livePage = try await Self.serveDashboard(of: resultsPath, port: dashboardPort, thresholds: loaded.thresholds) }
+        if let dashboardPort { livePage = try await Self.serveDashboard(of: resultsPath, port: dashboardPort, thresholds: live.thresholds) }
         Interrupt.install()
         let line = LoadProgressLine(enabled: !quiet, duration: runLength.seconds)
         let run: LoadRun

@@ -42,6 +42,7 @@ struct LoadtestDashboardTests {
         #expect(page.text.contains("The run is still going: these are the thresholds on the results so far; the verdict is on the whole run, at the end."))
         #expect(page.text.contains("<tr class=\"bad\"><td><span class=\"fail\">✗ so far</span></td><td><code>http.latency{stack=sync}</code>"),
                 "the p99 bound is failing on the results so far")
+        #expect(page.text.contains("0/1 so far"), "the summary card counts the thresholds passing so far, of those a load test judges")
         #expect(!page.text.contains(served.rootKey), "the key is not on the page")
         let missing = try await HTTPProbe.get(url + "results.sqlite")
         #expect(missing.status == 404 && missing.text == #"{"error":"not found"}"#, "the page is all it serves")

@@ -30,12 +30,14 @@ struct ThresholdsPanel: DashboardPanel {
         }
         let heading = running ? "<p class=\"caption\">The run is still going: these are the thresholds on the results so far; the verdict is on the whole run, at the end.</p>" : ""
         let (pass, fail) = running ? ("so far", "so far") : ("pass", "fail")
+        // Mid-run, a threshold whose metric has no sample yet is not failing, only not yet judged.
+        let waiting = { (t: ThresholdResultRow) in running && t.observed == nil }
         let rows = results.thresholds.map { t in
-            [t.passed ? "<span class=\"pass\">✓ \(pass)</span>" : "<span class=\"fail\">✗ \(fail)</span>",
+            [waiting(t) ? "– no data yet" : t.passed ? "<span class=\"pass\">✓ \(pass)</span>" : "<span class=\"fail\">✗ \(fail)</span>",
              "<code>\(HTML.escape(t.metric))</code>", HTML.escape(t.statistic), HTML.escape(t.op), HTML.escape(t.message)]
         }
         return heading + HTML.table(headers: ["", "metric", "statistic", "bound", "result"], rows: rows,
-                                    rowClasses: results.thresholds.map { $0.passed ? "" : "bad" })
+                                    rowClasses: results.thresholds.map { $0.passed || waiting($0) ? "" : "bad" })
     }
 }
 

@@ -37,7 +37,13 @@ struct SummaryPanel: DashboardPanel {
             let busiest = running ? shares.max() ?? 0 : Double(meta["generator_cpu_percent_max"] ?? "") ?? 0
             cards.append(("Generator CPU", MetricUnit.decimal(cpu, digits: 0) + "%",
                           "of all cores; busiest bucket " + MetricUnit.decimal(busiest, digits: 0) + "%", ""))
-            if running { cards.append(("Thresholds", "at the end", "judged on the whole run", "")) }
+            if running {
+                let judged = results.thresholds.filter { $0.observed != nil }, passing = judged.filter(\.passed).count
+                cards.append(results.thresholds.isEmpty ? ("Thresholds", "none", "scenario sets none", "")
+                    : judged.isEmpty ? ("Thresholds", "no data yet", "judged on the whole run at the end", "")
+                    : ("Thresholds", "\(passing)/\(judged.count) so far", judged.count < results.thresholds.count ? "\(results.thresholds.count - judged.count) with no data yet; the verdict at the end" : "judged on the whole run at the end",
+                       passing == judged.count ? "ok" : "bad"))
+            }
         } else {
             cards.append(("Events", MetricUnit.decimal(events, digits: 0),
                           wall > 0 ? MetricUnit.decimal(events / wall, digits: 0) + " events/s wall" : "", ""))
