@@ -39,10 +39,11 @@ struct SummaryPanel: DashboardPanel {
                           "of all cores; busiest bucket " + MetricUnit.decimal(busiest, digits: 0) + "%", ""))
             if running {
                 let judged = results.thresholds.filter { $0.observed != nil }, passing = judged.filter(\.passed).count
+                let unjudged = results.thresholds.count - judged.count
+                let note = unjudged > 0 ? "\(unjudged) with no data yet; the verdict at the end" : "judged on the whole run at the end"
                 cards.append(results.thresholds.isEmpty ? ("Thresholds", "none", "scenario sets none", "")
                     : judged.isEmpty ? ("Thresholds", "no data yet", "judged on the whole run at the end", "")
-                    : ("Thresholds", "\(passing)/\(judged.count) so far", judged.count < results.thresholds.count ? "\(results.thresholds.count - judged.count) with no data yet; the verdict at the end" : "judged on the whole run at the end",
-                       passing == judged.count ? "ok" : "bad"))
+                    : ("Thresholds", "\(passing)/\(judged.count) so far", note, passing == judged.count ? "ok" : "bad"))
             }
         } else {
             cards.append(("Events", MetricUnit.decimal(events, digits: 0),

@@ -155,9 +155,9 @@ extension Fleet {
 extension Fleet {
     /// At the end of a run of `days`: what each device's work on each of its stacks, and on
     /// all of them, took of its battery a day (`energy.device_day` by population, in
-    /// hundredths of a percent). The totals say what a stack costs the average phone; this says what it
-    /// costs the phones it costs most (a power user on a flaky network, a phone that
-    /// lives on LTE). Ticks count for the workflow stack, as in the totals.
+    /// hundredths of a percent). The totals say what a stack costs the average phone; this
+    /// says what it costs the phones it costs most (a power user on a flaky network, a
+    /// phone that lives on LTE). Ticks count for the workflow stack, as in the totals.
     mutating func recordDeviceEnergy(days: Double) {
         guard days > 0 else { return }
         for device in devices.indices {
