@@ -43,7 +43,9 @@ struct DesktopConformanceTests {
     func session(driver: Driver, dialect: ACPDialect) async throws {
         let lab = try await Self.lab(driver)
         let phone = try await lab.addPhone(dialect, seed: 11)
-        try await lab.pump(until: { lab.client(phone).isConnected })
+        // A starved machine can miss the first handshake's 3 s deadline on loopback; the phone
+        // then dials again (backoff, a 10 s deadline), so a connect may take longer than 10 s.
+        try await lab.pump(until: { lab.client(phone).isConnected }, seconds: 30)
         #expect(lab.effects(phone).contains { if case .connected(let directory) = $0 { return directory?.hasPrefix("/") == true }; return false })
 
         let workspace = lab.client(phone).workingDirectory ?? "/workspace"
@@ -70,7 +72,7 @@ struct DesktopConformanceTests {
 
         // A second phone, in the other dialect, attaches and rebuilds the session from history.
         let other = try await lab.addPhone(dialect == .legacy ? .current : .legacy, seed: 12)
-        try await lab.pump(until: { lab.client(other).transcript(session) == lab.desktopTranscript(session) })
+        try await lab.pump(until: { lab.client(other).transcript(session) == lab.desktopTranscript(session) }, seconds: 30)
         #expect(lab.client(other).transcript(session) == lab.desktopTranscript(session))
 
         // A drop mid-stream: the phone dials again, rebuilds, and shows each update once.
