@@ -259,11 +259,7 @@ struct LoadtestCommand: AsyncParsableCommand {
             guard var results = try? ResultsDatabase.open(at: resultsPath).load() else { return nil }
             guard results.isRunning else { return Dashboard.render(results) }
             // The thresholds as they stand on the buckets written so far (the verdict is the
-            // whole run's, at the end). Counter totals are written at the end: their buckets
-            // add up to them.
-            for metric in results.metrics where metric.kind == .counter && results.counterTotals[metric.id] == nil {
-                results.counterTotals[metric.id] = (results.series[metric.id] ?? []).reduce(0) { $0 + $1.value }
-            }
+            // whole run's, at the end).
             results.thresholds = ThresholdEvaluator.evaluate(thresholds, recorder: results)
             // In progress: the time axis ends with the last bucket written, as far as the run
             // has got, rather than charting the buckets to come as zeros.

@@ -50,6 +50,30 @@ struct ResultsDatabaseTests {
         #expect(!FileManager.default.fileExists(atPath: path + "-wal"), "the finished file has no WAL beside it")
     }
 
+    @Test("a load test still going reads its counters' totals as their buckets so far; a finished one as written")
+    func runningTotals() throws {
+        let dir = TestPaths.scratchDirectory()
+        func load(_ name: String, _ edit: (inout ResultsBatch) -> Void) throws -> RunResults {
+            let path = dir.appendingPathComponent(name).path
+            var batch = Self.sampleBatch()
+            edit(&batch)
+            try ResultsDatabase.create(at: path).write(batch)
+            return try ResultsDatabase.open(at: path).load()
+        }
+        let running = try load("running.sqlite") { batch in
+            batch.counterTotals = []
+            batch.runMetadata = [("mode", "loadtest")]
+        }
+        #expect(running.isRunning && running.total("ticks", labels: "mode=executed,power_state=Unplugged") == 12)
+        let finished = try load("finished.sqlite") { batch in
+            batch.counterTotals = [(0, 20)]  // not its buckets' 12: what the end wrote is what counts
+            batch.runMetadata = [("mode", "loadtest"), ("wall_seconds", "1.5")]
+        }
+        #expect(!finished.isRunning && finished.total("ticks", labels: "mode=executed,power_state=Unplugged") == 20)
+        let simulated = try load("simulated.sqlite") { $0.counterTotals = [] }
+        #expect(simulated.total("ticks", labels: "mode=executed,power_state=Unplugged") == nil, "a simulation's totals are only what it wrote")
+    }
+
     @Test("the digest covers results but not wall-clock run metadata")
     func digest() throws {
         let dir = TestPaths.scratchDirectory()

@@ -68,7 +68,8 @@ public struct RunResults: Sendable {
 
     public var thresholdsPassed: Bool { thresholds.allSatisfy(\.passed) }
     /// A load test still going (`fleetlab loadtest --dashboard-port` renders its results as
-    /// it runs): its totals, thresholds and wall time are written at its end.
+    /// it runs): its totals, thresholds and wall time are written at its end, so `load()`
+    /// gives its counters the sum of the buckets written so far.
     public var isRunning: Bool { runMetadata["mode"] == "loadtest" && runMetadata["wall_seconds"] == nil }
     public var invariantsPassed: Bool { invariants.allSatisfy(\.passed) }
 
@@ -134,6 +135,11 @@ extension ResultsDatabase {
         }
         for row in try database.query("SELECT key, value FROM run") {
             if let key = row[0].text, let value = row[1].text { results.runMetadata[key] = value }
+        }
+        if results.isRunning {
+            for metric in results.metrics where metric.kind == .counter && results.counterTotals[metric.id] == nil {
+                results.counterTotals[metric.id] = (results.series[metric.id] ?? []).reduce(0) { $0 + $1.value }
+            }
         }
         return results
     }

@@ -23,13 +23,10 @@ struct SummaryPanel: DashboardPanel {
                       "from \(context.labeler.label(0)), buckets of \(TimeLabeler.span(s.bucketNanoseconds))", ""))
         let wall = Double(meta["wall_seconds"] ?? "") ?? 0
         if live {
-            // While the run goes on (`--dashboard-port`) no totals are written yet: the buckets
-            // written so far are what there is.
+            // While the run goes on (`--dashboard-port`) the totals are the buckets' so far.
             let running = results.isRunning
-            let sum = { (metric: MetricDescriptor?) in metric.map { (results.series[$0.id] ?? []).reduce(0) { $0 + $1.value } } ?? 0 }
-            let iterations = running ? results.metrics(named: "loadtest.iterations").reduce(0) { $0 + sum($1) } : results.total(allLabelsOf: "loadtest.iterations")
-            let dropped = running ? sum(results.metric(named: "loadtest.iterations", labels: "outcome=dropped"))
-                : results.total("loadtest.iterations", labels: "outcome=dropped") ?? 0
+            let iterations = results.total(allLabelsOf: "loadtest.iterations")
+            let dropped = results.total("loadtest.iterations", labels: "outcome=dropped") ?? 0
             cards.append(("Iterations", MetricUnit.decimal(iterations - dropped, digits: 0),
                           MetricUnit.decimal(dropped, digits: 0) + " dropped" + (running ? " so far" : ""), dropped > 0 ? "bad" : ""))
             let shares = (results.metric(named: "loadtest.generator_cpu").flatMap { results.series[$0.id] } ?? []).map(\.value)
