@@ -27,15 +27,7 @@ extension HTTPClient {
         }
         reader.headArrived = { timer.cancel() }
         continuation.onTermination = { _ in channel.close(promise: nil) }
-        var headers = HTTPHeaders()
-        headers.add(name: "Host", value: endpoint.authority)
-        for (name, value) in request.headers.sorted(by: { $0.key < $1.key }) where name != "host" && name != "content-length" {
-            headers.add(name: name, value: value)
-        }
-        headers.add(name: "Content-Length", value: String(request.body.count))
-        headers.add(name: "Connection", value: "close")
-        channel.write(HTTPClientRequestPart.head(HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: request.method), uri: request.path,
-                                                                 headers: headers)), promise: nil)
+        channel.write(HTTPClientRequestPart.head(Self.head(of: request, to: endpoint, closing: true)), promise: nil)
         if !request.body.isEmpty { channel.write(HTTPClientRequestPart.body(.byteBuffer(ByteBuffer(bytes: request.body))), promise: nil) }
         channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
         return parts

@@ -80,15 +80,7 @@ public final class HTTPClient: Sendable {
         let deadline = NIODeadline.now() + TimeAmount(timeout)
         let connection = try await connection(to: endpoint, deadline: deadline)
         let channel = connection.channel
-        var headers = HTTPHeaders()
-        headers.add(name: "Host", value: endpoint.authority)
-        for (name, value) in request.headers.sorted(by: { $0.key < $1.key }) where name != "host" && name != "content-length" {
-            headers.add(name: name, value: value)
-        }
-        headers.add(name: "Content-Length", value: String(request.body.count))
-        let target = request.path + (request.query.isEmpty ? "" : "?" + request.query.sorted { $0.key < $1.key }
-            .map { PercentEncoding.encode($0.key) + "=" + PercentEncoding.encode($0.value) }.joined(separator: "&"))
-        let head = HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: request.method), uri: target, headers: headers)
+        let head = Self.head(of: request, to: endpoint)
         let body = request.body
         let promise = channel.eventLoop.makePromise(of: HTTPResponseMessage.self)
         // The answer is expected before the request goes out, both on the channel's loop:
@@ -110,6 +102,22 @@ public final class HTTPClient: Sendable {
             channel.close(promise: nil)
             throw error
         }
+    }
+
+    /// `request`'s head as it goes on the wire to `endpoint`: its path and query as the
+    /// target, the Host header, its own headers in name order, its Content-Length, and
+    /// `Connection: close` when the connection serves this request only.
+    static func head(of request: HTTPRequestMessage, to endpoint: Endpoint, closing: Bool = false) -> HTTPRequestHead {
+        var headers = HTTPHeaders()
+        headers.add(name: "Host", value: endpoint.authority)
+        for (name, value) in request.headers.sorted(by: { $0.key < $1.key }) where name != "host" && name != "content-length" {
+            headers.add(name: name, value: value)
+        }
+        headers.add(name: "Content-Length", value: String(request.body.count))
+        if closing { headers.add(name: "Connection", value: "close") }
+        let target = request.path + (request.query.isEmpty ? "" : "?" + request.query.sorted { $0.key < $1.key }
+            .map { PercentEncoding.encode($0.key) + "=" + PercentEncoding.encode($0.value) }.joined(separator: "&"))
+        return HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: request.method), uri: target, headers: headers)
     }
 
     /// An idle connection to `endpoint`, or a new one.
