@@ -61,12 +61,12 @@ public final class AIBridgeDaemonDriver: @unchecked Sendable {
     /// the relay meets for the first time. `identity` is the Ed25519 seed (32 bytes).
     public init(relay: String, identity: [UInt8], daemonID: String, chat: BridgeDaemon.ChatProvider? = nil, tls: ClientTLS = .system,
                 report: @escaping @Sendable (Event) -> Void) throws {
-        guard let url = URL(string: relay), let host = url.host, url.scheme == "https" || (url.scheme == "http" && url.port != nil) else {
+        guard let endpoint = try? HTTPClient.Endpoint(relay, requiringPort: true) else {
             throw SecretKeyFile.Failure(description: "the relay's URL takes http://host:port or https://host[:port], got \(relay)")
         }
-        self.host = host
-        self.tls = url.scheme == "https" ? tls : nil
-        port = url.port ?? 443
+        host = endpoint.host
+        port = endpoint.port
+        self.tls = endpoint.secure ? tls : nil
         self.report = report
         self.daemonID = daemonID
         var config = BridgeDaemon.Config(daemonID: daemonID)
