@@ -129,6 +129,29 @@ struct FullStackTests {
             """, file: "cadence.yaml")
     }
 
+    @Test("a server-slowdown names its server: the chat server's brownout fills its workers, and the fleet's run before it is unchanged")
+    func slowdownHitsItsServer() async throws {
+        let calm = await WorkflowSimulationTests.run(try Self.fullStack())
+        let slow = await WorkflowSimulationTests.run(try Self.fullStack(kill: "  - {kind: server-slowdown, server: chat, at: 30m, duration: 30m, factor: 500}"))
+        func series(_ world: FleetWorld, _ name: String) throws -> [Double] {
+            let descriptor = try #require(world.recorder.descriptors.first { $0.name == name })
+            return world.recorder.gaugeSeries[descriptor.id]
+        }
+        let bucket = try Self.fullStack().bucket
+        let before = Int(TimeSpan.minutes(30).nanoseconds / bucket.nanoseconds)
+        let (calmChat, slowChat) = (try series(calm, "chat.server_utilisation"), try series(slow, "chat.server_utilisation"))
+        #expect(Array(calmChat.prefix(before)) == Array(slowChat.prefix(before)))
+        #expect(slowChat.max()! > 10 * calmChat.max()!, "\(calmChat) against \(slowChat)")
+        // Each request holds a worker for a second instead of two milliseconds: the chat
+        // endpoints' slowest answers show it.
+        func slowestChatP99(_ world: FleetWorld) -> UInt64 {
+            world.recorder.descriptors.filter { $0.name == "http.latency" && $0.labels.contains("stack=chat") }
+                .compactMap { world.recorder.runHistograms[$0.id]?.value(atPercentile: 99) }.max() ?? 0
+        }
+        #expect(slowestChatP99(slow) > slowestChatP99(calm) + 500_000_000, "p99 \(slowestChatP99(calm)) ns calm, \(slowestChatP99(slow)) ns slowed")
+        #expect(slow.invariants.allHold, "\(slow.invariants.rows.filter { !$0.passed })")
+    }
+
     @Test("syncing more often costs more battery: same seed, the server asks for a sync every 10 s or every 2 min")
     func batteryFollowsSyncCadence() async throws {
         let often = await WorkflowSimulationTests.run(try Self.syncing(every: "10s"))

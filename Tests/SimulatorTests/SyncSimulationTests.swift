@@ -141,6 +141,35 @@ struct SyncSimulationTests {
         #expect(first == second)
     }
 
+    @Test("a server-slowdown stretches the sync server's service times for its window: the queue and latency rise, the run before it is untouched")
+    func brownout() async throws {
+        let calm = await Self.run(try Self.fleet(devices: 40, hours: 1))
+        let slow = await Self.run(try Self.fleet(devices: 40, hours: 1, faults: "{kind: server-slowdown, at: 20m, duration: 15m, factor: 100}"))
+        func series(_ world: FleetWorld, _ name: String) throws -> [Double] {
+            let descriptor = try #require(world.recorder.descriptors.first { $0.name == name })
+            return world.recorder.gaugeSeries[descriptor.id]
+        }
+        func p99(_ world: FleetWorld, _ name: String) throws -> UInt64 {
+            let descriptor = try #require(world.recorder.descriptors.first { $0.name == name })
+            return try #require(world.recorder.runHistograms[descriptor.id]).value(atPercentile: 99)
+        }
+        // 15-minute buckets: the first ends before the slowdown starts, so it is the calm
+        // run's to the last figure; the two it spans carry the load.
+        let (calmBusy, slowBusy) = (try series(calm, "sync.server_utilisation"), try series(slow, "sync.server_utilisation"))
+        #expect(calmBusy.count == 4 && slowBusy.count == 4)
+        #expect(calmBusy[0] == slowBusy[0])
+        #expect(slowBusy[1] > 10 * calmBusy[1] && slowBusy[2] > 10 * calmBusy[2], "\(calmBusy) against \(slowBusy)")
+        #expect(slowBusy[3] < slowBusy[2], "the server recovers after the window: \(slowBusy)")
+        // Two workers at 500 ms a request fall behind 40 busy phones: requests wait.
+        let (calmLatency, slowLatency) = (try p99(calm, "http.latency"), try p99(slow, "http.latency"))
+        #expect(slowLatency > 5 * calmLatency && slowLatency > 1_000_000_000, "p99 \(calmLatency) ns calm, \(slowLatency) ns slowed")
+        #expect(try p99(slow, "sync.server_wait") > 500_000_000)
+        #expect(slow.invariants.allHold, "\(slow.invariants.rows.filter { !$0.passed })")
+        let faults = try #require(slow.recorder.descriptors.first { $0.name == "faults.active" && $0.labels == "kind=server-slowdown" },
+                                  "the window is recorded under its kind")
+        #expect(slow.recorder.gaugeSeries[faults.id] == [0, 1, 1, 0])
+    }
+
     @Test("sync settings are checked: faults that need sync, campaigns of unknown sequences")
     func settingsErrors() throws {
         let noSync = """
@@ -152,6 +181,15 @@ struct SyncSimulationTests {
             """
         let error = try #require(throws: ScenarioError.self) { try ScenarioLoader.parse(text: noSync, file: "x.yaml") }
         #expect(error.description.contains("a server-crash fault needs a population that runs sync"))
+        let slowdowns = [("{kind: server-slowdown, at: 10m, duration: 5m}", "factor"),
+                         ("{kind: server-slowdown, at: 10m, duration: 5m, factor: 1}", "more than 1 and at most 1000"),
+                         ("{kind: server-slowdown, at: 10m, duration: 5m, factor: 5, fraction: 50%}", "'fraction' does not apply to a server-slowdown fault"),
+                         ("{kind: server-crash, at: 10m, duration: 5m, factor: 5}", "'factor' does not apply to a server-crash fault"),
+                         ("{kind: server-slowdown, at: 10m, duration: 5m, factor: 5, server: workflows}", "expected sync, chat, agent or ai-bridge")]
+        for (fault, message) in slowdowns {
+            let error = try #require(throws: ScenarioError.self) { try Self.fleet(faults: fault) }
+            #expect(error.description.contains(message), "\(fault): \(error)")
+        }
         let badCampaign = try #require(throws: ScenarioError.self) {
             try Self.fleet(campaign: "onboarding-flow")
         }

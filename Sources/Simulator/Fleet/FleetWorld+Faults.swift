@@ -22,6 +22,23 @@ extension FleetWorld {
             }
             fleet.sampler.offer(at: now, device: nil, kind: "fault") { "server-crash (\(server.rawValue)) \(phase)" }
             return
+        case .serverSlowdown(_, _, let server, _):
+            // Overlapping slowdowns of one server: the slowest in force holds.
+            let factor = faultsInForce.compactMap { index -> Double? in
+                guard case .serverSlowdown(_, _, server, let factor) = scenario.faults[index] else { return nil }
+                return factor
+            }.max() ?? 1
+            switch server {
+            case .sync: sync?.pool.slowdown = factor
+            case .chat: chat?.serving.pool.slowdown = factor
+            case .agent: agent?.serving.pool.slowdown = factor
+            case .aiBridge: bridge?.serving.pool.slowdown = factor
+            case .workflows, .desktopBridge: break  // no server
+            }
+            fleet.sampler.offer(at: now, device: nil, kind: "fault") {
+                "server-slowdown (\(server.rawValue), service ×\(factor == factor.rounded() ? String(Int(factor)) : String(factor))) \(phase)"
+            }
+            return
         case .pushOutage:
             fleet.push.outage = !ending
             fleet.sampler.offer(at: now, device: nil, kind: "fault") { "push-outage \(phase)" }
@@ -43,7 +60,7 @@ extension FleetWorld {
             case .massAppKill(_, let fraction, _), .radioOff(_, _, let fraction, _), .partition(_, _, let fraction, _):
                 var draw = fleet.deviceSeed(deviceIndex).child("fault").child(UInt64(index)).generator()
                 chosen = draw.chance(fraction)
-            case .serverCrash, .pushOutage:
+            case .serverCrash, .serverSlowdown, .pushOutage:
                 chosen = false
             }
             guard chosen else { continue }
@@ -58,7 +75,7 @@ extension FleetWorld {
             case .partition:
                 if let endpoint = sync?.endpoints[deviceIndex] { partitioned.insert(endpoint) }
                 continue
-            case .serverCrash, .pushOutage:
+            case .serverCrash, .serverSlowdown, .pushOutage:
                 continue
             }
             if !fleet.log.isEmpty { drainLog(device: deviceIndex, at: now, queue: &queue) }

@@ -10,7 +10,10 @@ import LabKernel
 /// so the server's state changes at completion. A completion frees its worker and the
 /// caller starts the next waiting request that is still wanted. A crash bumps `epoch`
 /// (completions scheduled before it are void), empties the queue and frees every worker;
-/// while down the pool admits nothing. Busy worker-time is integrated for utilisation.
+/// while down the pool admits nothing. A slowdown (a `server-slowdown` fault) stretches
+/// the service time of every request a worker takes while it lasts, from the same draw,
+/// so the pool's stream and everything else in the run stay as they were. Busy
+/// worker-time is integrated for utilisation.
 struct WorkerPool {
     enum Admission: Equatable {
         /// A worker took the request; its service ends after this long.
@@ -27,6 +30,8 @@ struct WorkerPool {
     private var waiting: [(token: UInt32, arrived: Instant)] = []
     private var head = 0
     private(set) var isDown = false
+    /// How many times its drawn service time a request now holds a worker (1: as drawn).
+    var slowdown: Double = 1
     /// Bumped by a crash: completions scheduled before it are void.
     private(set) var epoch: UInt32 = 0
     private var busyIntegral: Int64 = 0
@@ -96,7 +101,9 @@ struct WorkerPool {
     private mutating func take(now: Instant) -> TimeSpan {
         account(to: now)
         busy += 1
-        return capacity.serviceTime.sampleSpan(using: &generator)
+        let drawn = capacity.serviceTime.sampleSpan(using: &generator)
+        guard slowdown != 1 else { return drawn }
+        return .nanoseconds(Int64(min(Double(Int64.max / 2), (Double(drawn.nanoseconds) * slowdown).rounded())))
     }
 
     private mutating func account(to now: Instant) {

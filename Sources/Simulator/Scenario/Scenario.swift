@@ -182,13 +182,18 @@ public enum Fault: Sendable, Hashable {
     /// requests queued or in service are lost, new ones get no answer, sockets drop; its
     /// state survives the restart.
     case serverCrash(at: TimeSpan, duration: TimeSpan, server: StackKind)
+    /// A server slows down without failing (a brownout: a noisy neighbour, a slow disk, a
+    /// dependency timing out): every request its workers take while it lasts holds a worker
+    /// `factor` times as long as its drawn service time. The queue, the latency and the
+    /// clients' retries follow from the capacity model.
+    case serverSlowdown(at: TimeSpan, duration: TimeSpan, server: StackKind, factor: Double)
     /// Silent pushes are not delivered (APNs or FCM down).
     case pushOutage(at: TimeSpan, duration: TimeSpan)
 
     public var at: TimeSpan {
         switch self {
         case .massAppKill(let at, _, _), .radioOff(let at, _, _, _), .partition(let at, _, _, _), .serverCrash(let at, _, _),
-             .pushOutage(let at, _):
+             .serverSlowdown(let at, _, _, _), .pushOutage(let at, _):
             return at
         }
     }
@@ -197,7 +202,9 @@ public enum Fault: Sendable, Hashable {
     public var duration: TimeSpan? {
         switch self {
         case .massAppKill: return nil
-        case .radioOff(_, let d, _, _), .partition(_, let d, _, _), .serverCrash(_, let d, _), .pushOutage(_, let d): return d
+        case .radioOff(_, let d, _, _), .partition(_, let d, _, _), .serverCrash(_, let d, _), .serverSlowdown(_, let d, _, _),
+             .pushOutage(_, let d):
+            return d
         }
     }
 
@@ -207,6 +214,7 @@ public enum Fault: Sendable, Hashable {
         case .radioOff: return "radio-off"
         case .partition: return "partition"
         case .serverCrash: return "server-crash"
+        case .serverSlowdown: return "server-slowdown"
         case .pushOutage: return "push-outage"
         }
     }
@@ -216,7 +224,7 @@ public enum Fault: Sendable, Hashable {
         switch self {
         case .massAppKill(_, _, let population), .radioOff(_, _, _, let population), .partition(_, _, _, let population):
             return population
-        case .serverCrash, .pushOutage: return nil
+        case .serverCrash, .serverSlowdown, .pushOutage: return nil
         }
     }
 
@@ -225,7 +233,7 @@ public enum Fault: Sendable, Hashable {
     public var needs: Set<StackKind> {
         switch self {
         case .partition: return [.sync]
-        case .serverCrash(_, _, let server): return [server]
+        case .serverCrash(_, _, let server), .serverSlowdown(_, _, let server, _): return [server]
         case .pushOutage: return [.sync, .chat]
         case .massAppKill, .radioOff: return []
         }
@@ -233,11 +241,18 @@ public enum Fault: Sendable, Hashable {
 }
 
 extension Fault: Decodable {
-    enum CodingKeys: String, CodingKey, CaseIterable { case kind, at, duration, fraction, devices, server }
+    enum CodingKeys: String, CodingKey, CaseIterable { case kind, at, duration, fraction, devices, server, factor }
 
-    /// Which server a `server-crash` without a `server:` key takes down, set by the scenario
-    /// while it decodes (the one it has); nil when it has both and the key is required.
+    /// Which server a `server-crash` or `server-slowdown` without a `server:` key hits, set
+    /// by the scenario while it decodes (the one it has); nil when it has several and the
+    /// key is required.
     @TaskLocal static var defaultServer: StackKind? = .sync
+
+    /// How many times slower a `server-slowdown` may make a server: beyond a thousand a
+    /// 2 ms request holds a worker for seconds, which a crash models better.
+    static let slowdownFactors: ClosedRange<Double> = 1...1_000
+
+    static let kinds = "mass-app-kill, radio-off, partition, server-crash, server-slowdown, push-outage"
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -245,43 +260,50 @@ extension Fault: Decodable {
         let at = try c.decode(TimeSpan.self, forKey: .at)
         let fraction = try c.decodeIfPresent(Ratio.self, forKey: .fraction) ?? .one
         let population = try c.decodeIfPresent(String.self, forKey: .devices)
-        func reject(_ key: CodingKeys) throws {
-            if c.contains(key) {
+        func reject(_ keys: CodingKeys...) throws {
+            for key in keys where c.contains(key) {
                 throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [key],
                                                         debugDescription: "'\(key.stringValue)' does not apply to a \(kind) fault"))
             }
         }
+        /// The server a crash or a slowdown hits.
+        func server() throws -> StackKind {
+            guard let server = try c.decodeIfPresent(StackKind.self, forKey: .server) ?? Self.defaultServer else {
+                throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath, debugDescription:
+                    "the scenario has several servers: name the one the \(kind) hits (server: sync, chat, agent or ai-bridge)"))
+            }
+            guard server != .workflows, server != .desktopBridge else {
+                throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [CodingKeys.server], debugDescription: "expected sync, chat, agent or ai-bridge"))
+            }
+            return server
+        }
         switch kind {
         case "mass-app-kill":
-            try reject(.duration)
-            try reject(.server)
+            try reject(.duration, .server, .factor)
             self = .massAppKill(at: at, fraction: fraction, population: population)
         case "radio-off":
-            try reject(.server)
+            try reject(.server, .factor)
             self = .radioOff(at: at, duration: try c.decode(TimeSpan.self, forKey: .duration), fraction: fraction, population: population)
         case "partition":
-            try reject(.server)
+            try reject(.server, .factor)
             self = .partition(at: at, duration: try c.decode(TimeSpan.self, forKey: .duration), fraction: fraction, population: population)
-        case "server-crash", "push-outage":
-            try reject(.fraction)
-            try reject(.devices)
-            let duration = try c.decode(TimeSpan.self, forKey: .duration)
-            if kind == "server-crash" {
-                guard let server = try c.decodeIfPresent(StackKind.self, forKey: .server) ?? Self.defaultServer else {
-                    throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath, debugDescription:
-                        "the scenario has several servers: name the one that crashes (server: sync, chat, agent or ai-bridge)"))
-                }
-                guard server != .workflows, server != .desktopBridge else {
-                    throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [CodingKeys.server], debugDescription: "expected sync, chat, agent or ai-bridge"))
-                }
-                self = .serverCrash(at: at, duration: duration, server: server)
-            } else {
-                try reject(.server)
-                self = .pushOutage(at: at, duration: duration)
+        case "server-crash":
+            try reject(.fraction, .devices, .factor)
+            self = .serverCrash(at: at, duration: try c.decode(TimeSpan.self, forKey: .duration), server: try server())
+        case "server-slowdown":
+            try reject(.fraction, .devices)
+            let factor = try c.decode(Double.self, forKey: .factor)
+            guard factor > Self.slowdownFactors.lowerBound, factor <= Self.slowdownFactors.upperBound else {
+                throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [CodingKeys.factor], debugDescription:
+                    "expected how many times slower the server serves, more than 1 and at most 1000 (got \(factor))"))
             }
+            self = .serverSlowdown(at: at, duration: try c.decode(TimeSpan.self, forKey: .duration), server: try server(), factor: factor)
+        case "push-outage":
+            try reject(.fraction, .devices, .server, .factor)
+            self = .pushOutage(at: at, duration: try c.decode(TimeSpan.self, forKey: .duration))
         default:
             throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [CodingKeys.kind], debugDescription:
-                "unknown fault kind '\(kind)'; expected one of: mass-app-kill, radio-off, partition, server-crash, push-outage"))
+                "unknown fault kind '\(kind)'; expected one of: \(Self.kinds)"))
         }
     }
 }
