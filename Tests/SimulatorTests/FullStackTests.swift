@@ -152,6 +152,32 @@ struct FullStackTests {
         #expect(slow.invariants.allHold, "\(slow.invariants.rows.filter { !$0.passed })")
     }
 
+    @Test("a link-slowdown stretches every stack's trips over the links it names: syncs and chat requests slow while it lasts, nothing before it changes")
+    func congestedNetwork() async throws {
+        let calm = await WorkflowSimulationTests.run(try Self.fullStack())
+        let slow = await WorkflowSimulationTests.run(try Self.fullStack(kill: """
+              - {kind: link-slowdown, link: wifi, at: 30m, duration: 30m, factor: 20}
+              - {kind: link-slowdown, link: cellular, at: 30m, duration: 30m, factor: 20}
+            """))
+        func p99(_ world: FleetWorld, stack: String) -> UInt64 {
+            world.recorder.descriptors.filter { $0.name == "http.latency" && $0.labels.contains("stack=\(stack)") }
+                .compactMap { world.recorder.runHistograms[$0.id]?.value(atPercentile: 99) }.max() ?? 0
+        }
+        // A 12-45 ms hop each way takes 20 times as long: a quarter of the run's requests
+        // cross them, so each stack's p99 is one of them.
+        for stack in ["sync", "chat"] {
+            #expect(p99(slow, stack: stack) > p99(calm, stack: stack) + 300_000_000, "\(stack): p99 \(p99(calm, stack: stack)) ns calm, \(p99(slow, stack: stack)) ns slowed")
+        }
+        let bucket = try Self.fullStack().bucket
+        let before = Int(TimeSpan.minutes(30).nanoseconds / bucket.nanoseconds)
+        for name in ["sync.outbox_depth", "chat.server_utilisation"] {
+            let calmSeries = try #require(calm.recorder.descriptors.first { $0.name == name }).id
+            let slowSeries = try #require(slow.recorder.descriptors.first { $0.name == name }).id
+            #expect(Array(calm.recorder.gaugeSeries[calmSeries].prefix(before)) == Array(slow.recorder.gaugeSeries[slowSeries].prefix(before)), "\(name)")
+        }
+        #expect(slow.invariants.allHold, "\(slow.invariants.rows.filter { !$0.passed })")
+    }
+
     @Test("syncing more often costs more battery: same seed, the server asks for a sync every 10 s or every 2 min")
     func batteryFollowsSyncCadence() async throws {
         let often = await WorkflowSimulationTests.run(try Self.syncing(every: "10s"))

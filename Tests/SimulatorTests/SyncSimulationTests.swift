@@ -185,7 +185,10 @@ struct SyncSimulationTests {
                          ("{kind: server-slowdown, at: 10m, duration: 5m, factor: 1}", "more than 1 and at most 1000"),
                          ("{kind: server-slowdown, at: 10m, duration: 5m, factor: 5, fraction: 50%}", "'fraction' does not apply to a server-slowdown fault"),
                          ("{kind: server-crash, at: 10m, duration: 5m, factor: 5}", "'factor' does not apply to a server-crash fault"),
-                         ("{kind: server-slowdown, at: 10m, duration: 5m, factor: 5, server: workflows}", "expected sync, chat, agent or ai-bridge")]
+                         ("{kind: server-slowdown, at: 10m, duration: 5m, factor: 5, server: workflows}", "expected sync, chat, agent or ai-bridge"),
+                         ("{kind: link-slowdown, at: 10m, duration: 5m, factor: 5, link: 5g}", "unknown link '5g'; expected wifi, cellular or datacenter"),
+                         ("{kind: link-slowdown, at: 10m, duration: 5m, factor: 5000, link: wifi}", "more than 1 and at most 1000"),
+                         ("{kind: link-slowdown, at: 10m, duration: 5m, factor: 5, link: wifi, server: sync}", "'server' does not apply to a link-slowdown fault")]
         for (fault, message) in slowdowns {
             let error = try #require(throws: ScenarioError.self) { try Self.fleet(faults: fault) }
             #expect(error.description.contains(message), "\(fault): \(error)")

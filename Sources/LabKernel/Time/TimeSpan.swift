@@ -50,6 +50,17 @@ public struct TimeSpan: Hashable, Comparable, Sendable {
         return TimeSpan(nanoseconds: Int64(ns))
     }
 
+    /// This length `factor` times over (a slowdown's stretch), to the nanosecond,
+    /// saturating; exactly itself for a factor of 1.
+    public func stretched(by factor: Double) -> TimeSpan {
+        guard factor != 1 else { return self }
+        let ns = (Double(nanoseconds) * factor).rounded()
+        guard ns.isFinite else { return TimeSpan(nanoseconds: ns > 0 ? .max : 0) }
+        if ns >= 9.2e18 { return TimeSpan(nanoseconds: .max) }
+        if ns <= -9.2e18 { return TimeSpan(nanoseconds: .min) }
+        return TimeSpan(nanoseconds: Int64(ns))
+    }
+
     @inlinable public var seconds: Double { Double(nanoseconds) / 1e9 }
     @inlinable public var milliseconds: Int64 { nanoseconds / 1_000_000 }
 

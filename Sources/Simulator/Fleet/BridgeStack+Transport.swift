@@ -12,8 +12,7 @@ extension BridgeStack {
 
     /// A desktop's link to the relay: home Wi-Fi, then the datacenter.
     mutating func deskLatency(_ user: Int, fleet: Fleet) -> TimeSpan {
-        let seconds = fleet.scenario.links.wifi.latency.sample(using: &desks[user].link)
-            + fleet.scenario.links.datacenter.latency.sample(using: &desks[user].link)
+        let seconds = fleet.links.latency(.wifi, using: &desks[user].link) + fleet.links.latency(.datacenter, using: &desks[user].link)
         return .nanoseconds(Int64(max(0, seconds) * 1e9))
     }
 

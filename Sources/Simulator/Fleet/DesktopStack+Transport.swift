@@ -12,7 +12,7 @@ extension DesktopStack {
     /// One-way LAN latency for a phone now, or nil when it is not on Wi-Fi (not at home).
     mutating func lan(_ device: Int, fleet: Fleet) -> TimeSpan? {
         guard fleet.devices[device].network == .wifi else { return nil }
-        let seconds = fleet.scenario.links.wifi.latency.sample(using: &phones[device]!.link)
+        let seconds = fleet.links.latency(.wifi, using: &phones[device]!.link)
         return .nanoseconds(Int64(max(0, seconds) * 1e9))
     }
 

@@ -29,6 +29,8 @@ public struct Fleet {
     var energy: EnergyLedger
     /// The platform push service every stack's server wakes phones through.
     var push: PushService
+    /// The access links' latency now (`link-slowdown` faults stretch it).
+    var links: LinkConditions
 
     init(scenario: Scenario) {
         self.scenario = scenario
@@ -56,6 +58,7 @@ public struct Fleet {
         sampler = EventSampler(capacity: scenario.eventSample, seed: root.child(.recorder))
         energy = EnergyLedger(scenario.energy, devices: first)
         push = PushService(scenario.push)
+        links = LinkConditions(scenario.links)
         devices.reserveCapacity(first)
         let deviceRoot = root.child(.device)
         for (index, deviceClass) in classes.enumerated() {

@@ -24,10 +24,7 @@ extension FleetWorld {
             return
         case .serverSlowdown(_, _, let server, _):
             // Overlapping slowdowns of one server: the slowest in force holds.
-            let factor = faultsInForce.compactMap { index -> Double? in
-                guard case .serverSlowdown(_, _, server, let factor) = scenario.faults[index] else { return nil }
-                return factor
-            }.max() ?? 1
+            let factor = slowdownInForce { if case .serverSlowdown(_, _, server, let factor) = $0 { factor } else { nil } }
             switch server {
             case .sync: sync?.pool.slowdown = factor
             case .chat: chat?.serving.pool.slowdown = factor
@@ -35,9 +32,13 @@ extension FleetWorld {
             case .aiBridge: bridge?.serving.pool.slowdown = factor
             case .workflows, .desktopBridge: break  // no server
             }
-            fleet.sampler.offer(at: now, device: nil, kind: "fault") {
-                "server-slowdown (\(server.rawValue), service ×\(factor == factor.rounded() ? String(Int(factor)) : String(factor))) \(phase)"
-            }
+            fleet.sampler.offer(at: now, device: nil, kind: "fault") { "server-slowdown (\(server.rawValue), service ×\(Self.factorText(factor))) \(phase)" }
+            return
+        case .linkSlowdown(_, _, let link, _):
+            let factor = slowdownInForce { if case .linkSlowdown(_, _, link, let factor) = $0 { factor } else { nil } }
+            fleet.links.setSlowdown(factor, of: link)
+            sync?.network.setLatencyFactor(factor, for: link)
+            fleet.sampler.offer(at: now, device: nil, kind: "fault") { "link-slowdown (\(link), latency ×\(Self.factorText(factor))) \(phase)" }
             return
         case .pushOutage:
             fleet.push.outage = !ending
@@ -60,7 +61,7 @@ extension FleetWorld {
             case .massAppKill(_, let fraction, _), .radioOff(_, _, let fraction, _), .partition(_, _, let fraction, _):
                 var draw = fleet.deviceSeed(deviceIndex).child("fault").child(UInt64(index)).generator()
                 chosen = draw.chance(fraction)
-            case .serverCrash, .serverSlowdown, .pushOutage:
+            case .serverCrash, .serverSlowdown, .linkSlowdown, .pushOutage:
                 chosen = false
             }
             guard chosen else { continue }
@@ -75,7 +76,7 @@ extension FleetWorld {
             case .partition:
                 if let endpoint = sync?.endpoints[deviceIndex] { partitioned.insert(endpoint) }
                 continue
-            case .serverCrash, .serverSlowdown, .pushOutage:
+            case .serverCrash, .serverSlowdown, .linkSlowdown, .pushOutage:
                 continue
             }
             if !fleet.log.isEmpty { drainLog(device: deviceIndex, at: now, queue: &queue) }
@@ -84,4 +85,12 @@ extension FleetWorld {
         if case .partition(_, let duration, _, _) = fault { sync?.partition(partitioned, from: now, until: now + duration) }
         fleet.sampler.offer(at: now, device: nil, kind: "fault") { "\(fault.kind) \(phase): \(hit) devices" }
     }
+
+    /// The largest factor among the slowdowns in force that `factor` picks (1: none): of
+    /// overlapping slowdowns of one server or link, the slowest holds.
+    func slowdownInForce(_ factor: (Fault) -> Double?) -> Double {
+        faultsInForce.compactMap { factor(scenario.faults[$0]) }.max() ?? 1
+    }
+
+    static func factorText(_ factor: Double) -> String { factor == factor.rounded() ? String(Int(factor)) : String(factor) }
 }

@@ -22,14 +22,14 @@ struct DeviceLinks {
     /// One-way latency of a device's link now (its access network, then the datacenter),
     /// or nil when it is offline.
     mutating func latency(_ device: Int, fleet: inout Fleet) -> TimeSpan? {
-        let profile: LinkProfile
+        let access: AccessKind
         switch fleet.devices[device].network {
         case .offline: return nil
-        case .wifi: profile = fleet.scenario.links.wifi
-        case .cellular: profile = fleet.scenario.links.cellular
+        case .wifi: access = .wifi
+        case .cellular: access = .cellular
         }
         var stream = streams.removeValue(forKey: device) ?? fleet.deviceSeed(device).child(label).generator()
-        let seconds = profile.latency.sample(using: &stream) + fleet.scenario.links.datacenter.latency.sample(using: &stream)
+        let seconds = fleet.links.latency(access, using: &stream) + fleet.links.latency(.datacenter, using: &stream)
         streams[device] = stream
         return .nanoseconds(Int64(max(0, seconds) * 1e9))
     }

@@ -93,11 +93,7 @@ public struct SyncStack {
         config.retention = settings.retention
         var server = SyncServer(config: config, seed: seed.child("core"), wallClock: fleet.engineClock)
         server.bootstrap(now: .zero)
-        var profiles: [AccessKind: LinkProfile] = [:]
-        profiles[.wifi] = fleet.scenario.links.wifi
-        profiles[.cellular] = fleet.scenario.links.cellular
-        profiles[.datacenter] = fleet.scenario.links.datacenter
-        var network = VirtualNetwork<Message>(profiles: profiles, seed: fleet.root.child(.network).child("sync"))
+        var network = VirtualNetwork<Message>(profiles: fleet.scenario.links.profiles, seed: fleet.root.child(.network).child("sync"))
         var endpoints: [EndpointID] = []
         deviceIDs = fleet.devices.indices.map(fleet.deviceName)
         deviceOfID = Dictionary(uniqueKeysWithValues: deviceIDs.enumerated().map { ($1, $0) })

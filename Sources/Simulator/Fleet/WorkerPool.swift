@@ -101,9 +101,7 @@ struct WorkerPool {
     private mutating func take(now: Instant) -> TimeSpan {
         account(to: now)
         busy += 1
-        let drawn = capacity.serviceTime.sampleSpan(using: &generator)
-        guard slowdown != 1 else { return drawn }
-        return .nanoseconds(Int64(min(Double(Int64.max / 2), (Double(drawn.nanoseconds) * slowdown).rounded())))
+        return capacity.serviceTime.sampleSpan(using: &generator).stretched(by: slowdown)
     }
 
     private mutating func account(to now: Instant) {

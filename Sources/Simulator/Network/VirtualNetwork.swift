@@ -84,6 +84,12 @@ public struct VirtualNetwork<Message> {
     public private(set) var dropped: [DropReason: UInt64] = [:]
 
     /// `profiles` is indexed by `AccessKind.rawValue`.
+    /// How many times its drawn latency a message takes on each access kind (a
+    /// `link-slowdown` fault), by `AccessKind.rawValue`.
+    private var latencyFactors: [Double] = Array(repeating: 1, count: AccessKind.allCases.count)
+
+    public mutating func setLatencyFactor(_ factor: Double, for kind: AccessKind) { latencyFactors[Int(kind.rawValue)] = factor }
+
     public init(profiles: [AccessKind: LinkProfile], seed: StreamSeed) {
         self.profiles = AccessKind.allCases.map { profiles[$0] ?? Self.defaultProfile($0) }
         self.seed = seed
@@ -133,7 +139,8 @@ public struct VirtualNetwork<Message> {
         if copies == 2 { duplicated += 1 }
         var tickets: [DeliveryTicket] = []
         for _ in 0..<copies {
-            var at = now + up.latency.sampleSpan(using: &streams[sender]) + down.latency.sampleSpan(using: &streams[sender])
+            var at = now + up.latency.sampleSpan(using: &streams[sender]).stretched(by: latencyFactors[Int(access[Int(from.raw)].rawValue)])
+                + down.latency.sampleSpan(using: &streams[sender]).stretched(by: latencyFactors[Int(access[Int(to.raw)].rawValue)])
             if ordered {
                 let key = UInt64(from.raw) << 32 | UInt64(to.raw)
                 if let last = lastOrderedDelivery[key], last > at { at = last }

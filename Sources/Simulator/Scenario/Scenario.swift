@@ -187,13 +187,17 @@ public enum Fault: Sendable, Hashable {
     /// `factor` times as long as its drawn service time. The queue, the latency and the
     /// clients' retries follow from the capacity model.
     case serverSlowdown(at: TimeSpan, duration: TimeSpan, server: StackKind, factor: Double)
+    /// An access network slows down for everyone on it (a congested carrier, a stadium's
+    /// Wi-Fi, a slow route to the data centre): every message crossing a `link` of that
+    /// kind takes `factor` times its drawn latency.
+    case linkSlowdown(at: TimeSpan, duration: TimeSpan, link: AccessKind, factor: Double)
     /// Silent pushes are not delivered (APNs or FCM down).
     case pushOutage(at: TimeSpan, duration: TimeSpan)
 
     public var at: TimeSpan {
         switch self {
         case .massAppKill(let at, _, _), .radioOff(let at, _, _, _), .partition(let at, _, _, _), .serverCrash(let at, _, _),
-             .serverSlowdown(let at, _, _, _), .pushOutage(let at, _):
+             .serverSlowdown(let at, _, _, _), .linkSlowdown(let at, _, _, _), .pushOutage(let at, _):
             return at
         }
     }
@@ -203,7 +207,7 @@ public enum Fault: Sendable, Hashable {
         switch self {
         case .massAppKill: return nil
         case .radioOff(_, let d, _, _), .partition(_, let d, _, _), .serverCrash(_, let d, _), .serverSlowdown(_, let d, _, _),
-             .pushOutage(_, let d):
+             .linkSlowdown(_, let d, _, _), .pushOutage(_, let d):
             return d
         }
     }
@@ -215,6 +219,7 @@ public enum Fault: Sendable, Hashable {
         case .partition: return "partition"
         case .serverCrash: return "server-crash"
         case .serverSlowdown: return "server-slowdown"
+        case .linkSlowdown: return "link-slowdown"
         case .pushOutage: return "push-outage"
         }
     }
@@ -224,7 +229,7 @@ public enum Fault: Sendable, Hashable {
         switch self {
         case .massAppKill(_, _, let population), .radioOff(_, _, _, let population), .partition(_, _, _, let population):
             return population
-        case .serverCrash, .serverSlowdown, .pushOutage: return nil
+        case .serverCrash, .serverSlowdown, .linkSlowdown, .pushOutage: return nil
         }
     }
 
@@ -235,24 +240,25 @@ public enum Fault: Sendable, Hashable {
         case .partition: return [.sync]
         case .serverCrash(_, _, let server), .serverSlowdown(_, _, let server, _): return [server]
         case .pushOutage: return [.sync, .chat]
-        case .massAppKill, .radioOff: return []
+        case .massAppKill, .radioOff, .linkSlowdown: return []
         }
     }
 }
 
 extension Fault: Decodable {
-    enum CodingKeys: String, CodingKey, CaseIterable { case kind, at, duration, fraction, devices, server, factor }
+    enum CodingKeys: String, CodingKey, CaseIterable { case kind, at, duration, fraction, devices, server, link, factor }
 
     /// Which server a `server-crash` or `server-slowdown` without a `server:` key hits, set
     /// by the scenario while it decodes (the one it has); nil when it has several and the
     /// key is required.
     @TaskLocal static var defaultServer: StackKind? = .sync
 
-    /// How many times slower a `server-slowdown` may make a server: beyond a thousand a
-    /// 2 ms request holds a worker for seconds, which a crash models better.
+    /// How many times slower a slowdown may make a server or a link: beyond a thousand a
+    /// 2 ms request holds a worker for seconds (a 45 ms hop takes most of a minute), which
+    /// a crash (an outage) models better.
     static let slowdownFactors: ClosedRange<Double> = 1...1_000
 
-    static let kinds = "mass-app-kill, radio-off, partition, server-crash, server-slowdown, push-outage"
+    static let kinds = "mass-app-kill, radio-off, partition, server-crash, server-slowdown, link-slowdown, push-outage"
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -277,29 +283,41 @@ extension Fault: Decodable {
             }
             return server
         }
-        switch kind {
-        case "mass-app-kill":
-            try reject(.duration, .server, .factor)
-            self = .massAppKill(at: at, fraction: fraction, population: population)
-        case "radio-off":
-            try reject(.server, .factor)
-            self = .radioOff(at: at, duration: try c.decode(TimeSpan.self, forKey: .duration), fraction: fraction, population: population)
-        case "partition":
-            try reject(.server, .factor)
-            self = .partition(at: at, duration: try c.decode(TimeSpan.self, forKey: .duration), fraction: fraction, population: population)
-        case "server-crash":
-            try reject(.fraction, .devices, .factor)
-            self = .serverCrash(at: at, duration: try c.decode(TimeSpan.self, forKey: .duration), server: try server())
-        case "server-slowdown":
-            try reject(.fraction, .devices)
+        /// How many times slower a slowdown makes its server or link.
+        func factor() throws -> Double {
             let factor = try c.decode(Double.self, forKey: .factor)
             guard factor > Self.slowdownFactors.lowerBound, factor <= Self.slowdownFactors.upperBound else {
                 throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [CodingKeys.factor], debugDescription:
-                    "expected how many times slower the server serves, more than 1 and at most 1000 (got \(factor))"))
+                    "expected how many times slower, more than 1 and at most 1000 (got \(factor))"))
             }
-            self = .serverSlowdown(at: at, duration: try c.decode(TimeSpan.self, forKey: .duration), server: try server(), factor: factor)
+            return factor
+        }
+        switch kind {
+        case "mass-app-kill":
+            try reject(.duration, .server, .link, .factor)
+            self = .massAppKill(at: at, fraction: fraction, population: population)
+        case "radio-off":
+            try reject(.server, .link, .factor)
+            self = .radioOff(at: at, duration: try c.decode(TimeSpan.self, forKey: .duration), fraction: fraction, population: population)
+        case "partition":
+            try reject(.server, .link, .factor)
+            self = .partition(at: at, duration: try c.decode(TimeSpan.self, forKey: .duration), fraction: fraction, population: population)
+        case "server-crash":
+            try reject(.fraction, .devices, .link, .factor)
+            self = .serverCrash(at: at, duration: try c.decode(TimeSpan.self, forKey: .duration), server: try server())
+        case "server-slowdown":
+            try reject(.fraction, .devices, .link)
+            self = .serverSlowdown(at: at, duration: try c.decode(TimeSpan.self, forKey: .duration), server: try server(), factor: try factor())
+        case "link-slowdown":
+            try reject(.fraction, .devices, .server)
+            let name = try c.decode(String.self, forKey: .link)
+            guard let link = AccessKind.allCases.first(where: { $0.description == name }) else {
+                throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [CodingKeys.link], debugDescription:
+                    "unknown link '\(name)'; expected wifi, cellular or datacenter"))
+            }
+            self = .linkSlowdown(at: at, duration: try c.decode(TimeSpan.self, forKey: .duration), link: link, factor: try factor())
         case "push-outage":
-            try reject(.fraction, .devices, .server, .factor)
+            try reject(.fraction, .devices, .server, .link, .factor)
             self = .pushOutage(at: at, duration: try c.decode(TimeSpan.self, forKey: .duration))
         default:
             throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [CodingKeys.kind], debugDescription:
