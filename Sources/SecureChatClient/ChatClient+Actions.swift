@@ -54,6 +54,7 @@ extension ChatClient {
         }
         guard let message = deleted else { return }
         snapshot.ownPlaintexts[id] = nil
+        snapshot.editedAt?[message.compactID] = nil
         out.append(.delivered(message))
     }
 

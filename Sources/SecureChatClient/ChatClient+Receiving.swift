@@ -61,6 +61,7 @@ extension ChatClient {
         let message = ChatClientMessage(id: ChatID(id), origin: origin, text: text, createdAt: ChatTime(json["created_at"]?.stringValue ?? ""),
                                         edited: json["edited_at"]?.stringValue != nil, deleted: false)
         snapshot.insert(message, in: channel)
+        if let editedAt = json["edited_at"]?.stringValue { snapshot.noteEdit(message.compactID, at: editedAt) }
         // Delivered, the message holds its text; the copy kept for the echo is not read again.
         snapshot.ownPlaintexts[id] = nil
         out.append(.delivered(message))
@@ -176,10 +177,13 @@ extension ChatClient {
         return .otherChain
     }
 
-    /// `message.edit`: the new content decrypted like a new message.
+    /// `message.edit`: the new content decrypted like a new message, unless the version
+    /// held is this one or a later one (`Snapshot.editedAt`).
     mutating func receiveEdit(_ json: JSONValue, _ out: inout [ClientEffect]) {
         guard let id = json["id"]?.stringValue, var message = snapshot.message(ChatID(id)), let content = json["content"]?.stringValue else { return }
         if message.senderDeviceID == snapshot.deviceID { return }  // our own edit: we know the text
+        let editedAt = json["edited_at"]?.stringValue
+        if let editedAt, let held = snapshot.editedAt?[message.compactID], ChatTime(held) >= ChatTime(editedAt) { return }
         if snapshot.channels[message.channelID]?.isDM ?? false {
             guard let text = openPairwise(content, id: id, &out) else { return }
             message.text = text
@@ -194,6 +198,7 @@ extension ChatClient {
             stored = edited
             return true
         }
+        if let editedAt { snapshot.noteEdit(edited.compactID, at: editedAt) }
         out.append(.delivered(message))
     }
 }

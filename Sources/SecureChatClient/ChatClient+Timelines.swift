@@ -45,6 +45,14 @@ extension ChatClient.Snapshot {
         timelines[channel, default: []].insert(message, at: position)  // in place: no copy of the timeline
     }
 
+    /// The version held of an edited message is the one edited at `editedAt` (the server's
+    /// text): an edit event for it, or an older one, is then not opened.
+    mutating func noteEdit(_ id: ChatID, at editedAt: String) {
+        if editedAt.isEmpty { return }
+        if self.editedAt == nil { self.editedAt = [:] }
+        self.editedAt![id] = editedAt
+    }
+
     /// A channel this device left: its timeline goes from view, and its messages stay
     /// delivered (a page of it after a rejoin does not deliver them again).
     mutating func retireTimeline(_ channel: String) {

@@ -124,6 +124,12 @@ public struct ChatClient: Sendable {
         /// JSON text: stored, because a catch-up that reaches newer messages will not fetch
         /// them again.
         public var heldGroup: [String: [String]]?
+        /// The `edited_at` of the version held of each edited message. A `message.edit`
+        /// event for that version or an older one is not opened: a catch-up page can bring
+        /// an edited message before the socket's event for the edit, whose key the page's
+        /// copy has already spent, and an older edit must not replace a newer text.
+        /// Optional so older snapshots still read.
+        public var editedAt: [ChatID: String]?
 
         public init(seed: StreamSeed) { generator = seed.generator() }
     }

@@ -39,6 +39,34 @@ struct ActionAndDeviceTests {
         #expect(net.texts("bob", dm) == ["lunch at 2?"] && net.clients["bob"]!.stats.decryptionFailures == 0)
     }
 
+    @Test("an edit event for a version a catch-up page already brought is not opened again, and an older edit does not replace a newer text")
+    func editAfterPage() throws {
+        var (net, group) = self.group()
+        net.goOffline("carol")
+        net.run("alice", .send(channelID: group, text: "teh plan"))
+        let id = try #require(net.clients["alice"]!.timeline(group).first?.id)
+        /// The `message.edit` frame the server sent the members online for the latest edit.
+        func editFrame() -> String {
+            let stored = net.server.state.messages[id]!
+            return JSONValue.object(["type": "message.edit", "message": ["id": .string(id), "channel_id": .string(group), "content": .string(stored.content),
+                                                                        "edited_at": .string(net.server.timestamp(stored.editedAt!))]]).canonicalText
+        }
+        net.run("alice", .edit(messageID: id, text: "the plan"))
+        let first = editFrame()
+        net.now = net.now + .seconds(2)
+        net.run("alice", .edit(messageID: id, text: "the plan!"))
+        let second = editFrame()
+        #expect(net.texts("bob", group) == ["the plan!"])
+        // Carol catches up: the newest page holds the message as last edited. Then the
+        // socket's events for both edits reach her, late.
+        net.goOnline("carol")
+        #expect(net.texts("carol", group) == ["the plan!"])
+        net.run("carol", .socketText(second))
+        net.run("carol", .socketText(first))
+        #expect(net.texts("carol", group) == ["the plan!"] && net.clients["carol"]!.timeline(group).first?.edited == true)
+        #expect(net.clients["carol"]!.stats.decryptionFailures == 0, "\(net.surfaced["carol"] ?? [])")
+    }
+
     @Test("leave: the channel goes from the leaver's list, the others hear it, and the next sender key is new")
     func leave() {
         var (net, group) = self.group()
