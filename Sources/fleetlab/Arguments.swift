@@ -1,5 +1,6 @@
 import ArgumentParser
 import LabKernel
+import Simulator
 
 /// `--duration 6h` on the command line.
 struct DurationArgument: ExpressibleByArgument {
@@ -11,4 +12,16 @@ struct DurationArgument: ExpressibleByArgument {
         guard let span = TimeSpan(argument), span > .zero else { return nil }
         self.span = span
     }
+}
+
+/// `--chaos N` of `simulate` and `seeds`: its bounds, and how a reproduce line passes it on.
+enum ChaosOption {
+    static func validate(_ count: Int?) throws {
+        if let count, !Scenario.chaosCounts.contains(count) {
+            throw ValidationError("--chaos must be \(Scenario.chaosCounts.lowerBound)...\(Scenario.chaosCounts.upperBound) faults")
+        }
+    }
+
+    /// ` --chaos N`, or nothing for a run without chaos.
+    static func argument(_ count: Int?) -> String { (count ?? 0) > 0 ? " --chaos \(count!)" : "" }
 }

@@ -30,6 +30,10 @@ struct RunSummary {
             pace += ", peak RSS \(MetricUnit.decimal(Double(rss) / 1_048_576, digits: 1)) MiB"
         }
         lines.append(row("events", pace))
+        if scenario.chaos > 0 {
+            lines.append(row("chaos", "\(scenario.chaos) faults drawn from seed \(scenario.seed), after the scenario's own:"))
+            for fault in scenario.faults.suffix(scenario.chaos) { lines.append("      - \(fault.yaml)") }
+        }
         let executed = sum("ticks") { $0.label("mode") == "executed" }
         let skipped = sum("ticks") { $0.label("mode") == "fast_forwarded" }
         lines.append(row("ticks", "\(n(executed + skipped)) (\(n(executed)) executed, \(n(skipped)) fast-forwarded)"))
@@ -89,7 +93,7 @@ struct RunSummary {
         lines.append("")
         lines.append("reproduce with: fleetlab simulate \(scenarioPath) --seed \(scenario.seed)"
             + (scenario.deviceCount != 0 ? " --devices \(scenario.deviceCount)" : "") + " --duration \(scenario.duration)"
-            + (scenario.shard.map { " --shard \($0)" } ?? ""))
+            + (scenario.shard.map { " --shard \($0)" } ?? "") + ChaosOption.argument(scenario.chaos))
         return lines.joined(separator: "\n")
     }
 

@@ -8,6 +8,8 @@ import Simulator
 /// `fleetlab seeds`: one scenario over many seeds, in the spirit of TigerBeetle's VOPR:
 /// each seed is a whole run of the model (no results written), several at once, and every
 /// seed whose invariants or thresholds fail is printed with the command that replays it.
+/// With `--chaos N` each seed also draws N faults of its own (`Scenario.addingChaos`), so
+/// the search covers fault schedules nobody wrote, and a failing seed prints its faults.
 struct SeedsCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "seeds",
@@ -16,6 +18,12 @@ struct SeedsCommand: ParsableCommand {
         Seeds FIRST, FIRST+1, … FIRST+COUNT-1 replace the scenario's seed; JOBS runs go at \
         once (one process each). Nothing is written: a failing seed is replayed with \
         `fleetlab simulate SCENARIO --seed S`, which writes the results and the dashboard.
+
+        With --chaos N, each seed also draws N faults from its own stream (crashes, \
+        slowdowns, partitions, radio and push outages, app kills, congested links, of the \
+        kinds the scenario can take), after the scenario's own: a search over fault \
+        schedules. A failing seed prints the faults it drew; `fleetlab simulate SCENARIO \
+        --seed S --chaos N` replays it.
 
         Exit status: 0 every seed passed, 2 bad input, 3 a seed failed.
         """)
@@ -38,6 +46,9 @@ struct SeedsCommand: ParsableCommand {
     @Option(help: "Simulated duration (overrides the scenario).")
     var duration: DurationArgument?
 
+    @Option(help: "Faults each seed draws, after the scenario's own (1...20).")
+    var chaos: Int?
+
     /// Set on the processes this command starts: run that one seed and print its verdict.
     @Option(help: .hidden)
     var only: UInt64?
@@ -45,11 +56,13 @@ struct SeedsCommand: ParsableCommand {
     func validate() throws {
         guard (1...1_000_000).contains(count), (1...64).contains(jobs) else { throw ValidationError("--count 1...1000000, --jobs 1...64") }
         if let devices, devices < 1 || devices > 50_000_000 { throw ValidationError("--devices must be between 1 and 50,000,000") }
+        try ChaosOption.validate(chaos)
     }
 
     func load(seed: UInt64) throws -> Scenario {
         do {
-            return try ScenarioLoader.load(path: scenario).overriding(devices: devices, duration: duration?.span, seed: seed)
+            let loaded = try ScenarioLoader.load(path: scenario).overriding(devices: devices, duration: duration?.span, seed: seed)
+            return chaos.map(loaded.addingChaos) ?? loaded
         } catch {
             throw CLIFailure.badInput("\(error)")
         }
@@ -71,6 +84,7 @@ struct SeedsCommand: ParsableCommand {
             var arguments = ["seeds", scenario, "--only", String(seed)]
             if let devices { arguments += ["--devices", String(devices)] }
             if let duration { arguments += ["--duration", duration.span.description] }
+            if let chaos { arguments += ["--chaos", String(chaos)] }
             process.arguments = arguments
             let pipe = Pipe()
             process.standardOutput = pipe
@@ -95,12 +109,16 @@ struct SeedsCommand: ParsableCommand {
         }
         let wall = WallClock.seconds() - started
         if Console.stderrIsTerminal { FileHandle.standardError.write(Data("\n".utf8)) }
-        print("fleetlab seeds \(scenario) — \(count) seeds from \(first), \(jobs) at once, \(MetricUnit.decimal(wall, digits: 1)) s: "
-            + (failed.isEmpty ? "every seed passed" : "\(failed.count) failed"))
+        print("fleetlab seeds \(scenario) — \(count) seeds from \(first)" + (chaos.map { ", \($0) chaos faults each" } ?? "")
+            + ", \(jobs) at once, \(MetricUnit.decimal(wall, digits: 1)) s: " + (failed.isEmpty ? "every seed passed" : "\(failed.count) failed"))
         for (seed, why) in failed.sorted(by: { $0.0 < $1.0 }) {
             print("  seed \(seed): \(why)")
+            if let chaos {
+                print("    faults drawn:")
+                for fault in try load(seed: seed).faults.suffix(chaos) { print("      - \(fault.yaml)") }
+            }
             print("    reproduce with: fleetlab simulate \(scenario) --seed \(seed)"
-                + (devices.map { " --devices \($0)" } ?? "") + (duration.map { " --duration \($0.span)" } ?? ""))
+                + (devices.map { " --devices \($0)" } ?? "") + (duration.map { " --duration \($0.span)" } ?? "") + ChaosOption.argument(chaos))
         }
         if !failed.isEmpty { throw ExitCode(ExitStatus.checksFailed) }
     }

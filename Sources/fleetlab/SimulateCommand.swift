@@ -32,6 +32,9 @@ struct SimulateCommand: ParsableCommand {
     @Option(help: "Output directory (default: runs/<scenario name>).")
     var out: String?
 
+    @Option(help: "Add this many faults, drawn from the seed, after the scenario's own (1...20; see `fleetlab seeds --chaos`).")
+    var chaos: Int?
+
     @Flag(help: "No progress bar.")
     var quiet = false
 
@@ -48,6 +51,7 @@ struct SimulateCommand: ParsableCommand {
         if let devices, devices < 1 || devices > 50_000_000 {
             throw ValidationError("--devices must be between 1 and 50,000,000")
         }
+        try ChaosOption.validate(chaos)
     }
 
     func run() throws {
@@ -58,6 +62,7 @@ struct SimulateCommand: ParsableCommand {
             throw CLIFailure.badInput("\(error)")
         }
         loaded = loaded.overriding(devices: devices, duration: duration?.span, seed: seed)
+        if let chaos { loaded = loaded.addingChaos(chaos) }
         if let shard {
             guard let slice = FleetShard(parsing: shard) else { throw CLIFailure.badInput("--shard \(shard): expected I/N with 0 <= I < N, like 0/4") }
             guard !loaded.runs(.chat) else {

@@ -4,6 +4,11 @@ extension FleetWorld {
     /// Applies fault `index` (or ends it). Whether a fault hits a device is the device's
     /// own draw (`fault/<index>` of its seed), so the end of a radio-off window finds
     /// exactly the devices its start hit, and another population changes nothing.
+    ///
+    /// Faults may overlap (a scenario's own, or `--chaos`'s draws): a server is down while
+    /// any crash of it is in force, pushes are out while any outage is, a device's radio
+    /// stays off while any radio-off that hit it is, and of overlapping slowdowns the
+    /// slowest holds.
     mutating func applyFault(_ index: Int, ending: Bool, at now: Instant, queue: inout EventQueue<Event>) {
         let fault = scenario.faults[index]
         let phase = ending ? "ends" : "starts"
@@ -13,6 +18,12 @@ extension FleetWorld {
         }
         switch fault {
         case .serverCrash(_, _, let server):
+            let crashes = faultsInForce.count { if case .serverCrash(_, _, server) = scenario.faults[$0] { true } else { false } }
+            // Already down at this start, or still down at this end: another crash holds it.
+            guard crashes == (ending ? 0 : 1) else {
+                fleet.sampler.offer(at: now, device: nil, kind: "fault") { "server-crash (\(server.rawValue)) \(phase), overlapping another" }
+                return
+            }
             switch server {
             case .sync: sync?.setServerDown(!ending, now: now)
             case .chat: chat?.setServerDown(!ending, fleet: &fleet, now: now, queue: &queue)
@@ -41,7 +52,7 @@ extension FleetWorld {
             fleet.sampler.offer(at: now, device: nil, kind: "fault") { "link-slowdown (\(link), latency ×\(Self.factorText(factor))) \(phase)" }
             return
         case .pushOutage:
-            fleet.push.outage = !ending
+            fleet.push.outage = faultsInForce.contains { if case .pushOutage = scenario.faults[$0] { true } else { false } }
             fleet.sampler.offer(at: now, device: nil, kind: "fault") { "push-outage \(phase)" }
             return
         case .partition where ending:
@@ -54,24 +65,18 @@ extension FleetWorld {
         var partitioned: Set<EndpointID> = []
         var hit = 0
         for deviceIndex in fleet.devices.indices {
+            guard hits(index, deviceIndex) else { continue }
             let deviceClass = fleet.deviceClass(of: deviceIndex)
-            if let population = fault.population, population != deviceClass.name { continue }
-            let chosen: Bool
-            switch fault {
-            case .massAppKill(_, let fraction, _), .radioOff(_, _, let fraction, _), .partition(_, _, let fraction, _):
-                var draw = fleet.deviceSeed(deviceIndex).child("fault").child(UInt64(index)).generator()
-                chosen = draw.chance(fraction)
-            case .serverCrash, .serverSlowdown, .linkSlowdown, .pushOutage:
-                chosen = false
-            }
-            guard chosen else { continue }
             hit += 1
             switch fault {
             case .massAppKill:
                 fleet.devices[deviceIndex].killApp(at: now, deviceClass: deviceClass, env: fleet.environment, tally: &fleet.tally,
                                                    log: &fleet.log)
             case .radioOff:
-                fleet.devices[deviceIndex].setRadioForcedOff(!ending, at: now, deviceClass: deviceClass, env: fleet.environment,
+                let off = !ending || faultsInForce.contains { other in
+                    if case .radioOff = scenario.faults[other] { hits(other, deviceIndex) } else { false }
+                }
+                fleet.devices[deviceIndex].setRadioForcedOff(off, at: now, deviceClass: deviceClass, env: fleet.environment,
                                                              tally: &fleet.tally, log: &fleet.log)
             case .partition:
                 if let endpoint = sync?.endpoints[deviceIndex] { partitioned.insert(endpoint) }
@@ -84,6 +89,20 @@ extension FleetWorld {
         }
         if case .partition(_, let duration, _, _) = fault { sync?.partition(partitioned, from: now, until: now + duration) }
         fleet.sampler.offer(at: now, device: nil, kind: "fault") { "\(fault.kind) \(phase): \(hit) devices" }
+    }
+
+    /// Whether fault `index` hits device `device`: of its population (or every one), by the
+    /// device's own draw for that fault. Faults on servers and links hit no device.
+    func hits(_ index: Int, _ device: Int) -> Bool {
+        let fault = scenario.faults[index]
+        if let population = fault.population, population != fleet.deviceClass(of: device).name { return false }
+        switch fault {
+        case .massAppKill(_, let fraction, _), .radioOff(_, _, let fraction, _), .partition(_, _, let fraction, _):
+            var draw = fleet.deviceSeed(device).child("fault").child(UInt64(index)).generator()
+            return draw.chance(fraction)
+        case .serverCrash, .serverSlowdown, .linkSlowdown, .pushOutage:
+            return false
+        }
     }
 
     /// The largest factor among the slowdowns in force that `factor` picks (1: none): of

@@ -41,6 +41,8 @@ public struct Scenario: Sendable {
     /// The slice of the fleet this run simulates; nil for all of it. A run option, not part
     /// of the scenario text (its hash is the same in every shard).
     public var shard: FleetShard?
+    /// How many of `faults` `--chaos` drew from the seed (the last ones); a run option.
+    public internal(set) var chaos = 0
 
     /// The stacks a population's devices run: the ones it lists, or, when it lists none,
     /// every stack the scenario configures (workflows only where a workload applies).
