@@ -18,8 +18,25 @@ public enum CommandRunner {
         try wait(for: start(arguments, in: directory, executable: URL(fileURLWithPath: executable)))
     }
 
+    /// A command that did not exit within its deadline: stopped (Ctrl-C, then killed), with
+    /// what it printed by then, so a hang fails its test with the command named instead
+    /// of holding the whole run until the suite's own limit.
+    public struct Hung: Error, CustomStringConvertible {
+        public var arguments: [String]
+        public var seconds: Double
+        public var output: Result
+        public var description: String {
+            "\(arguments.joined(separator: " ")) did not exit within \(Int(seconds)) s; it printed:\n\(output.stdout)\n\(output.stderr)"
+        }
+    }
+
+    /// How long any command a test runs may take: far more than any takes (the slowest,
+    /// a sweep or a sharded run, takes under a minute even on a starved machine).
+    public static let deadline: Double = 300
+
     /// Waits for a started process, reading both pipes so neither fills up and blocks it.
-    public static func wait(for process: Process) throws -> Result {
+    /// Past `deadline` it is interrupted (then killed) and `Hung` is thrown.
+    public static func wait(for process: Process, deadline: Double = CommandRunner.deadline) throws -> Result {
         let out = process.standardOutput as! Pipe, err = process.standardError as! Pipe
         let group = DispatchGroup()
         nonisolated(unsafe) var outData = Data(), errData = Data()
@@ -29,10 +46,23 @@ public enum CommandRunner {
         Thread.detachNewThread { outData = out.fileHandleForReading.readDataToEndOfFile(); group.leave() }
         group.enter()
         Thread.detachNewThread { errData = err.fileHandleForReading.readDataToEndOfFile(); group.leave() }
+        let started = Date()
+        while process.isRunning && Date().timeIntervalSince(started) < deadline { usleep(20_000) }
+        let hung = process.isRunning
+        if hung {
+            process.interrupt()
+            let grace = Date()
+            while process.isRunning && Date().timeIntervalSince(grace) < 5 { usleep(20_000) }
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        }
         process.waitUntilExit()
-        group.wait()
-        return Result(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
-                      stderr: String(decoding: errData, as: UTF8.self))
+        // A stopped command's own children may still hold its pipes open: its output is
+        // then what the readers finish with in ten seconds, or none.
+        let read = hung ? group.wait(timeout: .now() + 10) == .success : { group.wait(); return true }()
+        let result = Result(status: process.terminationStatus, stdout: read ? String(decoding: outData, as: UTF8.self) : "",
+                            stderr: read ? String(decoding: errData, as: UTF8.self) : "")
+        if hung { throw Hung(arguments: process.arguments ?? [], seconds: deadline, output: result) }
+        return result
     }
 
     /// `fleetlab(_:in:)` for async tests: the waiting happens off Swift's cooperative
