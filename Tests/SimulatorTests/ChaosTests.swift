@@ -28,6 +28,7 @@ struct ChaosTests {
               groups: 3
               groupSize: [3, 6]
               messagesPerUserHour: 6
+              actions: {editShare: 10%, deleteShare: 5%, historyPerUserDay: 6, logoutsPerUserDay: 1}
             faults: [\(faults)]
             """, file: "chaos.yaml")
     }
@@ -85,6 +86,15 @@ struct ChaosTests {
             for descriptor in a.recorder.descriptors where descriptor.name == name {
                 #expect(a.recorder.totals[descriptor.id] == SyncSimulationTests.total(b, name, descriptor.labels), "\(name){\(descriptor.labels)}")
             }
+        }
+    }
+
+    @Test("a small chaos search: four seeds of six drawn faults each over sync and chat, and every invariant holds in each")
+    func invariantsHoldUnderChaos() async throws {
+        for seed in UInt64(1)...4 {
+            let scenario = try Self.fleet(seed: seed).addingChaos(6)
+            let world = await WorkflowSimulationTests.run(scenario)
+            #expect(world.invariants.allHold, "seed \(seed), faults \(scenario.faults.map(\.yaml)): \(world.invariants.rows.filter { !$0.passed })")
         }
     }
 }
