@@ -97,4 +97,15 @@ struct ChaosTests {
             #expect(world.invariants.allHold, "seed \(seed), faults \(scenario.faults.map(\.yaml)): \(world.invariants.rows.filter { !$0.passed })")
         }
     }
+
+    @Test("what chaos searches found stays fixed: chat-groups' seed 104 with the chat server down across a mass app kill (a frame overtook the socket's opening and cut a catch-up short)")
+    func chaosFinds() async throws {
+        let path = TestPaths.packageRoot.appendingPathComponent("simulations/chat-groups.yaml").path
+        var scenario = try ScenarioLoader.load(path: path).overriding(devices: 150, duration: .hours(2), seed: 104)
+        let noop = Fault.pushOutage(at: .seconds(1), duration: .seconds(1))
+        scenario.faults = [noop, noop, .serverCrash(at: .seconds(3_668), duration: .seconds(1_712), server: .chat), noop,
+                           .massAppKill(at: .seconds(4_625), fraction: Ratio(parsing: "46%")!, population: nil)]
+        let world = await WorkflowSimulationTests.run(scenario)
+        #expect(world.invariants.allHold, "\(world.invariants.rows.filter { !$0.passed })")
+    }
 }

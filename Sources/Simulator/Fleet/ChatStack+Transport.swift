@@ -200,7 +200,11 @@ extension ChatStack {
                 }
                 connectionOf[device] = connection
                 deviceOfConnection[connection] = device
-                schedule(.input(device: device, session: run, .socketOpened), after: latency, now: now, queue: &queue)
+                // The upgrade's answer is the socket's first arrival: a frame the server
+                // sends at once (a message just stored) must not overtake it, or the client
+                // would take it for one it held before its catch-up and stop paging short.
+                let opened = links.socketArrival(device, latency: latency, now: now)
+                schedule(.input(device: device, session: run, .socketOpened), after: opened - now, now: now, queue: &queue)
             case .refused(let code, _):
                 schedule(.input(device: device, session: run, .socketClosed(code: code)), after: .zero, now: now, queue: &queue)
             }
