@@ -42,8 +42,12 @@ public struct TimeSpan: Hashable, Comparable, Sendable {
     /// Rounds a length in seconds given as a floating-point number (a sampled distribution)
     /// to whole nanoseconds, saturating instead of trapping on huge or non-finite values.
     @inlinable
-    public static func approximately(seconds value: Double) -> TimeSpan {
-        let ns = (value * 1e9).rounded()
+    public static func approximately(seconds value: Double) -> TimeSpan { approximately(nanoseconds: value * 1e9) }
+
+    /// Rounds a length in nanoseconds given as a floating-point number, saturating.
+    @inlinable
+    public static func approximately(nanoseconds value: Double) -> TimeSpan {
+        let ns = value.rounded()
         guard ns.isFinite else { return TimeSpan(nanoseconds: value > 0 ? .max : 0) }
         if ns >= 9.2e18 { return TimeSpan(nanoseconds: .max) }
         if ns <= -9.2e18 { return TimeSpan(nanoseconds: .min) }
@@ -53,12 +57,7 @@ public struct TimeSpan: Hashable, Comparable, Sendable {
     /// This length `factor` times over (a slowdown's stretch), to the nanosecond,
     /// saturating; exactly itself for a factor of 1.
     public func stretched(by factor: Double) -> TimeSpan {
-        guard factor != 1 else { return self }
-        let ns = (Double(nanoseconds) * factor).rounded()
-        guard ns.isFinite else { return TimeSpan(nanoseconds: ns > 0 ? .max : 0) }
-        if ns >= 9.2e18 { return TimeSpan(nanoseconds: .max) }
-        if ns <= -9.2e18 { return TimeSpan(nanoseconds: .min) }
-        return TimeSpan(nanoseconds: Int64(ns))
+        factor == 1 ? self : .approximately(nanoseconds: Double(nanoseconds) * factor)
     }
 
     @inlinable public var seconds: Double { Double(nanoseconds) / 1e9 }
