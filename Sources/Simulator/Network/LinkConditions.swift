@@ -14,14 +14,6 @@ struct LinkConditions {
 
     init(_ settings: LinkSettings) { self.settings = settings }
 
-    func profile(_ kind: AccessKind) -> LinkProfile {
-        switch kind {
-        case .wifi: return settings.wifi
-        case .cellular: return settings.cellular
-        case .datacenter: return settings.datacenter
-        }
-    }
-
     /// How many times its drawn latency a message on `kind` takes now.
     func slowdown(of kind: AccessKind) -> Double { factors[Int(kind.rawValue)] }
 
@@ -29,6 +21,6 @@ struct LinkConditions {
 
     /// One-way latency of `kind` now, in seconds, drawn from `generator`.
     func latency(_ kind: AccessKind, using generator: inout SeededGenerator) -> Double {
-        profile(kind).latency.sample(using: &generator) * factors[Int(kind.rawValue)]
+        settings.profile(kind).latency.sample(using: &generator) * factors[Int(kind.rawValue)]
     }
 }

@@ -113,7 +113,16 @@ public struct LinkSettings: Sendable, Hashable, Decodable {
         datacenter = try c.decodeIfPresent(LinkSpec.self, forKey: .datacenter)?.profile(over: .datacenter) ?? .datacenter
     }
 
-    public var profiles: [AccessKind: LinkProfile] { [.wifi: wifi, .cellular: cellular, .datacenter: datacenter] }
+    /// The profile of one kind of access.
+    public func profile(_ kind: AccessKind) -> LinkProfile {
+        switch kind {
+        case .wifi: return wifi
+        case .cellular: return cellular
+        case .datacenter: return datacenter
+        }
+    }
+
+    public var profiles: [AccessKind: LinkProfile] { Dictionary(uniqueKeysWithValues: AccessKind.allCases.map { ($0, profile($0)) }) }
 }
 
 struct LinkSpec: Decodable {
