@@ -26,6 +26,8 @@ public struct SweepPoint: Sendable {
     public var energy: [StackEnergy]
     /// What a device spent of its battery a day, across the fleet (every population).
     public var deviceEnergy: [DeviceEnergySpread]
+    /// Of those, what every stack together took (the spread the sweep charts and judges).
+    public var everyStackEnergy: DeviceEnergySpread? { deviceEnergy.first { $0.stack == "all" } }
     /// The invariants that failed at this size, by name.
     public var violated: [String]
     public var invariantsHeld: Bool { violated.isEmpty }
@@ -137,7 +139,7 @@ public enum SweepAnalysis {
         // The phones that pay most: their battery should not depend on the fleet's size.
         // Where it grows, retries and reconnects past a server's limit are paid in radio time.
         // A fifth more counts (and a tenth of a percent, so tiny costs do not ring).
-        let tail = points.compactMap { point in point.deviceEnergy.first { $0.stack == "all" }.map { (point.devices, $0.p99) } }
+        let tail = points.compactMap { point in point.everyStackEnergy.map { (point.devices, $0.p99) } }
         if let first = tail.first, let top = tail.max(by: { $0.1 < $1.1 }), top.0 > first.0, top.1 >= first.1 * 1.2 + 0.1 {
             lines.append("the phones that pay most spend more at scale: battery p99 (every stack) \(percent(first.1)) a day at \(count(first.0)) devices, "
                 + "\(percent(top.1)) at \(count(top.0))")

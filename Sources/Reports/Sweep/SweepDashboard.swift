@@ -76,7 +76,7 @@ public enum SweepDashboard {
                     SizeChart(sizes: sizes, format: { MetricUnit.decimal($0, digits: 1) + " J" }).render(lines) + HTML.legend(lines.map { ($0.name, $0.color) }),
                     wide: false)
         }
-        let spread = points.compactMap { p in p.deviceEnergy.first { $0.stack == "all" }.map { (p.devices, $0) } }
+        let spread = points.compactMap { p in p.everyStackEnergy.map { (p.devices, $0) } }
         if !spread.isEmpty {
             let lines: [SizeChart.Line] = [
                 .init(name: "p50", color: Palette.series[0], points: spread.map { ($0.0, $0.1.p50) }),
