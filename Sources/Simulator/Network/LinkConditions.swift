@@ -14,9 +14,6 @@ struct LinkConditions {
 
     init(_ settings: LinkSettings) { self.settings = settings }
 
-    /// How many times its drawn latency a message on `kind` takes now.
-    func slowdown(of kind: AccessKind) -> Double { factors[Int(kind.rawValue)] }
-
     mutating func setSlowdown(_ factor: Double, of kind: AccessKind) { factors[Int(kind.rawValue)] = factor }
 
     /// One-way latency of `kind` now, in seconds, drawn from `generator`.
