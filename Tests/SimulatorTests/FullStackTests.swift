@@ -129,26 +129,25 @@ struct FullStackTests {
             """, file: "cadence.yaml")
     }
 
+    /// The p99 of a stack's slowest endpoint over the run.
+    static func slowestP99(_ world: FleetWorld, stack: String) -> UInt64 {
+        world.recorder.descriptors.filter { $0.name == "http.latency" && $0.labels.contains("stack=\(stack)") }
+            .compactMap { world.recorder.runHistograms[$0.id]?.value(atPercentile: 99) }.max() ?? 0
+    }
+
     @Test("a server-slowdown names its server: the chat server's brownout fills its workers, and the fleet's run before it is unchanged")
     func slowdownHitsItsServer() async throws {
         let calm = await WorkflowSimulationTests.run(try Self.fullStack())
         let slow = await WorkflowSimulationTests.run(try Self.fullStack(kill: "  - {kind: server-slowdown, server: chat, at: 30m, duration: 30m, factor: 500}"))
-        func series(_ world: FleetWorld, _ name: String) throws -> [Double] {
-            let descriptor = try #require(world.recorder.descriptors.first { $0.name == name })
-            return world.recorder.gaugeSeries[descriptor.id]
-        }
         let bucket = try Self.fullStack().bucket
         let before = Int(TimeSpan.minutes(30).nanoseconds / bucket.nanoseconds)
-        let (calmChat, slowChat) = (try series(calm, "chat.server_utilisation"), try series(slow, "chat.server_utilisation"))
+        let (calmChat, slowChat) = (try WorkflowSimulationTests.gauge(calm, "chat.server_utilisation"), try WorkflowSimulationTests.gauge(slow, "chat.server_utilisation"))
         #expect(Array(calmChat.prefix(before)) == Array(slowChat.prefix(before)))
         #expect(slowChat.max()! > 10 * calmChat.max()!, "\(calmChat) against \(slowChat)")
         // Each request holds a worker for a second instead of two milliseconds: the chat
         // endpoints' slowest answers show it.
-        func slowestChatP99(_ world: FleetWorld) -> UInt64 {
-            world.recorder.descriptors.filter { $0.name == "http.latency" && $0.labels.contains("stack=chat") }
-                .compactMap { world.recorder.runHistograms[$0.id]?.value(atPercentile: 99) }.max() ?? 0
-        }
-        #expect(slowestChatP99(slow) > slowestChatP99(calm) + 500_000_000, "p99 \(slowestChatP99(calm)) ns calm, \(slowestChatP99(slow)) ns slowed")
+        let (calmP99, slowP99) = (Self.slowestP99(calm, stack: "chat"), Self.slowestP99(slow, stack: "chat"))
+        #expect(slowP99 > calmP99 + 500_000_000, "p99 \(calmP99) ns calm, \(slowP99) ns slowed")
         #expect(slow.invariants.allHold, "\(slow.invariants.rows.filter { !$0.passed })")
     }
 
@@ -159,21 +158,16 @@ struct FullStackTests {
               - {kind: link-slowdown, link: wifi, at: 30m, duration: 30m, factor: 20}
               - {kind: link-slowdown, link: cellular, at: 30m, duration: 30m, factor: 20}
             """))
-        func p99(_ world: FleetWorld, stack: String) -> UInt64 {
-            world.recorder.descriptors.filter { $0.name == "http.latency" && $0.labels.contains("stack=\(stack)") }
-                .compactMap { world.recorder.runHistograms[$0.id]?.value(atPercentile: 99) }.max() ?? 0
-        }
         // A 12-45 ms hop each way takes 20 times as long: a quarter of the run's requests
         // cross them, so each stack's p99 is one of them.
         for stack in ["sync", "chat"] {
-            #expect(p99(slow, stack: stack) > p99(calm, stack: stack) + 300_000_000, "\(stack): p99 \(p99(calm, stack: stack)) ns calm, \(p99(slow, stack: stack)) ns slowed")
+            let (calmP99, slowP99) = (Self.slowestP99(calm, stack: stack), Self.slowestP99(slow, stack: stack))
+            #expect(slowP99 > calmP99 + 300_000_000, "\(stack): p99 \(calmP99) ns calm, \(slowP99) ns slowed")
         }
         let bucket = try Self.fullStack().bucket
         let before = Int(TimeSpan.minutes(30).nanoseconds / bucket.nanoseconds)
         for name in ["sync.outbox_depth", "chat.server_utilisation"] {
-            let calmSeries = try #require(calm.recorder.descriptors.first { $0.name == name }).id
-            let slowSeries = try #require(slow.recorder.descriptors.first { $0.name == name }).id
-            #expect(Array(calm.recorder.gaugeSeries[calmSeries].prefix(before)) == Array(slow.recorder.gaugeSeries[slowSeries].prefix(before)), "\(name)")
+            #expect(Array(try WorkflowSimulationTests.gauge(calm, name).prefix(before)) == Array(try WorkflowSimulationTests.gauge(slow, name).prefix(before)), "\(name)")
         }
         #expect(slow.invariants.allHold, "\(slow.invariants.rows.filter { !$0.passed })")
     }

@@ -145,17 +145,13 @@ struct SyncSimulationTests {
     func brownout() async throws {
         let calm = await Self.run(try Self.fleet(devices: 40, hours: 1))
         let slow = await Self.run(try Self.fleet(devices: 40, hours: 1, faults: "{kind: server-slowdown, at: 20m, duration: 15m, factor: 100}"))
-        func series(_ world: FleetWorld, _ name: String) throws -> [Double] {
-            let descriptor = try #require(world.recorder.descriptors.first { $0.name == name })
-            return world.recorder.gaugeSeries[descriptor.id]
-        }
         func p99(_ world: FleetWorld, _ name: String) throws -> UInt64 {
             let descriptor = try #require(world.recorder.descriptors.first { $0.name == name })
             return try #require(world.recorder.runHistograms[descriptor.id]).value(atPercentile: 99)
         }
         // 15-minute buckets: the first ends before the slowdown starts, so it is the calm
         // run's to the last figure; the two it spans carry the load.
-        let (calmBusy, slowBusy) = (try series(calm, "sync.server_utilisation"), try series(slow, "sync.server_utilisation"))
+        let (calmBusy, slowBusy) = (try WorkflowSimulationTests.gauge(calm, "sync.server_utilisation"), try WorkflowSimulationTests.gauge(slow, "sync.server_utilisation"))
         #expect(calmBusy.count == 4 && slowBusy.count == 4)
         #expect(calmBusy[0] == slowBusy[0])
         #expect(slowBusy[1] > 10 * calmBusy[1] && slowBusy[2] > 10 * calmBusy[2], "\(calmBusy) against \(slowBusy)")

@@ -60,6 +60,11 @@ struct WorkflowSimulationTests {
             .reduce(0) { $0 + world.recorder.totals[$1.id] }
     }
 
+    /// The per-bucket series of the first gauge named `name`.
+    static func gauge(_ world: FleetWorld, _ name: String) throws -> [Double] {
+        world.recorder.gaugeSeries[try #require(world.recorder.descriptors.first { $0.name == name }).id]
+    }
+
     static func histogramCount(_ world: FleetWorld, _ name: String, _ labels: String) -> UInt64 {
         world.recorder.descriptors.filter { $0.name == name && $0.labels == labels }
             .reduce(0) { $0 + (world.recorder.runHistograms[$1.id]?.totalCount ?? 0) }
