@@ -17,6 +17,16 @@ public enum StackKind: String, CaseIterable, Sendable, Hashable, Comparable, Dec
     /// The OpenAgents desktop bridge client: a phone at home mirroring and driving its user's desktop app over the LAN.
     case desktopBridge = "desktop-bridge"
 
+    /// Whether the stack talks to a server of its own that a fault can crash or slow (the
+    /// workflow engine has none; a desktop bridge talks to the user's desktop, which sleeps
+    /// by its day instead).
+    public var hasServer: Bool {
+        switch self {
+        case .sync, .chat, .agent, .aiBridge: return true
+        case .workflows, .desktopBridge: return false
+        }
+    }
+
     public static func < (a: StackKind, b: StackKind) -> Bool {
         allCases.firstIndex(of: a)! < allCases.firstIndex(of: b)!
     }

@@ -34,7 +34,7 @@ extension Scenario {
     /// The `count` faults `--chaos` draws for this scenario and seed.
     public func chaosFaults(_ count: Int) -> [Fault] {
         var draw = StreamSeed(seed).child("chaos").generator()
-        let servers = [StackKind.sync, .chat, .agent, .aiBridge].filter(runs)
+        let servers = StackKind.allCases.filter { $0.hasServer && runs($0) }
         let kinds = ChaosKind.allCases.filter { kind in
             switch kind {
             case .massAppKill, .radioOff, .linkSlowdown: return true

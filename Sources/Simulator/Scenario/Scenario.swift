@@ -289,7 +289,7 @@ extension Fault: Decodable {
                 throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath, debugDescription:
                     "the scenario has several servers: name the one the \(kind) hits (server: sync, chat, agent or ai-bridge)"))
             }
-            guard server != .workflows, server != .desktopBridge else {
+            guard server.hasServer else {
                 throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [CodingKeys.server], debugDescription: "expected sync, chat, agent or ai-bridge"))
             }
             return server
