@@ -236,7 +236,7 @@ struct LoadtestCommand: AsyncParsableCommand {
             + (insecure ? " (TLS certificates not checked: --insecure)" : "")
         try OutputPaths.write(Dashboard.render(results), to: dashboardPath)
         let summary = LoadtestSummary(results: results, outcome: outcome, model: model,
-                                      target: targetList + tenantNote, skipped: skipped,
+                                      target: targetList + tenantNote, skipped: skipped, faults: loaded.faults,
                                       resultsPath: resultsPath, dashboardPath: dashboardPath).text
         print(summary)
         // A run a threshold aborted failed, whatever the rest of its data says.

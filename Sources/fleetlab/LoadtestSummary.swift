@@ -47,6 +47,8 @@ struct LoadtestSummary {
     var model: WorkloadModel
     var target: String
     var skipped: [Threshold]
+    /// The scenario's faults, which a load test does not inject.
+    var faults: [Fault] = []
     var resultsPath: String
     var dashboardPath: String
 
@@ -138,6 +140,11 @@ struct LoadtestSummary {
             lines.append(row("skipped", "\(skipped.count) threshold\(skipped.count == 1 ? "" : "s") on what a load test does not measure: "
                 + skipped.map { "\($0.statistic)(\($0.metric)\($0.labels.isEmpty ? "" : "{" + $0.labels.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",") + "}"))" }
                     .joined(separator: ", ")))
+        }
+        if !faults.isEmpty {
+            let servers = faults.filter(\.actsOnServer).count
+            lines.append(row("faults", "\(faults.count) in the scenario, not injected: a load test drives real targets as they are"
+                + (servers == 0 ? "" : " (its \(servers) server fault\(servers == 1 ? " plays" : "s play") on the wall clock in `fleetlab serve --faults SCENARIO`)")))
         }
         lines.append(row("results", resultsPath))
         lines.append(row("dashboard", dashboardPath))

@@ -17,6 +17,9 @@ struct ServeCommand: AsyncParsableCommand {
         others go on. Ports: --port NAME=PORT (repeatable), e.g. --port host=9000. A taken \
         port is reported before anything starts (exit status 2).
 
+        --faults FILE plays server crashes and slowdowns on the wall clock, as a scenario's \
+        `faults:` list writes them (docs/live.md, "Faults").
+
         SIGINT and SIGTERM stop every server gracefully.
         """)
 
@@ -56,6 +59,14 @@ struct ServeCommand: AsyncParsableCommand {
             help: "An agent program speaking ACP on stdio for a desktop bridge mode, as MODE=COMMAND (repeatable), e.g. --desktop-agent 'claude-code=claude-code-acp'.")
     var desktopAgents: [String] = []
 
+    @Option(name: .customLong("faults"),
+            help: "A fault plan (or a scenario) whose server-crash and server-slowdown faults the servers play, counted from the start.")
+    var faultsFile: String?
+
+    /// Set by the supervisor on its workers: when the fault plan's clock started (Unix seconds).
+    @Option(name: .customLong("faults-origin"), help: .hidden)
+    var faultsOrigin: Double?
+
     /// Set by the supervisor on the worker processes it starts: run this one server.
     @Option(help: .hidden)
     var worker: String?
@@ -64,25 +75,27 @@ struct ServeCommand: AsyncParsableCommand {
     struct Served: Sendable {
         var name: String
         var defaultPort: Int
+        /// The stack whose server it is, which faults name (`server: sync`); nil: none can.
+        var stack: StackKind?
         var make: @Sendable (ServeCommand) throws -> any ReferenceServer
     }
 
     /// Every server `fleetlab serve` runs besides the host. A new system adds one line.
     static let served: [Served] = [
-        Served(name: "mobile-sync", defaultPort: 7710) { try MobileSyncLiveServer(dataDirectory: $0.data, authRequired: !$0.noAuth) },
-        Served(name: "chat", defaultPort: 7720) { options in
+        Served(name: "mobile-sync", defaultPort: 7710, stack: .sync) { try MobileSyncLiveServer(dataDirectory: $0.data, authRequired: !$0.noAuth) },
+        Served(name: "chat", defaultPort: 7720, stack: .chat) { options in
             try SecureChatLiveServer(dataDirectory: options.data) { config in
                 config.allowLegacyPlaintext = options.chatLegacyPlaintext
                 config.authRequestsPerMinute = options.chatAuthPerMinute
             }
         },
-        Served(name: "agent-runtime", defaultPort: 7730) { options in
+        Served(name: "agent-runtime", defaultPort: 7730, stack: .agent) { options in
             try AgentRuntimeLiveServer(dataDirectory: options.data, workflows: try options.loadAgentWorkflows(), authRequired: !options.noAuth)
         },
-        Served(name: "ai-bridge", defaultPort: 7740) { options in
+        Served(name: "ai-bridge", defaultPort: 7740, stack: .aiBridge) { options in
             try AIBridgeRelayLiveServer(dataDirectory: options.data, withDaemon: !options.without.contains("ai-daemon"))
         },
-        Served(name: "desktop-bridge", defaultPort: 9099) { options in
+        Served(name: "desktop-bridge", defaultPort: 9099, stack: nil) { options in
             try DesktopBridgeLiveServer(dataDirectory: options.data, workspace: options.workspace, allowTerminal: options.allowTerminal,
                                         agents: try options.parseDesktopAgents())
         },
@@ -102,6 +115,7 @@ struct ServeCommand: AsyncParsableCommand {
         if let workspace { arguments += ["--workspace", workspace] }
         if allowTerminal { arguments.append("--allow-terminal") }
         for agent in desktopAgents { arguments += ["--desktop-agent", agent] }
+        if let faultsFile, let faultsOrigin { arguments += ["--faults", faultsFile, "--faults-origin", String(faultsOrigin)] }
         return arguments
     }
 
@@ -154,10 +168,15 @@ struct ServeCommand: AsyncParsableCommand {
         } catch {
             throw CLIFailure.badInput(error.description)
         }
+        let faults = try loadFaults()
+        var options = self
+        // The faults' clock starts now, for the supervisor and every worker it (re)starts.
+        let origin = Date()
+        if faults != nil { options.faultsOrigin = origin.timeIntervalSince1970 }
         try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
         let supervisor = ServerSupervisor(executable: ServerSupervisor.currentExecutable, workers: chosen.map { server in
             let name = server.name
-            let base = workerArguments(name)
+            let base = options.workerArguments(name)
             return (name, portMap[name] ?? server.defaultPort, { port in base + ["--port", "\(name)=\(port)"] })
         }, log: { Console.error($0) })
         let ready: [ServerSupervisor.Ready]
@@ -166,11 +185,13 @@ struct ServeCommand: AsyncParsableCommand {
         } catch {
             throw CLIFailure.badInput("\(error)")
         }
+        if let faults { supervisor.playOutages(faults.timetable, origin: origin) }
         let hostServer = HostServer(defaultPort: 7700, version: FleetlabVersion.string) {
             let statuses = supervisor.statuses
             return ready.map { r in
                 let status = statuses.first { $0.name == r.name }
-                return .init(name: r.name, summary: r.summary, port: status?.port ?? r.port, pid: status?.pid, restarts: status?.restarts)
+                return .init(name: r.name, summary: r.summary, port: status?.port ?? r.port, pid: status?.pid, restarts: status?.restarts,
+                             fault: Self.faultNow(faults?.timetable, server: r.name, down: status?.down ?? false, origin: origin))
             }
         }
         let live = LiveHost(configuration: .init(host: host, ports: ["host": hostPort]), servers: [hostServer])
@@ -184,6 +205,7 @@ struct ServeCommand: AsyncParsableCommand {
                     lines.append("  \(name)  \(url)  \(summary)")
                     for detail in details { lines.append("      \(detail)") }
                 }
+                if let faults, let file = faultsFile { lines += Self.describe(faults, file: file) }
                 FileHandle.standardOutput.write(Data((lines.joined(separator: "\n") + "\n").utf8))
             }
         } catch let error as LiveHostError {
@@ -220,6 +242,7 @@ struct ServeCommand: AsyncParsableCommand {
         } catch {
             throw CLIFailure.badInput("cannot open the \(name) server's data under \(data): \(error)")
         }
+        try playSlowdowns(as: served)
         let live = LiveHost(configuration: .init(host: host, ports: [name: ports[name] ?? served.defaultPort]), servers: [server])
         do {
             try await live.run { endpoints in

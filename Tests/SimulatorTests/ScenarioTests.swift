@@ -155,4 +155,18 @@ struct ScenarioTests {
         let longer = s.overriding(duration: .hours(24), seed: 9)
         #expect(longer.seed == 9 && longer.duration == .hours(24) && longer.bucket == .minutes(10))
     }
+
+    @Test("a fault plan for fleetlab serve: its own file, or a scenario's server faults with that scenario's service times")
+    func servePlans() throws {
+        let root = TestPaths.packageRoot.appendingPathComponent("simulations")
+        let shipped = try ServeFaultPlan.load(path: root.appendingPathComponent("serve/brownout-and-outage.yaml").path)
+        #expect(shipped.every == .minutes(10) && shipped.faults.map(\.kind) == ["server-slowdown", "server-crash"])
+        #expect(shipped.serviceTimes[.sync] == SyncSettings().server.serviceTime && shipped.skipped.isEmpty)
+        let outage = try ServeFaultPlan.load(path: root.appendingPathComponent("sync-outage.yaml").path)
+        #expect(outage.faults.map(\.kind) == ["server-crash", "server-slowdown"] && outage.every == nil)
+        #expect(outage.skipped.map(\.kind) == ["partition", "push-outage", "mass-app-kill"])
+        #expect(outage.serviceTimes[.sync] == .lognormal(median: 0.006, sigma: 0.5), "the scenario's own sync server")
+        #expect(outage.serviceTimes[.chat] == ChatSettings().server.serviceTime)
+        #expect(throws: ScenarioError.self) { try ServeFaultPlan.load(path: root.appendingPathComponent("fleet-100k.yaml").path) }
+    }
 }

@@ -1,16 +1,60 @@
-import Foundation
+public import Foundation
+public import LabKernel
+import Synchronization
 
-/// Faults an operator (or a test) turns on from the environment, FoundationDB-style: off
-/// unless asked for, read once at start, never reachable by a client on its own.
+/// Faults an operator (or a test) turns on, FoundationDB-style: off unless asked for, set
+/// once when a worker starts, never reachable by a client on its own.
 ///
 /// `FLEETLAB_FAULT_TRAP_PATH=/some/path` makes a request to exactly that path trap inside
 /// its handler, the way a bug would: it is how the supervisor's restart of a crashed
 /// server is tested for real (a signal sent from outside is not the same: Swift's crash
 /// reporter returns from an external SIGILL).
-enum FaultInjection {
+///
+/// A brownout (`fleetlab serve --faults` with a `server-slowdown`) holds each request the
+/// worker's server takes while a slowdown is in force for `factor − 1` service times
+/// drawn from its capacity model, before the server handles it: the time the same fault
+/// adds in the simulator, where a request holds a worker `factor` times its service time
+/// and the core sees it at the end. There is no worker pool to queue behind here, so a live
+/// brownout adds latency without the simulator's queue.
+public enum FaultInjection {
     static let trapPath: String? = ProcessInfo.processInfo.environment["FLEETLAB_FAULT_TRAP_PATH"].flatMap { $0.isEmpty ? nil : $0 }
 
     static func check(path: String) {
         if let trapPath, path == trapPath { preconditionFailure("FLEETLAB_FAULT_TRAP_PATH: a request to \(path) traps, as asked") }
+    }
+
+    /// What a worker's brownouts need: when they hold, and what one service time is.
+    struct Brownout {
+        var timetable: FaultTimetable
+        var server: String
+        var serviceTime: Distribution
+        var origin: Date
+        var generator: SeededGenerator
+    }
+
+    static let brownout = Mutex<Brownout?>(nil)
+
+    /// Makes this process's server (`server`, as `fleetlab serve` names it) play the
+    /// timetable's slowdowns, counted from `origin`. Once, before it serves.
+    public static func playSlowdowns(_ timetable: FaultTimetable, server: String, serviceTime: Distribution, origin: Date) {
+        brownout.withLock { $0 = Brownout(timetable: timetable, server: server, serviceTime: serviceTime, origin: origin, generator: SeededGenerator(seed: 0x5105)) }
+    }
+
+    /// How long a request arriving now waits before its server takes it; zero outside a
+    /// slowdown.
+    static func slowdownDelay(now: Date) -> TimeInterval {
+        brownout.withLock { state -> TimeInterval in
+            guard var b = state, let factor = b.timetable.slowdown(b.server, at: now.timeIntervalSince(b.origin)) else { return 0 }
+            let service = b.serviceTime.sample(using: &b.generator)
+            state = b
+            return (factor - 1) * service
+        }
+    }
+
+    /// Holds the request as the brownout in force says (returns at once outside one).
+    static func holdForSlowdown() async {
+        let delay = slowdownDelay(now: Date())
+        guard delay > 0 else { return }
+        try? await Task.sleep(for: .seconds(delay))
     }
 }

@@ -20,13 +20,16 @@ public struct HostServer: ReferenceServer {
         public var port: Int
         public var pid: Int32?
         public var restarts: Int?
+        /// What a `--faults` window does to it now (`down`, `slowed ×40`); absent otherwise.
+        public var fault: String?
 
-        public init(name: String, summary: String, port: Int, pid: Int32? = nil, restarts: Int? = nil) {
+        public init(name: String, summary: String, port: Int, pid: Int32? = nil, restarts: Int? = nil, fault: String? = nil) {
             self.name = name
             self.summary = summary
             self.port = port
             self.pid = pid
             self.restarts = restarts
+            self.fault = fault
         }
     }
 

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 import Synchronization
 
 /// Runs each reference server of `fleetlab serve` in a worker process of its own and
@@ -14,6 +14,11 @@ import Synchronization
 /// so a terminal's Ctrl-C reaches only the supervisor, which stops them with SIGTERM
 /// (SIGKILL after 10 s) in `stop()`; a worker whose supervisor dies exits by itself
 /// (it watches its parent).
+///
+/// `playOutages` takes workers down on a `FaultTimetable` (`fleetlab serve --faults`): a
+/// worker is killed outright (SIGKILL, as a crash would end it) when its window opens, is
+/// not restarted while the window lasts, so nothing listens on its port, and is started
+/// again, over the same data, when it closes. Such a stop counts as no restart.
 ///
 /// A worker announces itself with one line on its standard output, `Self.readyPrefix`
 /// and a JSON `Ready`; every other line it writes is passed through to ours.
@@ -40,6 +45,8 @@ public final class ServerSupervisor: Sendable {
         public var port: Int
         public var pid: Int32
         public var restarts: Int
+        /// A fault's window holds it down (`playOutages`).
+        public var down: Bool
     }
 
     public static let readyPrefix = "FLEETLAB-WORKER-READY "
@@ -68,6 +75,10 @@ public final class ServerSupervisor: Sendable {
         var startedAt = Date()
         var ready: Ready?
         var backoff: TimeInterval = 0.2
+        /// A fault's window holds it down.
+        var heldDown = false
+        /// Killed for a fault and not yet reaped: its watcher decides about the restart.
+        var killedForFault = false
     }
 
     struct State {
@@ -111,7 +122,7 @@ public final class ServerSupervisor: Sendable {
     }
 
     public var statuses: [WorkerStatus] {
-        state.withLock { s in s.workers.map { WorkerStatus(name: $0.name, port: $0.ready?.port ?? $0.port, pid: $0.pid, restarts: $0.restarts) } }
+        state.withLock { s in s.workers.map { WorkerStatus(name: $0.name, port: $0.ready?.port ?? $0.port, pid: $0.pid, restarts: $0.restarts, down: $0.heldDown) } }
     }
 
     /// Stops every worker: SIGTERM, then SIGKILL for any still there after 10 s.
@@ -207,6 +218,12 @@ public final class ServerSupervisor: Sendable {
         let decision: (restart: Bool, name: String, port: Int, delay: TimeInterval, wasReady: Bool) = state.withLock { s in
             var worker = s.workers[index]
             worker.pid = 0
+            if worker.killedForFault {
+                // A fault's stop, not a crash: back at once if the window already closed.
+                worker.killedForFault = false
+                s.workers[index] = worker
+                return (!s.stopping && !worker.heldDown, worker.name, worker.ready?.port ?? worker.port, 0, true)
+            }
             let wasReady = worker.ready != nil
             let restart = !s.stopping && wasReady
             if !wasReady && !s.stopping { worker.pid = -1 }  // failed while starting: `start` reports it
@@ -221,13 +238,69 @@ public final class ServerSupervisor: Sendable {
         }
         if !decision.wasReady { readySignal.signal() }
         guard decision.restart else { return }
-        log("fleetlab serve: the \(decision.name) server stopped (\(why)); restarting it on port \(decision.port) in \(decision.delay) s")
-        Thread.sleep(forTimeInterval: decision.delay)
-        guard !state.withLock({ $0.stopping }) else { return }
+        if decision.delay == 0 {
+            log("fleetlab serve: fault over: starting the \(decision.name) server again")
+        } else {
+            log("fleetlab serve: the \(decision.name) server stopped (\(why)); restarting it on port \(decision.port) in \(decision.delay) s")
+            Thread.sleep(forTimeInterval: decision.delay)
+        }
+        guard !state.withLock({ $0.stopping || $0.workers[index].heldDown }) else { return }
         do {
             try spawn(index)
         } catch {
             log("fleetlab serve: \(error)")
+        }
+    }
+}
+
+extension ServerSupervisor {
+    /// Plays the timetable's `down` windows on the workers, counted from `origin`, on a
+    /// thread of its own until `stop()`.
+    public func playOutages(_ timetable: FaultTimetable, origin: Date) {
+        let player = Thread { [self] in
+            while !state.withLock({ $0.stopping }) {
+                let offset = Date().timeIntervalSince(origin)
+                let count = state.withLock { $0.workers.count }
+                for index in 0..<count { apply(timetable, to: index, at: offset) }
+                // Wake at the next edge, and at least every half second to notice `stop()`.
+                let next = timetable.nextChange(after: offset).map { $0 - offset } ?? 0.5
+                Thread.sleep(forTimeInterval: min(0.5, max(0.005, next)))
+            }
+        }
+        player.name = "fleetlab-fault-player"
+        player.start()
+    }
+
+    /// Takes worker `index` down or brings it back as the timetable says for `offset`.
+    func apply(_ timetable: FaultTimetable, to index: Int, at offset: Double) {
+        enum Step { case none, kill(Int32, String), start(String) }
+        let step: Step = state.withLock { s in
+            guard !s.stopping else { return .none }
+            var worker = s.workers[index]
+            let down = timetable.isDown(worker.name, at: offset)
+            defer { s.workers[index] = worker }
+            switch (down, worker.heldDown) {
+            case (true, false):
+                worker.heldDown = true
+                guard worker.pid > 0 else { return .kill(0, worker.name) }
+                worker.killedForFault = true
+                return .kill(worker.pid, worker.name)
+            case (false, true):
+                worker.heldDown = false
+                // Reaped already: start it here; otherwise its watcher does when it reaps it.
+                return worker.pid == 0 && !worker.killedForFault ? .start(worker.name) : .none
+            case (true, true), (false, false):
+                return .none
+            }
+        }
+        switch step {
+        case .none: return
+        case .kill(let pid, let name):
+            if pid > 0 { kill(pid, SIGKILL) }
+            log("fleetlab serve: fault: the \(name) server is down (server-crash)")
+        case .start(let name):
+            log("fleetlab serve: fault over: starting the \(name) server again")
+            do { try spawn(index) } catch { log("fleetlab serve: \(error)") }
         }
     }
 }

@@ -24,6 +24,13 @@ public enum ScenarioLoader {
     @TaskLocal static var currentDirectory = "."
 
     public static func load(path: String) throws(ScenarioError) -> Scenario {
+        let text = try readText(path: path)
+        let directory = (path as NSString).deletingLastPathComponent
+        return try parse(text: text, file: path, directory: directory.isEmpty ? "." : directory)
+    }
+
+    /// A YAML file's text, or why it cannot be read.
+    static func readText(path: String) throws(ScenarioError) -> String {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
             throw ScenarioError(file: path, path: "", message: "no such file")
@@ -35,8 +42,7 @@ public enum ScenarioLoader {
         guard let text = String(data: data, encoding: .utf8) else {
             throw ScenarioError(file: path, path: "", message: "the file is not UTF-8 text")
         }
-        let directory = (path as NSString).deletingLastPathComponent
-        return try parse(text: text, file: path, directory: directory.isEmpty ? "." : directory)
+        return text
     }
 
     /// Parses scenario text; workflow sequences named in it resolve under `directory`
@@ -50,6 +56,14 @@ public enum ScenarioLoader {
     }
 
     public static func parse(text: String, file: String) throws(ScenarioError) -> Scenario {
+        var scenario = try decode(Scenario.self, text: text, file: file)
+        scenario.text = text
+        return scenario
+    }
+
+    /// Decodes a YAML document of fleetlab's (a scenario, a fault plan) strictly, with a
+    /// problem's line, column and key path.
+    static func decode<T: Decodable>(_ type: T.Type, text: String, file: String) throws(ScenarioError) -> T {
         let root: Node
         do {
             guard let node = try Yams.compose(yaml: text) else {
@@ -64,9 +78,7 @@ public enum ScenarioLoader {
             throw ScenarioError(file: file, path: "", message: "not valid YAML: \(error)")
         }
         do {
-            var scenario = try StrictYAMLDecoder.decode(Scenario.self, from: root)
-            scenario.text = text
-            return scenario
+            return try StrictYAMLDecoder.decode(T.self, from: root)
         } catch let problem as StrictYAMLDecoder.Problem {
             let mark = problem.mark ?? node(at: problem.path, in: root)?.mark
             throw ScenarioError(file: file, line: mark?.line, column: mark?.column,
