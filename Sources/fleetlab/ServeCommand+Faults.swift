@@ -25,6 +25,7 @@ extension ServeCommand {
             switch fault {
             case .serverCrash(_, _, let stack): (server, effect) = (stack, .down)
             case .serverSlowdown(_, _, let stack, let factor): (server, effect) = (stack, .slowdown(factor: factor))
+            case .serverErrors(_, _, let stack, let share): (server, effect) = (stack, .errors(share: share.fraction))
             case .massAppKill, .radioOff, .partition, .linkSlowdown, .pushOutage: continue
             }
             guard let served = Self.served.first(where: { $0.stack == server }), chosen.contains(where: { $0.name == served.name }) else {
@@ -45,6 +46,7 @@ extension ServeCommand {
             switch window.effect {
             case .down: what = "down"
             case .slowdown(let factor): what = "slowed ×\(String(format: "%g", factor))"
+            case .errors(let share): what = "failing \(String(format: "%g", share * 100))% of requests"
             }
             lines.append("      \(window.server) \(what) from +\(fault.at) for \(fault.duration ?? .zero) (\(fault.kind))")
         }
@@ -66,7 +68,11 @@ extension ServeCommand {
     /// What `/version` says a fault does to a server now, or nil.
     static func faultNow(_ timetable: FaultTimetable?, server: String, down: Bool, origin: Date) -> String? {
         if down { return "down" }
-        guard let factor = timetable?.slowdown(server, at: Date().timeIntervalSince(origin)) else { return nil }
-        return "slowed ×\(String(format: "%g", factor))"
+        guard let timetable else { return nil }
+        let offset = Date().timeIntervalSince(origin)
+        let parts = [timetable.slowdown(server, at: offset).map { "slowed ×\(String(format: "%g", $0))" },
+                     timetable.errorShare(server, at: offset).map { "failing \(String(format: "%g", $0 * 100))% of requests" }]
+        let text = parts.compactMap { $0 }.joined(separator: ", ")
+        return text.isEmpty ? nil : text
     }
 }

@@ -12,7 +12,7 @@ struct ServeFaultsTests {
         return try #require(((version.json as? [String: Any])?["servers"] as? [[String: Any]])?.first { $0["name"] as? String == name })
     }
 
-    @Test("a brownout slows its server's answers; a crash window takes its server off its port and brings it back over the same data",
+    @Test("a brownout slows its server's answers; errors fail its requests with 503; a crash window takes its server off its port and brings it back over the same data",
           .timeLimit(.minutes(2)))
     func brownoutAndOutage() async throws {
         let data = TestPaths.scratchDirectory("serve-faults").path
@@ -21,6 +21,8 @@ struct ServeFaultsTests {
         faults:
           - {kind: server-slowdown, server: sync, at: 0s, duration: 1h, factor: 200}
           - {kind: server-crash, server: chat, at: 12s, duration: 3s}
+          - {kind: server-errors, server: agent, at: 0s, duration: 1h, fraction: 100%}
+          - {kind: server-errors, server: ai-bridge, at: 0s, duration: 1h, fraction: 100%}
         """.write(to: plan, atomically: true, encoding: .utf8)
         let served = try await ServedFleetlab.start(data: data, extra: ["--faults", plan.path])
         defer { served.stop() }
@@ -36,6 +38,13 @@ struct ServeFaultsTests {
         }
         #expect(slowest > 0.15, "three sync requests in a ×200 brownout took at most \(slowest) s")
         #expect(try await listing(served, "mobile-sync")["fault"] as? String == "slowed ×200")
+        // Every request of a 100 % error window is a 503 the client can retry, before the
+        // server sees it; the chat server's window has not opened yet.
+        for url in [served.agentURL + "/api/workflows", served.aiBridgeURL + "/v1/pair/confirm"] {
+            let failed = try await HTTPProbe.request("POST", url, body: Data("{}".utf8), headers: ["content-type": "application/json"])
+            #expect(failed.status == 503 && failed.headers["retry-after"] == "5" && failed.text.contains("failing requests"), "\(url): \(failed.status) \(failed.text)")
+        }
+        #expect(try await listing(served, "agent-runtime")["fault"] as? String == "failing 100% of requests")
 
         let json = ["content-type": "application/json"]
         let account = Data(#"{"username":"outlasts","password":"long enough pass"}"#.utf8)
@@ -74,7 +83,7 @@ struct ServeFaultsTests {
         let ports = ["--port", "host=0", "--port", "mobile-sync=0", "--port", "chat=0", "--port", "agent-runtime=0", "--port", "ai-bridge=0", "--port", "desktop-bridge=0"]
         let cases: [(plan: String, extra: [String], says: String)] = [
             ("faults:\n  - {kind: radio-off, at: 1m, duration: 1m}\n", [],
-             "a radio-off acts on simulated phones or networks; `fleetlab serve` plays server-crash and server-slowdown"),
+             "a radio-off acts on simulated phones or networks; `fleetlab serve` plays server-crash, server-slowdown and server-errors"),
             ("every: 1m\nfaults:\n  - {kind: server-crash, server: chat, at: 50s, duration: 20s}\n", [],
              "its last fault ends at 1m10s"),
             ("faults:\n  - {kind: server-slowdown, server: agent, at: 1m, duration: 1m, factor: 0.5}\n", [], "more than 1 and at most 1000"),

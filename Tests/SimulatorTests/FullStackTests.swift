@@ -151,6 +151,32 @@ struct FullStackTests {
         #expect(slow.invariants.allHold, "\(slow.invariants.rows.filter { !$0.passed })")
     }
 
+    @Test("a server-errors fault fails its share of each named server's requests with 503s: the phones retry through it, every invariant holds, the run before it is unchanged")
+    func failingServers() async throws {
+        let calm = await WorkflowSimulationTests.run(try Self.fullStack())
+        let failing = await WorkflowSimulationTests.run(try Self.fullStack(kill: """
+              - {kind: server-errors, server: sync, at: 30m, duration: 30m, fraction: 50%}
+              - {kind: server-errors, server: chat, at: 30m, duration: 30m, fraction: 50%}
+            """))
+        #expect(ChatSimulationTests.total(calm, "sync.requests", "outcome=refused") == 0)
+        #expect(ChatSimulationTests.total(failing, "sync.requests", "outcome=refused") > 20)
+        let failures = { (world: FleetWorld, stack: String) in
+            world.recorder.descriptors.filter { $0.name == "http.failures" && $0.labels.contains("stack=\(stack)") }.reduce(0) { $0 + world.recorder.totals[$1.id] }
+        }
+        #expect(failures(failing, "chat") > failures(calm, "chat") + 20, "chat 503s: \(failures(calm, "chat")) calm, \(failures(failing, "chat")) failing")
+        let bucket = try Self.fullStack().bucket
+        let before = Int(TimeSpan.minutes(30).nanoseconds / bucket.nanoseconds)
+        for name in ["sync.outbox_depth", "chat.server_utilisation"] {
+            #expect(Array(try WorkflowSimulationTests.gauge(calm, name).prefix(before)) == Array(try WorkflowSimulationTests.gauge(failing, name).prefix(before)), "\(name)")
+        }
+        // What was refused was sent again: every message still reaches every member's
+        // device, every approval the engine exactly once.
+        #expect(failing.invariants.allHold, "\(failing.invariants.rows.filter { !$0.passed })")
+        let windows = try #require(failing.recorder.descriptors.first { $0.name == "faults.active" && $0.labels == "kind=server-errors" })
+        let active = failing.recorder.gaugeSeries[windows.id]
+        #expect(active.prefix(before).allSatisfy { $0 == 0 } && active[before] == 1 && active.last == 0, "the window is recorded under its kind")
+    }
+
     @Test("a link-slowdown stretches every stack's trips over the links it names: syncs and chat requests slow while it lasts, nothing before it changes")
     func congestedNetwork() async throws {
         let calm = await WorkflowSimulationTests.run(try Self.fullStack())

@@ -160,7 +160,7 @@ struct ScenarioTests {
     func servePlans() throws {
         let root = TestPaths.packageRoot.appendingPathComponent("simulations")
         let shipped = try ServeFaultPlan.load(path: root.appendingPathComponent("serve/brownout-and-outage.yaml").path)
-        #expect(shipped.every == .minutes(10) && shipped.faults.map(\.kind) == ["server-slowdown", "server-crash"])
+        #expect(shipped.every == .minutes(10) && shipped.faults.map(\.kind) == ["server-slowdown", "server-crash", "server-errors"])
         #expect(shipped.serviceTimes[.sync] == SyncSettings().server.serviceTime && shipped.skipped.isEmpty)
         let outage = try ServeFaultPlan.load(path: root.appendingPathComponent("sync-outage.yaml").path)
         #expect(outage.faults.map(\.kind) == ["server-crash", "server-slowdown"] && outage.every == nil)

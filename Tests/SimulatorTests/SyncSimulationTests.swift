@@ -182,6 +182,8 @@ struct SyncSimulationTests {
                          ("{kind: server-slowdown, at: 10m, duration: 5m, factor: 5, fraction: 50%}", "'fraction' does not apply to a server-slowdown fault"),
                          ("{kind: server-crash, at: 10m, duration: 5m, factor: 5}", "'factor' does not apply to a server-crash fault"),
                          ("{kind: server-slowdown, at: 10m, duration: 5m, factor: 5, server: workflows}", "expected sync, chat, agent or ai-bridge"),
+                         ("{kind: server-errors, at: 10m, duration: 5m}", "a server-errors fault needs the share of requests it fails"),
+                         ("{kind: server-errors, at: 10m, duration: 5m, fraction: 5%, factor: 2}", "'factor' does not apply to a server-errors fault"),
                          ("{kind: link-slowdown, at: 10m, duration: 5m, factor: 5, link: 5g}", "unknown link '5g'; expected wifi, cellular or datacenter"),
                          ("{kind: link-slowdown, at: 10m, duration: 5m, factor: 5000, link: wifi}", "more than 1 and at most 1000"),
                          ("{kind: link-slowdown, at: 10m, duration: 5m, factor: 5, link: wifi, server: sync}", "'server' does not apply to a link-slowdown fault")]

@@ -49,6 +49,7 @@ public struct CoreResponder: HTTPResponder {
                                          body: Array(body.readableBytesView), peer: context.peer)
         FaultInjection.check(path: message.path)
         await FaultInjection.holdForSlowdown()
+        if FaultInjection.failsRequest(now: Date()) { return Self.response(FaultInjection.injectedError) }
         do {
             let answer = try await handle(message)
             if answer.status == 200, answer.header("content-type") == "text/event-stream", let body = stream?(answer) {

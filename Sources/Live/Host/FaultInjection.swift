@@ -15,7 +15,9 @@ import Synchronization
 /// drawn from its capacity model, before the server handles it: the time the same fault
 /// adds in the simulator, where a request holds a worker `factor` times its service time
 /// and the core sees it at the end. There is no worker pool to queue behind here, so a live
-/// brownout adds latency without the simulator's queue.
+/// brownout adds latency without the simulator's queue. While a `server-errors` window is
+/// in force, each request is, by a draw, answered 503 with `Retry-After` before its server
+/// sees it, as the simulated server answers when it sheds a request.
 public enum FaultInjection {
     static let trapPath: String? = ProcessInfo.processInfo.environment["FLEETLAB_FAULT_TRAP_PATH"].flatMap { $0.isEmpty ? nil : $0 }
 
@@ -50,6 +52,20 @@ public enum FaultInjection {
             return (factor - 1) * service
         }
     }
+
+    /// Whether a request arriving now is failed by a `server-errors` window (by a draw).
+    static func failsRequest(now: Date) -> Bool {
+        brownout.withLock { state -> Bool in
+            guard var b = state, let share = b.timetable.errorShare(b.server, at: now.timeIntervalSince(b.origin)) else { return false }
+            let fails = b.generator.nextUnit() < share
+            state = b
+            return fails
+        }
+    }
+
+    /// The answer to a request a `server-errors` window fails.
+    static let injectedError = HTTPResponseMessage.json(503, ["error": "unavailable: the server is failing requests (fleetlab serve --faults)"],
+                                                        headers: [HTTPHeader("Retry-After", "5")])
 
     /// Holds the request as the brownout in force says (returns at once outside one).
     static func holdForSlowdown() async {

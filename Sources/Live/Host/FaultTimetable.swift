@@ -6,13 +6,15 @@ import Foundation
 /// A value that answers "what holds now?" for an offset the caller reads from its clock:
 /// the supervisor asks it which servers should be down, a worker how slow it should be.
 /// Overlapping windows hold while any is in force, as overlapping faults do in the
-/// simulator; of overlapping slowdowns the slowest wins.
+/// simulator; of overlapping slowdowns the slowest wins, of error shares the largest.
 public struct FaultTimetable: Sendable, Hashable {
     public enum Effect: Sendable, Hashable {
         /// The server's process is killed, and nothing listens on its port, until the end.
         case down
         /// Each request is held `factor − 1` service times longer than it takes.
         case slowdown(factor: Double)
+        /// This share of requests (0...1) is answered 503 at once.
+        case errors(share: Double)
     }
 
     public struct Window: Sendable, Hashable {
@@ -54,8 +56,18 @@ public struct FaultTimetable: Sendable, Hashable {
     public func slowdown(_ server: String, at offset: Double) -> Double? {
         inForce(server, at: offset).compactMap { window -> Double? in
             switch window.effect {
-            case .down: return nil
+            case .down, .errors: return nil
             case .slowdown(let factor): return factor
+            }
+        }.max()
+    }
+
+    /// The largest share of errors of `server` in force, or nil.
+    public func errorShare(_ server: String, at offset: Double) -> Double? {
+        inForce(server, at: offset).compactMap { window -> Double? in
+            switch window.effect {
+            case .down, .slowdown: return nil
+            case .errors(let share): return share
             }
         }.max()
     }

@@ -236,6 +236,7 @@ struct RelayResponder: HTTPResponder {
         let message = HTTPRequestMessage(method: request.method.rawValue, target: request.uri.path, headers: headers,
                                          body: Array(body.readableBytesView), peer: context.peer)
         await FaultInjection.holdForSlowdown()
+        if FaultInjection.failsRequest(now: Date()) { return CoreResponder.response(FaultInjection.injectedError) }
         let (start, sink) = await server.exchange(message)
         switch start {
         case .response(let answer): return CoreResponder.response(answer)

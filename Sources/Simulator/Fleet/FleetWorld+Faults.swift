@@ -45,6 +45,20 @@ extension FleetWorld {
             }
             fleet.sampler.offer(at: now, device: nil, kind: "fault") { "server-slowdown (\(server.rawValue), service ×\(Self.factorText(factor))) \(phase)" }
             return
+        case .serverErrors(_, _, let server, _):
+            // Overlapping error windows of one server: the largest share in force holds.
+            let share = faultsInForce.compactMap { other -> Ratio? in
+                if case .serverErrors(_, _, server, let share) = scenario.faults[other] { share } else { nil }
+            }.max { $0.fraction < $1.fraction } ?? .zero
+            switch server {
+            case .sync: sync?.pool.errorShare = share
+            case .chat: chat?.serving.pool.errorShare = share
+            case .agent: agent?.serving.pool.errorShare = share
+            case .aiBridge: bridge?.serving.pool.errorShare = share
+            case .workflows, .desktopBridge: break  // no server
+            }
+            fleet.sampler.offer(at: now, device: nil, kind: "fault") { "server-errors (\(server.rawValue), \(share) of requests refused) \(phase)" }
+            return
         case .linkSlowdown(_, _, let link, _):
             let factor = slowdownInForce { if case .linkSlowdown(_, _, link, let factor) = $0 { factor } else { nil } }
             fleet.links.setSlowdown(factor, of: link)
@@ -81,7 +95,7 @@ extension FleetWorld {
             case .partition:
                 if let endpoint = sync?.endpoints[deviceIndex] { partitioned.insert(endpoint) }
                 continue
-            case .serverCrash, .serverSlowdown, .linkSlowdown, .pushOutage:
+            case .serverCrash, .serverSlowdown, .serverErrors, .linkSlowdown, .pushOutage:
                 continue
             }
             if !fleet.log.isEmpty { drainLog(device: deviceIndex, at: now, queue: &queue) }
@@ -100,7 +114,7 @@ extension FleetWorld {
         case .massAppKill(_, let fraction, _), .radioOff(_, _, let fraction, _), .partition(_, _, let fraction, _):
             var draw = fleet.deviceSeed(device).child("fault").child(UInt64(index)).generator()
             return draw.chance(fraction)
-        case .serverCrash, .serverSlowdown, .linkSlowdown, .pushOutage:
+        case .serverCrash, .serverSlowdown, .serverErrors, .linkSlowdown, .pushOutage:
             return false
         }
     }

@@ -12,8 +12,10 @@ import LabKernel
 /// (completions scheduled before it are void), empties the queue and frees every worker;
 /// while down the pool admits nothing. A slowdown (a `server-slowdown` fault) stretches
 /// the service time of every request a worker takes while it lasts, from the same draw,
-/// so the pool's stream and everything else in the run stay as they were. Busy
-/// worker-time is integrated for utilisation.
+/// so the pool's stream and everything else in the run stay as they were. A share of errors
+/// (a `server-errors` fault) refuses each arrival by a draw of its own stream (`errors`),
+/// so it too leaves the service times as they were. Busy worker-time is integrated for
+/// utilisation.
 struct WorkerPool {
     enum Admission: Equatable {
         /// A worker took the request; its service ends after this long.
@@ -32,21 +34,26 @@ struct WorkerPool {
     private(set) var isDown = false
     /// How many times its drawn service time a request now holds a worker (1: as drawn).
     var slowdown: Double = 1
+    /// The share of arrivals refused at once (a `server-errors` fault); zero: none.
+    var errorShare: Ratio = .zero
     /// Bumped by a crash: completions scheduled before it are void.
     private(set) var epoch: UInt32 = 0
     private var busyIntegral: Int64 = 0
     private var lastChange: Instant = .zero
     private var generator: SeededGenerator
+    private var errorDraws: SeededGenerator
 
     init(_ capacity: ServerCapacity, seed: StreamSeed) {
         self.capacity = capacity
         generator = seed.generator()
+        errorDraws = seed.child("errors").generator()
     }
 
     var queueLength: Int { waiting.count - head }
 
     mutating func admit(_ token: UInt32, now: Instant) -> Admission {
         guard !isDown else { return .down }
+        if errorShare != .zero && errorDraws.chance(errorShare) { return .refused }
         if busy < capacity.workers { return .serving(take(now: now)) }
         guard queueLength < capacity.queueLimit else { return .refused }
         if head > 1_024 && head * 2 > waiting.count {

@@ -10,7 +10,7 @@ public import LabKernel
 /// the first 5 % of the run and ends by 90 % of it, so the fleet has time to recover
 /// before its invariants are read. It lasts from a minute to a quarter of the run,
 /// log-uniform: mostly short, now and then long. A device fault hits 5–100 % of every
-/// population; a slowdown is 2–100 times, log-uniform. Draws are rounded to what a scenario
+/// population, and a server's errors fail 5–100 % of its requests; a slowdown is 2–100 times, log-uniform. Draws are rounded to what a scenario
 /// file writes (whole seconds, whole percents, tenths of a factor), so the faults printed
 /// are exactly the ones run, and pasted at the end of `faults:` they replay the same run.
 /// The stream is the seed's `chaos` child, which nothing else draws from: the scenario's
@@ -39,7 +39,7 @@ extension Scenario {
             switch kind {
             case .massAppKill, .radioOff, .linkSlowdown: return true
             case .partition: return runs(.sync)
-            case .serverCrash, .serverSlowdown: return !servers.isEmpty
+            case .serverCrash, .serverSlowdown, .serverErrors: return !servers.isEmpty
             case .pushOutage: return runs(.sync) || runs(.chat)
             }
         }
@@ -70,6 +70,7 @@ extension Scenario {
             case .partition: return .partition(at: at, duration: length, fraction: fraction(), population: nil)
             case .serverCrash: return .serverCrash(at: at, duration: length, server: pick(servers))
             case .serverSlowdown: return .serverSlowdown(at: at, duration: length, server: pick(servers), factor: factor())
+            case .serverErrors: return .serverErrors(at: at, duration: length, server: pick(servers), fraction: fraction())
             case .pushOutage: return .pushOutage(at: at, duration: length)
             }
         }
@@ -78,7 +79,7 @@ extension Scenario {
 
 /// The kinds `--chaos` draws from, in the order it draws them.
 private enum ChaosKind: CaseIterable {
-    case massAppKill, radioOff, linkSlowdown, partition, serverCrash, serverSlowdown, pushOutage
+    case massAppKill, radioOff, linkSlowdown, partition, serverCrash, serverSlowdown, pushOutage, serverErrors
 }
 
 extension Fault {
@@ -91,6 +92,7 @@ extension Fault {
             if fraction != .one { fields.append("fraction: \(fraction)") }
         case .serverCrash(_, _, let server): fields.append("server: \(server.rawValue)")
         case .serverSlowdown(_, _, let server, let factor): fields += ["server: \(server.rawValue)", "factor: \(factor)"]
+        case .serverErrors(_, _, let server, let fraction): fields += ["server: \(server.rawValue)", "fraction: \(fraction)"]
         case .linkSlowdown(_, _, let link, let factor): fields += ["link: \(link)", "factor: \(factor)"]
         case .pushOutage: break
         }

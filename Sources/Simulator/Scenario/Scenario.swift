@@ -198,6 +198,11 @@ public enum Fault: Sendable, Hashable {
     /// `factor` times as long as its drawn service time. The queue, the latency and the
     /// clients' retries follow from the capacity model.
     case serverSlowdown(at: TimeSpan, duration: TimeSpan, server: StackKind, factor: Double)
+    /// A server fails a share of its requests (a bad deploy, a failing dependency, a load
+    /// shedder): each request it receives while it lasts is, by its own draw, answered 503
+    /// with `Retry-After` at once, as a full queue answers, and a socket it would accept is
+    /// closed with 1013. The rest are served as usual.
+    case serverErrors(at: TimeSpan, duration: TimeSpan, server: StackKind, fraction: Ratio)
     /// An access network slows down for everyone on it (a congested carrier, a stadium's
     /// Wi-Fi, a slow route to the data centre): every message crossing a `link` of that
     /// kind takes `factor` times its drawn latency.
@@ -208,7 +213,7 @@ public enum Fault: Sendable, Hashable {
     public var at: TimeSpan {
         switch self {
         case .massAppKill(let at, _, _), .radioOff(let at, _, _, _), .partition(let at, _, _, _), .serverCrash(let at, _, _),
-             .serverSlowdown(let at, _, _, _), .linkSlowdown(let at, _, _, _), .pushOutage(let at, _):
+             .serverSlowdown(let at, _, _, _), .serverErrors(let at, _, _, _), .linkSlowdown(let at, _, _, _), .pushOutage(let at, _):
             return at
         }
     }
@@ -218,7 +223,7 @@ public enum Fault: Sendable, Hashable {
         switch self {
         case .massAppKill: return nil
         case .radioOff(_, let d, _, _), .partition(_, let d, _, _), .serverCrash(_, let d, _), .serverSlowdown(_, let d, _, _),
-             .linkSlowdown(_, let d, _, _), .pushOutage(_, let d):
+             .serverErrors(_, let d, _, _), .linkSlowdown(_, let d, _, _), .pushOutage(_, let d):
             return d
         }
     }
@@ -230,6 +235,7 @@ public enum Fault: Sendable, Hashable {
         case .partition: return "partition"
         case .serverCrash: return "server-crash"
         case .serverSlowdown: return "server-slowdown"
+        case .serverErrors: return "server-errors"
         case .linkSlowdown: return "link-slowdown"
         case .pushOutage: return "push-outage"
         }
@@ -240,7 +246,7 @@ public enum Fault: Sendable, Hashable {
         switch self {
         case .massAppKill(_, _, let population), .radioOff(_, _, _, let population), .partition(_, _, _, let population):
             return population
-        case .serverCrash, .serverSlowdown, .linkSlowdown, .pushOutage: return nil
+        case .serverCrash, .serverSlowdown, .serverErrors, .linkSlowdown, .pushOutage: return nil
         }
     }
 
@@ -249,7 +255,7 @@ public enum Fault: Sendable, Hashable {
     public var needs: Set<StackKind> {
         switch self {
         case .partition: return [.sync]
-        case .serverCrash(_, _, let server), .serverSlowdown(_, _, let server, _): return [server]
+        case .serverCrash(_, _, let server), .serverSlowdown(_, _, let server, _), .serverErrors(_, _, let server, _): return [server]
         case .pushOutage: return [.sync, .chat]
         case .massAppKill, .radioOff, .linkSlowdown: return []
         }
@@ -269,7 +275,7 @@ extension Fault: Decodable {
     /// a crash (an outage) models better.
     static let slowdownFactors: ClosedRange<Double> = 1...1_000
 
-    static let kinds = "mass-app-kill, radio-off, partition, server-crash, server-slowdown, link-slowdown, push-outage"
+    static let kinds = "mass-app-kill, radio-off, partition, server-crash, server-slowdown, server-errors, link-slowdown, push-outage"
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -319,6 +325,13 @@ extension Fault: Decodable {
         case "server-slowdown":
             try reject(.fraction, .devices, .link)
             self = .serverSlowdown(at: at, duration: try c.decode(TimeSpan.self, forKey: .duration), server: try server(), factor: try factor())
+        case "server-errors":
+            try reject(.devices, .link, .factor)
+            guard c.contains(.fraction) else {
+                throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [CodingKeys.fraction], debugDescription:
+                    "a server-errors fault needs the share of requests it fails (fraction: 20%)"))
+            }
+            self = .serverErrors(at: at, duration: try c.decode(TimeSpan.self, forKey: .duration), server: try server(), fraction: fraction)
         case "link-slowdown":
             try reject(.fraction, .devices, .server)
             let name = try c.decode(String.self, forKey: .link)

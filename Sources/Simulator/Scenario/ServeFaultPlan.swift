@@ -3,7 +3,7 @@ public import LabKernel
 import Yams
 
 /// The faults `fleetlab serve --faults FILE` plays on the wall clock against the real
-/// servers: the simulator's `server-crash` and `server-slowdown`, written as in a
+/// servers: the simulator's `server-crash`, `server-slowdown` and `server-errors`, written as in a
 /// scenario's `faults:` list, their `at` counted from when `serve` starts.
 ///
 /// The file is either a fault plan of its own:
@@ -47,7 +47,7 @@ public struct ServeFaultPlan: Sendable {
             serviceTimes[.aiBridge] = scenario.bridge?.relay.serviceTime ?? serviceTimes[.aiBridge]
             let (served, skipped) = (scenario.faults.filter(\.actsOnServer), scenario.faults.filter { !$0.actsOnServer })
             guard !served.isEmpty else {
-                throw ScenarioError(file: path, path: "faults", message: "the scenario has no server-crash or server-slowdown for the servers to play")
+                throw ScenarioError(file: path, path: "faults", message: "the scenario has no server-crash, server-slowdown or server-errors for the servers to play")
             }
             return ServeFaultPlan(faults: served, every: nil, skipped: skipped, serviceTimes: serviceTimes)
         }
@@ -71,7 +71,7 @@ public struct ServeFaultPlan: Sendable {
             }
             for (index, fault) in faults.enumerated() where !fault.actsOnServer {
                 throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [CodingKeys.faults, IndexKey(index)], debugDescription:
-                    "a \(fault.kind) acts on simulated phones or networks; `fleetlab serve` plays server-crash and server-slowdown"))
+                    "a \(fault.kind) acts on simulated phones or networks; `fleetlab serve` plays server-crash, server-slowdown and server-errors"))
             }
             if let every {
                 let end = faults.map { $0.at + ($0.duration ?? .zero) }.max() ?? .zero
@@ -88,7 +88,7 @@ extension Fault {
     /// Whether the fault acts on a server alone, so real servers can play it.
     public var actsOnServer: Bool {
         switch self {
-        case .serverCrash, .serverSlowdown: return true
+        case .serverCrash, .serverSlowdown, .serverErrors: return true
         case .massAppKill, .radioOff, .partition, .linkSlowdown, .pushOutage: return false
         }
     }
