@@ -54,22 +54,12 @@ public struct FaultTimetable: Sendable, Hashable {
 
     /// The slowest slowdown of `server` in force, or nil.
     public func slowdown(_ server: String, at offset: Double) -> Double? {
-        inForce(server, at: offset).compactMap { window -> Double? in
-            switch window.effect {
-            case .down, .errors: return nil
-            case .slowdown(let factor): return factor
-            }
-        }.max()
+        inForce(server, at: offset).compactMap { if case .slowdown(let factor) = $0.effect { factor } else { nil } }.max()
     }
 
     /// The largest share of errors of `server` in force, or nil.
     public func errorShare(_ server: String, at offset: Double) -> Double? {
-        inForce(server, at: offset).compactMap { window -> Double? in
-            switch window.effect {
-            case .down, .slowdown: return nil
-            case .errors(let share): return share
-            }
-        }.max()
+        inForce(server, at: offset).compactMap { if case .errors(let share) = $0.effect { share } else { nil } }.max()
     }
 
     /// The first moment after `offset` at which a window opens or closes, for a player

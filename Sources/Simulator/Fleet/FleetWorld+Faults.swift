@@ -36,13 +36,7 @@ extension FleetWorld {
         case .serverSlowdown(_, _, let server, _):
             // Overlapping slowdowns of one server: the slowest in force holds.
             let factor = slowdownInForce { if case .serverSlowdown(_, _, server, let factor) = $0 { factor } else { nil } }
-            switch server {
-            case .sync: sync?.pool.slowdown = factor
-            case .chat: chat?.serving.pool.slowdown = factor
-            case .agent: agent?.serving.pool.slowdown = factor
-            case .aiBridge: bridge?.serving.pool.slowdown = factor
-            case .workflows, .desktopBridge: break  // no server
-            }
+            changePool(of: server) { $0.slowdown = factor }
             fleet.sampler.offer(at: now, device: nil, kind: "fault") { "server-slowdown (\(server.rawValue), service ×\(Self.factorText(factor))) \(phase)" }
             return
         case .serverErrors(_, _, let server, _):
@@ -50,13 +44,7 @@ extension FleetWorld {
             let share = faultsInForce.compactMap { other -> Ratio? in
                 if case .serverErrors(_, _, server, let share) = scenario.faults[other] { share } else { nil }
             }.max { $0.fraction < $1.fraction } ?? .zero
-            switch server {
-            case .sync: sync?.pool.errorShare = share
-            case .chat: chat?.serving.pool.errorShare = share
-            case .agent: agent?.serving.pool.errorShare = share
-            case .aiBridge: bridge?.serving.pool.errorShare = share
-            case .workflows, .desktopBridge: break  // no server
-            }
+            changePool(of: server) { $0.errorShare = share }
             fleet.sampler.offer(at: now, device: nil, kind: "fault") { "server-errors (\(server.rawValue), \(share) of requests refused) \(phase)" }
             return
         case .linkSlowdown(_, _, let link, _):
@@ -116,6 +104,17 @@ extension FleetWorld {
             return draw.chance(fraction)
         case .serverCrash, .serverSlowdown, .serverErrors, .linkSlowdown, .pushOutage:
             return false
+        }
+    }
+
+    /// Changes the worker pool of `server`'s stack (a stack without a server has none).
+    mutating func changePool(of server: StackKind, _ change: (inout WorkerPool) -> Void) {
+        switch server {
+        case .sync: if sync != nil { change(&sync!.pool) }
+        case .chat: if chat != nil { change(&chat!.serving.pool) }
+        case .agent: if agent != nil { change(&agent!.serving.pool) }
+        case .aiBridge: if bridge != nil { change(&bridge!.serving.pool) }
+        case .workflows, .desktopBridge: break
         }
     }
 
