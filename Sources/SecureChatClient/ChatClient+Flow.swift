@@ -233,20 +233,22 @@ extension ChatClient {
         request(purpose, "GET", path, nil, now: now, &out)
     }
 
-    /// Notes each channel's newest held message, before the socket can deliver newer ones.
+    /// Notes each channel's newest held message (or that it held none), before the socket
+    /// can deliver newer ones.
     mutating func anchorCatchUps() {
         catchUpAnchors = [:]
-        for (channel, timeline) in snapshot.timelines {
-            if let newest = timeline.last { catchUpAnchors[channel] = newest.compactCreatedAt }
-        }
+        for channel in snapshot.channels.keys { catchUpAnchors[channel] = .some(snapshot.timelines[channel]?.last?.compactCreatedAt) }
     }
 
     /// Whether a page's message shows that paging back has reached what the device held
     /// before this catch-up: one it holds (or saw), no newer than the channel's anchor. A
-    /// message the socket delivered since is newer, and older unread ones may lie between.
+    /// message the socket delivered since, or one the device sent since, is newer, and older
+    /// unread ones may lie between; in a channel that held nothing, no held message is old
+    /// enough, so paging goes on to the start.
     func reachesHeld(_ item: JSONValue, in channel: String) -> Bool {
         guard let id = item["id"]?.stringValue, snapshot.holds(ChatID(id), in: channel) || seenOnly.contains(id) else { return false }
-        guard let anchor = catchUpAnchors[channel], let created = item["created_at"]?.stringValue else { return true }
+        guard let anchored = catchUpAnchors[channel], let created = item["created_at"]?.stringValue else { return true }
+        guard let anchor = anchored else { return false }
         return ChatTime(created) <= anchor
     }
 

@@ -48,9 +48,10 @@ public struct ChatClient: Sendable {
     /// Ids handled without a timeline entry (key distributions), so they are not redone.
     var seenOnly: Set<String> = []
     /// Each channel's newest held message when this run's catch-up began (the socket opened,
-    /// or a push's `.catchUp`): only a held message this old shows a page reached what the
-    /// device had, since messages the socket delivers meanwhile are newer than the gap.
-    var catchUpAnchors: [String: ChatTime] = [:]
+    /// or a push's `.catchUp`), nil for a channel that held none: only a held message this
+    /// old shows a page reached what the device had, since messages the socket delivers
+    /// meanwhile (or its own sends) are newer than the gap.
+    var catchUpAnchors: [String: ChatTime?] = [:]
     /// Who is typing where, until when (indicators lapse without a refresh).
     var typingUntil: [TypingKey: Instant] = [:]
     public internal(set) var stats = Stats()

@@ -130,6 +130,29 @@ struct ClientTests {
         #expect(carol.timeline(group).map(\.text) == ["before", "m1", "m2", "m3", "m4", "m5"])
     }
 
+    @Test("a catch-up in a channel the device held nothing of is not ended by a message it sent since: it pages back to the start")
+    func catchUpFromNothingHeld() {
+        var net = ChatNetwork()
+        for name in ["alice", "carol"] { net.register(name, username: name) }
+        net.run("alice", .createGroup(name: "team"))
+        let group = net.channelsAdded["alice"]!.last!
+        net.run("alice", .addMember(channelID: group, userID: net.userID("carol")))
+        #expect(net.clients["carol"]!.snapshot.channels[group]?.synced == true && net.texts("carol", group).isEmpty)
+        net.goOffline("carol")
+        for text in ["m1", "m2", "m3"] { net.run("alice", .send(channelID: group, text: text)) }
+        // Carol comes back holding nothing of the channel. The server fails her newest page
+        // (503); before she asks again she sends a message of her own, which she then holds.
+        net.faults = [.init(who: "carol", path: "/channels/\(group)/messages", kind: .status(503, retryAfter: 5), times: 1)]
+        net.offline.remove("carol")
+        while net.connectionOf["carol"] == nil { net.advance(.seconds(1)) }
+        #expect(net.faults[0].times == 0, "the catch-up's page was failed")
+        net.run("carol", .send(channelID: group, text: "mine"))
+        #expect(net.texts("carol", group) == ["mine"])
+        net.advance(.seconds(10))
+        #expect(net.texts("carol", group) == ["m1", "m2", "m3", "mine"])
+        #expect(net.clients["carol"]!.stats.decryptionFailures == 0)
+    }
+
     @Test("when a member leaves a group, the next sender key is new: the leaver's key does not open later messages")
     func rotationOnLeave() throws {
         var net = ChatNetwork()
