@@ -185,6 +185,11 @@ extension ChatClient {
                 requestPage(.messages(channel: channel), of: channel, limit: limit, before: oldest, now: now, &out)
             }
             if snapshot.channels[channel]?.catchUpFrom?.isEmpty == true { snapshot.channels[channel]?.catchUpFrom = nil }
+            // The catch-up is over once a page reaches what the device held (or the start)
+            // and no stored cursor still has to page back.
+            if reachedKnown || body?["has_more"] != true, snapshot.channels[channel]?.catchUpFrom == nil {
+                snapshot.channels[channel]?.unfinishedCatchUp = nil
+            }
             snapshot.channels[channel]?.synced = true
             for message in page { ingest(message, &out) }
         case .olderMessages(let channel):
@@ -218,7 +223,12 @@ extension ChatClient {
     /// a short newest page (most absences are short; a page that reaches nothing known
     /// pages back), and on from where an earlier catch-up stopped; a new channel its last 50.
     mutating func catchUp(_ channel: String, now: Instant, _ out: inout [ClientEffect]) {
-        let limit = snapshot.channels[channel]?.synced == true ? Self.catchUpPage : 50
+        let synced = snapshot.channels[channel]?.synced == true
+        if synced, snapshot.channels[channel]?.unfinishedCatchUp == nil {
+            let anchor = catchUpAnchors[channel] ?? snapshot.timelines[channel]?.last?.compactCreatedAt
+            snapshot.channels[channel]?.unfinishedCatchUp = UnfinishedCatchUp(newestHeld: anchor?.text)
+        }
+        let limit = synced ? Self.catchUpPage : 50
         requestPage(.messages(channel: channel), of: channel, limit: limit, now: now, &out)
         for cursor in snapshot.channels[channel]?.catchUpFrom ?? [] {
             requestPage(.messages(channel: channel), of: channel, limit: Self.longPage, before: cursor, now: now, &out)
@@ -234,10 +244,17 @@ extension ChatClient {
     }
 
     /// Notes each channel's newest held message (or that it held none), before the socket
-    /// can deliver newer ones.
+    /// can deliver newer ones; a channel whose last catch-up did not finish keeps that
+    /// catch-up's anchor, since what lies between it and what came since is still unread.
     mutating func anchorCatchUps() {
         catchUpAnchors = [:]
-        for channel in snapshot.channels.keys { catchUpAnchors[channel] = .some(snapshot.timelines[channel]?.last?.compactCreatedAt) }
+        for (channel, info) in snapshot.channels {
+            if let unfinished = info.unfinishedCatchUp {
+                catchUpAnchors[channel] = .some(unfinished.newestHeld.map(ChatTime.init))
+            } else {
+                catchUpAnchors[channel] = .some(snapshot.timelines[channel]?.last?.compactCreatedAt)
+            }
+        }
     }
 
     /// Whether a page's message shows that paging back has reached what the device held

@@ -141,6 +141,12 @@ public struct ChatClient: Sendable {
         public var devices: [String]
     }
 
+    /// Where an unfinished catch-up has to page back to: the `created_at` of the newest
+    /// message the channel held when it began, nil when it held none.
+    public struct UnfinishedCatchUp: Sendable, Equatable, Codable {
+        public var newestHeld: String?
+    }
+
     public struct ChannelInfo: Sendable, Equatable, Codable {
         public var id: String
         public var isDM: Bool
@@ -159,6 +165,10 @@ public struct ChatClient: Sendable {
         public var membersFetchedAt: Instant?
         /// `loadOlder` reached the channel's first message.
         public var reachedStart = false
+        /// A catch-up that began and has not yet paged back to what the device held then.
+        /// Stored, so one the server failed, or the app's suspension cut off before a page
+        /// came, still pages back past the messages the socket delivered since.
+        public var unfinishedCatchUp: UnfinishedCatchUp?
     }
 
     /// A message or an edit waiting to go out (in order; one at a time).
