@@ -98,13 +98,36 @@ struct ChaosTests {
         }
     }
 
-    @Test("what chaos searches found stays fixed: chat-groups' seed 104 with the chat server down across a mass app kill (a frame overtook the socket's opening and cut a catch-up short)")
-    func chaosFinds() async throws {
+    @Test("a fault's devices are its own draw: reordering the list, or dropping a fault before it, hits the same phones")
+    func faultsAreData() async throws {
+        let kill = "{kind: mass-app-kill, at: 40m, fraction: 50%}", outage = "{kind: radio-off, at: 20m, duration: 10m, fraction: 40%}"
+        let slow = "{kind: server-slowdown, server: sync, at: 10m, duration: 5m, factor: 3}"
+        func killed(_ faults: [String]) async throws -> Double {
+            let world = await WorkflowSimulationTests.run(try Self.fleet(faults: faults.joined(separator: ", ")))
+            return ChatSimulationTests.total(world, "lifecycle.transitions", "cause=fault_kill")
+        }
+        let first = try await killed([slow, outage, kill])
+        #expect(first > 0)
+        #expect(try await killed([kill, outage, slow]) == first)
+        #expect(try await killed([outage, kill]) == first)
+        #expect(try await killed([kill, kill]) != first, "two identical faults are two draws")
+    }
+
+    @Test("what chaos searches found stays fixed: chat catch-ups that a failing server (503s) cut short leave no message unread",
+          arguments: [
+              // chat-groups seed 151, `--chaos 6 --shrink`: a phone back in a group it synced
+              // while empty sent a message before its failed page was retried.
+              (UInt64(151), [Fault.serverSlowdown(at: .seconds(1_583), duration: .seconds(366), server: .chat, factor: 31.6),
+                             .serverErrors(at: .seconds(1_592), duration: .seconds(1_312), server: .chat, fraction: Ratio(parsing: "22%")!)]),
+              // chat-groups seed 311, `--chaos 8 --shrink`: every page of a phone's catch-up
+              // failed until it was suspended; the socket had meanwhile delivered newer messages.
+              (UInt64(311), [Fault.serverErrors(at: .seconds(1_023), duration: .seconds(321), server: .chat, fraction: Ratio(parsing: "61%")!),
+                             .pushOutage(at: .seconds(794), duration: .seconds(862))]),
+          ])
+    func chaosFinds(seed: UInt64, faults: [Fault]) async throws {
         let path = TestPaths.packageRoot.appendingPathComponent("simulations/chat-groups.yaml").path
-        var scenario = try ScenarioLoader.load(path: path).overriding(devices: 150, duration: .hours(2), seed: 104)
-        let noop = Fault.pushOutage(at: .seconds(1), duration: .seconds(1))
-        scenario.faults = [noop, noop, .serverCrash(at: .seconds(3_668), duration: .seconds(1_712), server: .chat), noop,
-                           .massAppKill(at: .seconds(4_625), fraction: Ratio(parsing: "46%")!, population: nil)]
+        var scenario = try ScenarioLoader.load(path: path).overriding(devices: 150, duration: .hours(2), seed: seed)
+        scenario.faults = faults
         let world = await WorkflowSimulationTests.run(scenario)
         #expect(world.invariants.allHold, "\(world.invariants.rows.filter { !$0.passed })")
     }

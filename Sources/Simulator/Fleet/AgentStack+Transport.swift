@@ -146,8 +146,9 @@ extension AgentStack {
                 dropConnection(device)
                 connectionOf[device] = connection
                 deviceOfConnection[connection] = device
-                schedule(.input(device: device, session: run, .socketOpened), after: latency, now: now, queue: &queue)
-                _ = links.socketArrival(device, latency: latency, now: now)
+                // The opening is the socket's first arrival: no frame can overtake it.
+                let opened = links.socketArrival(device, latency: latency, now: now)
+                schedule(.input(device: device, session: run, .socketOpened), after: opened - now, now: now, queue: &queue)
                 carryOut(reply, now: now, queue: &queue, fleet: &fleet)
             case .refused(let code, _):
                 schedule(.input(device: device, session: run, .socketClosed(code: code)), after: .zero, now: now, queue: &queue)

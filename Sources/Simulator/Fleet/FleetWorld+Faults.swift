@@ -93,14 +93,28 @@ extension FleetWorld {
         fleet.sampler.offer(at: now, device: nil, kind: "fault") { "\(fault.kind) \(phase): \(hit) devices" }
     }
 
+    /// Each fault's label among a device's fault draws: the fault as written (and how many
+    /// identical ones come before it), not its place in the list. Adding or removing a
+    /// fault then changes no other fault's devices, so any subset of a run's faults pasted
+    /// into a scenario replays them exactly (what `seeds --shrink` relies on).
+    static func faultLabels(_ faults: [Fault]) -> [UInt64] {
+        var seen: [String: UInt64] = [:]
+        return faults.map { fault in
+            let text = fault.yaml
+            defer { seen[text, default: 0] += 1 }
+            return StreamSeed(StableHash.fnv1a64(text)).child(seen[text] ?? 0).value
+        }
+    }
+
     /// Whether fault `index` hits device `device`: of its population (or every one), by the
-    /// device's own draw for that fault. Faults on servers and links hit no device.
+    /// device's own draw for that fault (`faultLabels`). Faults on servers and links hit no
+    /// device.
     func hits(_ index: Int, _ device: Int) -> Bool {
         let fault = scenario.faults[index]
         if let population = fault.population, population != fleet.deviceClass(of: device).name { return false }
         switch fault {
         case .massAppKill(_, let fraction, _), .radioOff(_, _, let fraction, _), .partition(_, _, let fraction, _):
-            var draw = fleet.deviceSeed(device).child("fault").child(UInt64(index)).generator()
+            var draw = fleet.deviceSeed(device).child("fault").child(faultLabels[index]).generator()
             return draw.chance(fraction)
         case .serverCrash, .serverSlowdown, .serverErrors, .linkSlowdown, .pushOutage:
             return false

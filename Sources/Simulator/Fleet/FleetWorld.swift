@@ -52,6 +52,8 @@ public struct FleetWorld: SimulationWorld {
     /// `faults.active` by fault kind; the faults in force, and the kinds seen this bucket.
     var faultGauges: [String: MetricHandle] = [:]
     var faultsInForce: Set<Int> = []
+    /// Each fault's label among a device's draws (`faultLabels`).
+    let faultLabels: [UInt64]
     var faultKindsInBucket: Set<String> = []
     /// Receives each closed bucket's rows (the results writer); nil in model-only runs.
     let sink: (@Sendable (ResultsBatch) -> Void)?
@@ -59,6 +61,7 @@ public struct FleetWorld: SimulationWorld {
     public init(scenario: Scenario, sink: (@Sendable (ResultsBatch) -> Void)?) {
         var fleet = Fleet(scenario: scenario)
         self.sink = sink
+        faultLabels = Self.faultLabels(scenario.faults)
         // Registration order fixes metric and invariant ids: keep it.
         metrics = FleetMetrics(recorder: &fleet.recorder)
         invariantIDs = FleetInvariants(ledger: &fleet.invariants)
