@@ -4,16 +4,21 @@ import LabTestSupport
 
 @Suite("fleetlab seeds")
 struct SeedsCommandTests {
-    /// Phones that only live their day, with a bound no battery meets: every seed fails it.
-    static let strict = """
-        name: strict
+    /// Phones that only live their day for two hours, held to one threshold.
+    static func phones(_ name: String, count: Int, threshold: String) -> String {
+        """
+        name: \(name)
         seed: 1
         duration: 2h
         devices:
-          - {name: phones, count: 20}
+          - {name: phones, count: \(count)}
         thresholds:
-          - {metric: battery.level, percentile: 50, min: 101}
+          - \(threshold)
         """
+    }
+
+    /// A bound no battery meets: every seed fails it.
+    static let strict = phones("strict", count: 20, threshold: "{metric: battery.level, percentile: 50, min: 101}")
 
     @Test("--chaos draws faults per seed and prints each failing seed's with the command that replays it, which lists the same faults; --invariants-only judges invariants alone")
     func chaosSearch() throws {
@@ -42,16 +47,8 @@ struct SeedsCommandTests {
         #expect(none.status == 2 && none.stderr.contains("--chaos must be 1...20 faults"), "\(none.stderr)")
     }
 
-    /// Phones living their day, with a bound only an app-kill fault breaks.
-    static let noKills = """
-        name: kills
-        seed: 1
-        duration: 2h
-        devices:
-          - {name: phones, count: 30}
-        thresholds:
-          - {metric: lifecycle.transitions, labels: {cause: fault_kill}, stat: total, max: 0}
-        """
+    /// A bound only an app-kill fault breaks.
+    static let noKills = phones("kills", count: 30, threshold: "{metric: lifecycle.transitions, labels: {cause: fault_kill}, stat: total, max: 0}")
 
     @Test("--shrink cuts a failing seed's drawn faults down to those it needs: pasted into the scenario they fail it alone; a seed that fails without them says so")
     func shrink() throws {
