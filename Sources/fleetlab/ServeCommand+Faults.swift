@@ -5,7 +5,7 @@ import Simulator
 
 /// `fleetlab serve --faults FILE`: the plan read once by the supervisor, which takes
 /// servers down on its timetable, and again by each worker, which plays its own server's
-/// slowdowns; both count from the origin the supervisor hands its workers.
+/// slowdowns and errors; both count from the origin the supervisor hands its workers.
 extension ServeCommand {
     /// The plan and its timetable in `fleetlab serve`'s server names.
     struct ServedFaults {
@@ -42,13 +42,7 @@ extension ServeCommand {
         let plan = faults.plan
         var lines = ["  faults from \(file)" + (plan.every.map { ", starting over every \($0)" } ?? "") + ":"]
         for (fault, window) in zip(plan.faults, faults.timetable.windows) {
-            let what: String
-            switch window.effect {
-            case .down: what = "down"
-            case .slowdown(let factor): what = "slowed ×\(String(format: "%g", factor))"
-            case .errors(let share): what = "failing \(String(format: "%g", share * 100))% of requests"
-            }
-            lines.append("      \(window.server) \(what) from +\(fault.at) for \(fault.duration ?? .zero) (\(fault.kind))")
+            lines.append("      \(window.server) \(text(window.effect)) from +\(fault.at) for \(fault.duration ?? .zero) (\(fault.kind))")
         }
         if !plan.skipped.isEmpty {
             let kinds = Set(plan.skipped.map(\.kind)).sorted().joined(separator: ", ")
@@ -57,22 +51,31 @@ extension ServeCommand {
         return lines
     }
 
-    /// In a worker: plays the plan's slowdowns of its own server.
-    func playSlowdowns(as served: Served) throws {
+    /// In a worker: plays the plan's slowdowns and errors of its own server.
+    func playFaults(as served: Served) throws {
         guard let faults = try loadFaults(), let faultsOrigin, let stack = served.stack,
               let serviceTime = faults.plan.serviceTimes[stack] else { return }
-        FaultInjection.playSlowdowns(faults.timetable, server: served.name, serviceTime: serviceTime,
+        FaultInjection.playFaults(faults.timetable, server: served.name, serviceTime: serviceTime,
                                      origin: Date(timeIntervalSince1970: faultsOrigin))
     }
 
     /// What `/version` says a fault does to a server now, or nil.
     static func faultNow(_ timetable: FaultTimetable?, server: String, down: Bool, origin: Date) -> String? {
-        if down { return "down" }
+        if down { return text(.down) }
         guard let timetable else { return nil }
         let offset = Date().timeIntervalSince(origin)
-        let parts = [timetable.slowdown(server, at: offset).map { "slowed ×\(String(format: "%g", $0))" },
-                     timetable.errorShare(server, at: offset).map { "failing \(String(format: "%g", $0 * 100))% of requests" }]
-        let text = parts.compactMap { $0 }.joined(separator: ", ")
-        return text.isEmpty ? nil : text
+        let parts = [timetable.slowdown(server, at: offset).map { text(.slowdown(factor: $0)) },
+                     timetable.errorShare(server, at: offset).map { text(.errors(share: $0)) }]
+        let said = parts.compactMap { $0 }.joined(separator: ", ")
+        return said.isEmpty ? nil : said
+    }
+
+    /// What a window does to its server, as `serve` and `/version` say it.
+    static func text(_ effect: FaultTimetable.Effect) -> String {
+        switch effect {
+        case .down: return "down"
+        case .slowdown(let factor): return "slowed ×\(String(format: "%g", factor))"
+        case .errors(let share): return "failing \(String(format: "%g", share * 100))% of requests"
+        }
     }
 }

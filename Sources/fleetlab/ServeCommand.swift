@@ -242,7 +242,7 @@ struct ServeCommand: AsyncParsableCommand {
         } catch {
             throw CLIFailure.badInput("cannot open the \(name) server's data under \(data): \(error)")
         }
-        try playSlowdowns(as: served)
+        try playFaults(as: served)
         let live = LiveHost(configuration: .init(host: host, ports: [name: ports[name] ?? served.defaultPort]), servers: [server])
         do {
             try await live.run { endpoints in

@@ -25,8 +25,8 @@ public enum FaultInjection {
         if let trapPath, path == trapPath { preconditionFailure("FLEETLAB_FAULT_TRAP_PATH: a request to \(path) traps, as asked") }
     }
 
-    /// What a worker's brownouts need: when they hold, and what one service time is.
-    struct Brownout {
+    /// What a worker's `--faults` windows need: when they hold, and what one service time is.
+    struct Played {
         var timetable: FaultTimetable
         var server: String
         var serviceTime: Distribution
@@ -34,18 +34,18 @@ public enum FaultInjection {
         var generator: SeededGenerator
     }
 
-    static let brownout = Mutex<Brownout?>(nil)
+    static let played = Mutex<Played?>(nil)
 
     /// Makes this process's server (`server`, as `fleetlab serve` names it) play the
-    /// timetable's slowdowns, counted from `origin`. Once, before it serves.
-    public static func playSlowdowns(_ timetable: FaultTimetable, server: String, serviceTime: Distribution, origin: Date) {
-        brownout.withLock { $0 = Brownout(timetable: timetable, server: server, serviceTime: serviceTime, origin: origin, generator: SeededGenerator(seed: 0x5105)) }
+    /// timetable's slowdowns and errors, counted from `origin`. Once, before it serves.
+    public static func playFaults(_ timetable: FaultTimetable, server: String, serviceTime: Distribution, origin: Date) {
+        played.withLock { $0 = Played(timetable: timetable, server: server, serviceTime: serviceTime, origin: origin, generator: SeededGenerator(seed: 0x5105)) }
     }
 
     /// How long a request arriving now waits before its server takes it; zero outside a
     /// slowdown.
     static func slowdownDelay(now: Date) -> TimeInterval {
-        brownout.withLock { state -> TimeInterval in
+        played.withLock { state -> TimeInterval in
             guard var b = state, let factor = b.timetable.slowdown(b.server, at: now.timeIntervalSince(b.origin)) else { return 0 }
             let service = b.serviceTime.sample(using: &b.generator)
             state = b
@@ -55,7 +55,7 @@ public enum FaultInjection {
 
     /// Whether a request arriving now is failed by a `server-errors` window (by a draw).
     static func failsRequest(now: Date) -> Bool {
-        brownout.withLock { state -> Bool in
+        played.withLock { state -> Bool in
             guard var b = state, let share = b.timetable.errorShare(b.server, at: now.timeIntervalSince(b.origin)) else { return false }
             let fails = b.generator.nextUnit() < share
             state = b
