@@ -3,8 +3,8 @@ public import LabKernel
 import Yams
 
 /// The faults `fleetlab serve --faults FILE` plays on the wall clock against the real
-/// servers: the simulator's `server-crash`, `server-slowdown` and `server-errors`, written as in a
-/// scenario's `faults:` list, their `at` counted from when `serve` starts.
+/// servers: the simulator's `server-crash`, `server-slowdown` and `server-errors`, written
+/// as in a scenario's `faults:` list, their `at` counted from when `serve` starts.
 ///
 /// The file is either a fault plan of its own:
 ///
@@ -21,7 +21,7 @@ import Yams
 /// `factor − 1` times a service time drawn from its server's capacity model on top of the
 /// real handling, which is the time the same fault adds in the simulator.
 public struct ServeFaultPlan: Sendable {
-    /// Server crashes and slowdowns, in the file's order.
+    /// Server crashes, slowdowns and errors, in the file's order.
     public var faults: [Fault]
     /// The timetable's period, when it repeats.
     public var every: TimeSpan?
