@@ -11,8 +11,9 @@ public import LabKernel
 /// before its invariants are read. It lasts from a minute to a quarter of the run,
 /// log-uniform: mostly short, now and then long. A device fault hits 5–100 % of every
 /// population, and a server's errors fail 5–100 % of its requests; a slowdown is 2–100
-/// times, log-uniform. Draws are rounded to what a scenario file writes (whole seconds, whole percents, tenths of a factor), so the faults printed
-/// are exactly the ones run, and pasted at the end of `faults:` they replay the same run.
+/// times, log-uniform. Draws are rounded to what a scenario file writes (whole seconds,
+/// whole percents, tenths of a factor), so the faults printed are exactly the ones run, and
+/// pasted at the end of `faults:` they replay the same run.
 /// The stream is the seed's `chaos` child, which nothing else draws from: the scenario's
 /// own faults, its devices and its servers are as they were.
 extension Scenario {
