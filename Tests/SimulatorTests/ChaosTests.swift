@@ -113,6 +113,22 @@ struct ChaosTests {
         #expect(try await killed([kill, kill]) != first, "two identical faults are two draws")
     }
 
+    @Test("no chat frame reaches a phone before its socket's opening, even over slow, uneven links (a frame that overtook the opening cut a catch-up short)")
+    func framesAfterOpening() async throws {
+        let path = TestPaths.packageRoot.appendingPathComponent("simulations/chat-groups.yaml").path
+        var scenario = try ScenarioLoader.load(path: path).overriding(devices: 150, duration: .hours(1), seed: 104)
+        // Slow, uneven links make the race likely: a hop takes seconds, and two hops' draws
+        // differ by more than the time between a socket's acceptance and the next message.
+        // They end at 40 minutes, so the phones have the rest of the hour to settle.
+        scenario.faults = [.linkSlowdown(at: .zero, duration: .minutes(40), link: .wifi, factor: 100),
+                           .linkSlowdown(at: .zero, duration: .minutes(40), link: .cellular, factor: 100)]
+        let world = await WorkflowSimulationTests.run(scenario)
+        let chat = try #require(world.chat)
+        #expect(chat.framesBeforeOpening == 0)
+        #expect(ChatSimulationTests.total(world, "chat.decrypted") > 1_000, "the phones talked")
+        #expect(world.invariants.allHold, "\(world.invariants.rows.filter { !$0.passed })")
+    }
+
     @Test("what chaos searches found stays fixed: chat catch-ups that a failing server (503s) cut short leave no message unread",
           arguments: [
               // chat-groups seed 151, `--chaos 6 --shrink`: a phone back in a group it synced

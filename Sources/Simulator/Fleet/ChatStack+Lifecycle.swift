@@ -80,6 +80,7 @@ extension ChatStack {
         timerAt[device] = nil
         timerGeneration[device] = (timerGeneration[device] ?? 0) &+ 1
         links.socketGone(device)
+        awaitingOpening.remove(device)
         endpoints.forget(device)
     }
 

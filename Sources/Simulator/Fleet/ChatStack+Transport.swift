@@ -146,8 +146,10 @@ extension ChatStack {
             case .transportFailed(let id):
                 endpoints.failed(device, id: id, recorder: &fleet.recorder)
             case .socketText(let text):
+                if awaitingOpening.contains(device) { framesBeforeOpening += 1 }
                 receive(device, bytes: text.utf8.count + Self.frameOverhead, now: now, queue: &queue, fleet: &fleet)
             case .socketOpened:
+                awaitingOpening.remove(device)
                 receive(device, bytes: Self.socketHandshakeBytes / 2, now: now, queue: &queue, fleet: &fleet)
             default:
                 break
@@ -205,6 +207,7 @@ extension ChatStack {
                 // would take it for one it held before its catch-up and stop paging short.
                 let opened = links.socketArrival(device, latency: latency, now: now)
                 schedule(.input(device: device, session: run, .socketOpened), after: opened - now, now: now, queue: &queue)
+                awaitingOpening.insert(device)
             case .refused(let code, _):
                 schedule(.input(device: device, session: run, .socketClosed(code: code)), after: .zero, now: now, queue: &queue)
             }

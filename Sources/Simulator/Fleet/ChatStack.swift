@@ -111,6 +111,11 @@ public struct ChatStack {
     var ordinal: [Int: Int] = [:]
     var devicesOfUser: [[Int]] = []
     var connectionOf: [Int: Int] = [:]
+    /// Devices whose accepted socket's opening is still on its way, and how many frames
+    /// reached a client before its socket's opening: none may (a real connection's upgrade
+    /// answer comes before any frame), which the chat tests check.
+    var awaitingOpening: Set<Int> = []
+    var framesBeforeOpening = 0
     var deviceOfConnection: [Int: Int] = [:]
     var transits = InFlight<Transit>()
     var timerGeneration: [Int: UInt32] = [:]
