@@ -20,14 +20,20 @@ struct ServeFaultsTests {
         try """
         faults:
           - {kind: server-slowdown, server: sync, at: 0s, duration: 1h, factor: 200}
-          - {kind: server-crash, server: chat, at: 12s, duration: 3s}
+          - {kind: server-crash, server: chat, at: 20s, duration: 3s}
           - {kind: server-errors, server: agent, at: 0s, duration: 1h, fraction: 100%}
           - {kind: server-errors, server: ai-bridge, at: 0s, duration: 1h, fraction: 100%}
         """.write(to: plan, atomically: true, encoding: .utf8)
         let served = try await ServedFleetlab.start(data: data, extra: ["--faults", plan.path])
         defer { served.stop() }
         #expect(served.output.contains("mobile-sync slowed ×200 from +0s for 1h (server-slowdown)"))
-        #expect(served.output.contains("chat down from +12s for 3s (server-crash)"))
+        #expect(served.output.contains("chat down from +20s for 3s (server-crash)"))
+        // First, before the chat server's window opens: an account to look for after it.
+        let json = ["content-type": "application/json"]
+        let account = Data(#"{"username":"outlasts","password":"long enough pass"}"#.utf8)
+        #expect(try await HTTPProbe.request("POST", served.chatURL + "/api/v1/auth/register", body: account, headers: json).status == 201)
+        let before = try await listing(served, "chat")
+        #expect(before["fault"] == nil)
 
         // Sync's service time is 4 ms at the median: ×200 holds a request about 0.8 s.
         var slowest = 0.0
@@ -39,18 +45,13 @@ struct ServeFaultsTests {
         #expect(slowest > 0.15, "three sync requests in a ×200 brownout took at most \(slowest) s")
         #expect(try await listing(served, "mobile-sync")["fault"] as? String == "slowed ×200")
         // Every request of a 100 % error window is a 503 the client can retry, before the
-        // server sees it; the chat server's window has not opened yet.
+        // server sees it.
         for url in [served.agentURL + "/api/workflows", served.aiBridgeURL + "/v1/pair/confirm"] {
             let failed = try await HTTPProbe.request("POST", url, body: Data("{}".utf8), headers: ["content-type": "application/json"])
             #expect(failed.status == 503 && failed.headers["retry-after"] == "5" && failed.text.contains("failing requests"), "\(url): \(failed.status) \(failed.text)")
         }
         #expect(try await listing(served, "agent-runtime")["fault"] as? String == "failing 100% of requests")
 
-        let json = ["content-type": "application/json"]
-        let account = Data(#"{"username":"outlasts","password":"long enough pass"}"#.utf8)
-        #expect(try await HTTPProbe.request("POST", served.chatURL + "/api/v1/auth/register", body: account, headers: json).status == 201)
-        let before = try await listing(served, "chat")
-        #expect(before["fault"] == nil)
 
         // The window opens: nothing listens on the chat port, and /version says why.
         var down: [String: Any] = [:]
