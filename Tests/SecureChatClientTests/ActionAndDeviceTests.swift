@@ -9,14 +9,7 @@ import LabKernel
 @Suite("Chat client: actions and changing devices")
 struct ActionAndDeviceTests {
     /// alice, bob and carol in a group `team` created by alice.
-    func group() -> (ChatNetwork, String) {
-        var net = ChatNetwork()
-        for name in ["alice", "bob", "carol"] { net.register(name, username: name) }
-        net.run("alice", .createGroup(name: "team"))
-        let group = net.channelsAdded["alice"]!.last!
-        for name in ["bob", "carol"] { net.run("alice", .addMember(channelID: group, userID: net.userID(name))) }
-        return (net, group)
-    }
+    func group() -> (ChatNetwork, String) { ChatNetwork.team(["bob", "carol"]) }
 
     @Test("edit and delete reach every member re-encrypted; only one's own messages; a DM edit too")
     func editAndDelete() throws {

@@ -198,13 +198,19 @@ struct ChatNetwork {
         effects.compactMap { if case .request(let id, let request) = $0 { (id, request) } else { nil } }
     }
 
-    /// Alice's group with Carol in it, and Alice's first message there.
-    static func group(first: String) -> (ChatNetwork, String) {
+    /// A group `team` that Alice created and added `members` to, each registered first.
+    static func team(_ members: [String]) -> (ChatNetwork, String) {
         var net = ChatNetwork()
-        for name in ["alice", "carol"] { net.register(name, username: name) }
+        for name in ["alice"] + members { net.register(name, username: name) }
         net.run("alice", .createGroup(name: "team"))
         let group = net.channelsAdded["alice"]!.last!
-        net.run("alice", .addMember(channelID: group, userID: net.userID("carol")))
+        for name in members { net.run("alice", .addMember(channelID: group, userID: net.userID(name))) }
+        return (net, group)
+    }
+
+    /// Alice's group with Carol in it, and Alice's first message there.
+    static func group(first: String) -> (ChatNetwork, String) {
+        var (net, group) = team(["carol"])
         net.run("alice", .send(channelID: group, text: first))
         return (net, group)
     }

@@ -53,11 +53,7 @@ struct ClientTests {
 
     @Test("a group keeps each sender's order across a member's disconnect and reconnect")
     func groupOrderAcrossReconnect() {
-        var net = ChatNetwork()
-        for name in ["alice", "bob", "carol"] { net.register(name, username: name) }
-        net.run("alice", .createGroup(name: "team"))
-        let group = net.channelsAdded["alice"]!.last!
-        for name in ["bob", "carol"] { net.run("alice", .addMember(channelID: group, userID: net.userID(name))) }
+        var (net, group) = ChatNetwork.team(["bob", "carol"])
         net.run("alice", .send(channelID: group, text: "welcome"))
         net.run("bob", .send(channelID: group, text: "thanks"))
         net.goOffline("carol")
@@ -132,11 +128,7 @@ struct ClientTests {
 
     @Test("a catch-up in a channel the device held nothing of is not ended by a message it sent since: it pages back to the start")
     func catchUpFromNothingHeld() {
-        var net = ChatNetwork()
-        for name in ["alice", "carol"] { net.register(name, username: name) }
-        net.run("alice", .createGroup(name: "team"))
-        let group = net.channelsAdded["alice"]!.last!
-        net.run("alice", .addMember(channelID: group, userID: net.userID("carol")))
+        var (net, group) = ChatNetwork.team(["carol"])
         #expect(net.clients["carol"]!.snapshot.channels[group]?.synced == true && net.texts("carol", group).isEmpty)
         net.goOffline("carol")
         for text in ["m1", "m2", "m3"] { net.run("alice", .send(channelID: group, text: text)) }
@@ -155,11 +147,7 @@ struct ClientTests {
 
     @Test("a catch-up the server keeps failing is not forgotten: the next one pages back past what the socket delivered meanwhile")
     func unfinishedCatchUp() {
-        var net = ChatNetwork()
-        for name in ["alice", "bob", "carol"] { net.register(name, username: name) }
-        net.run("alice", .createGroup(name: "team"))
-        let group = net.channelsAdded["alice"]!.last!
-        for name in ["bob", "carol"] { net.run("alice", .addMember(channelID: group, userID: net.userID(name))) }
+        var (net, group) = ChatNetwork.team(["bob", "carol"])
         net.run("alice", .send(channelID: group, text: "before"))
         net.goOffline("carol")
         for text in ["m1", "m2", "m3"] { net.run("alice", .send(channelID: group, text: text)) }
@@ -182,11 +170,7 @@ struct ClientTests {
 
     @Test("when a member leaves a group, the next sender key is new: the leaver's key does not open later messages")
     func rotationOnLeave() throws {
-        var net = ChatNetwork()
-        for name in ["alice", "bob", "carol"] { net.register(name, username: name) }
-        net.run("alice", .createGroup(name: "team"))
-        let group = net.channelsAdded["alice"]!.last!
-        for name in ["bob", "carol"] { net.run("alice", .addMember(channelID: group, userID: net.userID(name))) }
+        var (net, group) = ChatNetwork.team(["bob", "carol"])
         net.run("alice", .send(channelID: group, text: "all three of us"))
         let carolKeys = net.clients["carol"]!.snapshot.keys!
         let carolToken = net.clients["carol"]!.snapshot.accessToken!
