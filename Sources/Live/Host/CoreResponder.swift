@@ -48,8 +48,7 @@ public struct CoreResponder: HTTPResponder {
         let message = HTTPRequestMessage(method: request.method.rawValue, target: target, headers: headers,
                                          body: Array(body.readableBytesView), peer: context.peer)
         FaultInjection.check(path: message.path)
-        await FaultInjection.holdForSlowdown()
-        if FaultInjection.failsRequest(now: Date()) { return Self.response(FaultInjection.injectedError) }
+        if let injected = await FaultInjection.play() { return Self.response(injected) }
         do {
             let answer = try await handle(message)
             if answer.status == 200, answer.header("content-type") == "text/event-stream", let body = stream?(answer) {

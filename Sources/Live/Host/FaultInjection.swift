@@ -67,10 +67,12 @@ public enum FaultInjection {
     static let injectedError = HTTPResponseMessage.json(503, ["error": "unavailable: the server is failing requests (fleetlab serve --faults)"],
                                                         headers: [HTTPHeader("Retry-After", "5")])
 
-    /// Holds the request as the brownout in force says (returns at once outside one).
-    static func holdForSlowdown() async {
+    /// Plays the worker's windows on a request before its server sees it: holds it as a
+    /// slowdown in force says, then answers for the server when an errors window fails it
+    /// (nil: the server handles it).
+    static func play() async -> HTTPResponseMessage? {
         let delay = slowdownDelay(now: Date())
-        guard delay > 0 else { return }
-        try? await Task.sleep(for: .seconds(delay))
+        if delay > 0 { try? await Task.sleep(for: .seconds(delay)) }
+        return failsRequest(now: Date()) ? injectedError : nil
     }
 }

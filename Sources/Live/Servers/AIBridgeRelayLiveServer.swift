@@ -235,8 +235,7 @@ struct RelayResponder: HTTPResponder {
         for field in request.headers { headers[field.name.canonicalName] = field.value }
         let message = HTTPRequestMessage(method: request.method.rawValue, target: request.uri.path, headers: headers,
                                          body: Array(body.readableBytesView), peer: context.peer)
-        await FaultInjection.holdForSlowdown()
-        if FaultInjection.failsRequest(now: Date()) { return CoreResponder.response(FaultInjection.injectedError) }
+        if let injected = await FaultInjection.play() { return CoreResponder.response(injected) }
         let (start, sink) = await server.exchange(message)
         switch start {
         case .response(let answer): return CoreResponder.response(answer)
