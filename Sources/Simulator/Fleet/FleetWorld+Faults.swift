@@ -41,9 +41,8 @@ extension FleetWorld {
             return
         case .serverErrors(_, _, let server, _):
             // Overlapping error windows of one server: the largest share in force holds.
-            let share = faultsInForce.compactMap { other -> Ratio? in
-                if case .serverErrors(_, _, server, let share) = scenario.faults[other] { share } else { nil }
-            }.max { $0.fraction < $1.fraction } ?? .zero
+            let share = largestInForce({ if case .serverErrors(_, _, server, let share) = $0 { share } else { nil } },
+                                       by: { $0.fraction < $1.fraction }) ?? .zero
             changePool(of: server) { $0.errorShare = share }
             fleet.sampler.offer(at: now, device: nil, kind: "fault") { "server-errors (\(server.rawValue), \(share) of requests refused) \(phase)" }
             return
@@ -135,7 +134,12 @@ extension FleetWorld {
     /// The largest factor among the slowdowns in force that `factor` picks (1: none): of
     /// overlapping slowdowns of one server or link, the slowest holds.
     func slowdownInForce(_ factor: (Fault) -> Double?) -> Double {
-        faultsInForce.compactMap { factor(scenario.faults[$0]) }.max() ?? 1
+        largestInForce(factor, by: <) ?? 1
+    }
+
+    /// The largest of what `value` picks from the faults in force (nil: none of them).
+    func largestInForce<T>(_ value: (Fault) -> T?, by less: (T, T) -> Bool) -> T? {
+        faultsInForce.compactMap { value(scenario.faults[$0]) }.max(by: less)
     }
 
     static func factorText(_ factor: Double) -> String { factor == factor.rounded() ? String(Int(factor)) : String(factor) }
