@@ -113,18 +113,32 @@ struct ChaosTests {
         #expect(try await killed([kill, kill]) != first, "two identical faults are two draws")
     }
 
-    @Test("no chat frame reaches a phone before its socket's opening, even over slow, uneven links (a frame that overtook the opening cut a catch-up short)")
-    func framesAfterOpening() async throws {
+    /// chat-groups for an hour over slow, uneven links: a hop takes seconds, and two hops'
+    /// draws differ by more than the time between a socket's acceptance and the next
+    /// message, so frames, openings and drops race. The links are slow for 40 minutes, so
+    /// the phones have the rest of the hour to settle.
+    static func slowChatLinks(devices: Int) throws -> Scenario {
         let path = TestPaths.packageRoot.appendingPathComponent("simulations/chat-groups.yaml").path
-        var scenario = try ScenarioLoader.load(path: path).overriding(devices: 150, duration: .hours(1), seed: 104)
-        // Slow, uneven links make the race likely: a hop takes seconds, and two hops' draws
-        // differ by more than the time between a socket's acceptance and the next message.
-        // They end at 40 minutes, so the phones have the rest of the hour to settle.
+        var scenario = try ScenarioLoader.load(path: path).overriding(devices: devices, duration: .hours(1), seed: 104)
         scenario.faults = [.linkSlowdown(at: .zero, duration: .minutes(40), link: .wifi, factor: 100),
                            .linkSlowdown(at: .zero, duration: .minutes(40), link: .cellular, factor: 100)]
-        let world = await WorkflowSimulationTests.run(scenario)
+        return scenario
+    }
+
+    @Test("no chat frame reaches a phone before its socket's opening, even over slow, uneven links (a frame that overtook the opening cut a catch-up short)")
+    func framesAfterOpening() async throws {
+        let world = await WorkflowSimulationTests.run(try Self.slowChatLinks(devices: 150))
         let chat = try #require(world.chat)
         #expect(chat.framesBeforeOpening == 0)
+        #expect(ChatSimulationTests.total(world, "chat.decrypted") > 1_000, "the phones talked")
+        #expect(world.invariants.allHold, "\(world.invariants.rows.filter { !$0.passed })")
+    }
+
+    @Test("what is on its way over a socket that drops is lost, as on TCP, and every message still arrives")
+    func socketsLoseWhatWasInFlight() async throws {
+        let world = await WorkflowSimulationTests.run(try Self.slowChatLinks(devices: 300))
+        let chat = try #require(world.chat)
+        #expect(chat.lostWithSockets > 0, "frames were on their way when their socket dropped")
         #expect(ChatSimulationTests.total(world, "chat.decrypted") > 1_000, "the phones talked")
         #expect(world.invariants.allHold, "\(world.invariants.rows.filter { !$0.passed })")
     }

@@ -44,17 +44,18 @@ extension AgentStack {
                 users[device]!.connectingAt = now
                 transfer(device, bytes: Self.socketHandshakeBytes, .up, now: now, queue: &queue, fleet: &fleet)
                 if let latency = links.latency(device, fleet: &fleet) {
-                    schedule(.connect(device: device, session: run, target: target), after: latency, now: now, queue: &queue)
+                    schedule(.connect(device: device, session: run, socket: links.socket(device), target: target), after: latency, now: now, queue: &queue)
                 } else {
                     schedule(.input(device: device, session: run, .socketClosed(code: 1006)), after: .zero, now: now, queue: &queue)
                 }
             case .socketSend(let text):
                 transfer(device, bytes: text.utf8.count + Self.frameOverhead, .up, now: now, queue: &queue, fleet: &fleet)
-                if let latency = links.latency(device, fleet: &fleet) {
-                    schedule(.frame(device: device, session: run, text), after: latency, now: now, queue: &queue)
+                if let latency = links.latency(device, fleet: &fleet), let connection = connectionOf[device] {
+                    schedule(.frame(device: device, session: run, connection: connection, text), after: latency, now: now, queue: &queue)
                 }
             case .closeSocket:
                 dropConnection(device)
+                links.socketGone(device)
             case .chatReady, .applied, .toolCall, .toolCallResolved, .inputRequested, .runCompleted, .resumed, .uploaded, .surfaced, .authRequired:
                 observe(effect, on: device, now: now, queue: &queue, fleet: &fleet)
             }
@@ -68,11 +69,20 @@ extension AgentStack {
         fleet.compute(device, millijoules: fleet.energy.settings.cpu.kilobyte * Double(bytes) / 1_024, stack: .agent, at: now, queue: &queue)
     }
 
+    /// The server forgets the device's connection (the client learns of it by its own
+    /// close, its network, or the close that reaches it: `closeArrives`).
     mutating func dropConnection(_ device: Int) {
         guard let connection = connectionOf.removeValue(forKey: device) else { return }
         deviceOfConnection[connection] = nil
         server.disconnect(connection)
-        links.socketGone(device)
+    }
+
+    /// The server closed a device's socket (or crashed under it): the close reaches the
+    /// client after the frames sent before it, as a TCP close does.
+    mutating func closeArrives(_ device: Int, code: UInt16, now: Instant, queue: inout EventQueue<FleetWorld.Event>, fleet: inout Fleet) {
+        let arrival = links.socketArrival(device, latency: links.latency(device, fleet: &fleet) ?? .zero, now: now)
+        schedule(.overSocket(device: device, session: currentSession(device), socket: links.socket(device), .socketClosed(code: code)),
+                 after: arrival - now, now: now, queue: &queue)
     }
 
     mutating func timerFired(_ device: Int, generation: UInt32, now: Instant, queue: inout EventQueue<FleetWorld.Event>, fleet: inout Fleet) {
@@ -85,15 +95,24 @@ extension AgentStack {
     /// or a request, socket or frame reaches the server and waits for a worker.
     mutating func arrived(_ slot: UInt32, now: Instant, queue: inout EventQueue<FleetWorld.Event>, fleet: inout Fleet) {
         guard let transit = transits.take(slot) else { return }
-        guard case .input(let device, let run, let input) = transit else {
+        switch transit {
+        case .input(let device, let run, let input):
+            reach(device, run: run, input, now: now, queue: &queue, fleet: &fleet)
+        case .overSocket(let device, let run, let socket, let input):
+            guard links.arrive(device, socket: socket, closing: input.closesSocket) else { return }  // lost with its socket
+            reach(device, run: run, input, now: now, queue: &queue, fleet: &fleet)
+        case .request, .connect, .frame:
             switch serving.admit(transit, now: now, wait: metrics.serverWait, recorder: &fleet.recorder) {
             case .serving(let ticket, let epoch, let done): queue.schedule(.agent(.serviceDone(slot: ticket, epoch: epoch)), at: done)
             case .queued: break
             case .refused(let transit): turnAway(transit, overloaded: true, now: now, queue: &queue, fleet: &fleet)
             case .down(let transit): turnAway(transit, overloaded: false, now: now, queue: &queue, fleet: &fleet)
             }
-            return
         }
+    }
+
+    /// An input reaches its client, if that client's run still goes on.
+    mutating func reach(_ device: Int, run: UInt32, _ input: AgentClientInput, now: Instant, queue: inout EventQueue<FleetWorld.Event>, fleet: inout Fleet) {
         guard run == currentSession(device), awakeSince[device] != nil else { return }
         switch input {
         case .response(let id, let response):
@@ -124,7 +143,7 @@ extension AgentStack {
     /// The server core handles a request, a socket open or a frame.
     mutating func serve(_ transit: Transit, now: Instant, queue: inout EventQueue<FleetWorld.Event>, fleet: inout Fleet) {
         switch transit {
-        case .input:
+        case .input, .overSocket:
             break
         case .request(let device, let run, let id, let request):
             let reply = server.handle(request, now: now)
@@ -134,27 +153,29 @@ extension AgentStack {
             } else {
                 schedule(.input(device: device, session: run, .transportFailed(id: id)), after: .zero, now: now, queue: &queue)
             }
-        case .connect(let device, let run, let target):
+        case .connect(let device, let run, let socket, let target):
             let request = HTTPRequestMessage(method: "GET", target: target)
             switch server.connect(path: request.path, query: request.query, now: now) {
             case .accepted(let connection, let reply):
-                // The client stopped (or went offline) while the upgrade was on its way.
-                guard run == currentSession(device), awakeSince[device] != nil, let latency = links.latency(device, fleet: &fleet) else {
+                // The client stopped, went offline or gave the socket up while the upgrade
+                // was on its way (a close for a socket it gave up is lost with it).
+                guard run == currentSession(device), awakeSince[device] != nil, links.isCurrent(device, socket: socket),
+                      let latency = links.latency(device, fleet: &fleet) else {
                     server.disconnect(connection)
-                    return schedule(.input(device: device, session: run, .socketClosed(code: 1006)), after: .zero, now: now, queue: &queue)
+                    return schedule(.overSocket(device: device, session: run, socket: socket, .socketClosed(code: 1006)), after: .zero, now: now, queue: &queue)
                 }
                 dropConnection(device)
                 connectionOf[device] = connection
                 deviceOfConnection[connection] = device
                 // The opening is the socket's first arrival: no frame can overtake it.
                 let opened = links.socketArrival(device, latency: latency, now: now)
-                schedule(.input(device: device, session: run, .socketOpened), after: opened - now, now: now, queue: &queue)
+                schedule(.overSocket(device: device, session: run, socket: socket, .socketOpened), after: opened - now, now: now, queue: &queue)
                 carryOut(reply, now: now, queue: &queue, fleet: &fleet)
             case .refused(let code, _):
-                schedule(.input(device: device, session: run, .socketClosed(code: code)), after: .zero, now: now, queue: &queue)
+                schedule(.overSocket(device: device, session: run, socket: socket, .socketClosed(code: code)), after: .zero, now: now, queue: &queue)
             }
-        case .frame(let device, _, let text):
-            guard let connection = connectionOf[device] else { return }
+        case .frame(let device, _, let connection, let text):
+            guard connectionOf[device] == connection else { return }  // written to a connection the server has dropped since
             carryOut(server.receive(connection, text: text, now: now), now: now, queue: &queue, fleet: &fleet)
         }
     }
@@ -166,11 +187,12 @@ extension AgentStack {
             case .send(let connection, let text):
                 guard let device = deviceOfConnection[connection], let latency = links.latency(device, fleet: &fleet) else { continue }
                 let arrival = links.socketArrival(device, latency: latency, now: now)
-                schedule(.input(device: device, session: currentSession(device), .socketText(text)), after: arrival - now, now: now, queue: &queue)
+                schedule(.overSocket(device: device, session: currentSession(device), socket: links.socket(device), .socketText(text)),
+                         after: arrival - now, now: now, queue: &queue)
             case .close(let connection, let code, _):
                 guard let device = deviceOfConnection[connection] else { continue }
                 dropConnection(device)
-                schedule(.input(device: device, session: currentSession(device), .socketClosed(code: code)), after: .zero, now: now, queue: &queue)
+                closeArrives(device, code: code, now: now, queue: &queue, fleet: &fleet)
             }
         }
         for wakeup in reply.wakeups {
@@ -196,23 +218,24 @@ extension AgentStack {
     /// The server cannot take it: overloaded (503, a socket refused with 1013) or down.
     mutating func turnAway(_ transit: Transit, overloaded: Bool, now: Instant, queue: inout EventQueue<FleetWorld.Event>, fleet: inout Fleet) {
         switch transit {
-        case .input, .frame:
+        case .input, .overSocket, .frame:
             break
         case .request(let device, let run, let id, _):
             let input: AgentClientInput = overloaded
                 ? .response(id: id, .json(503, ["detail": "Service unavailable: the runtime is overloaded"], headers: [HTTPHeader("Retry-After", "5")]))
                 : .transportFailed(id: id)
             schedule(.input(device: device, session: run, input), after: links.latency(device, fleet: &fleet) ?? .zero, now: now, queue: &queue)
-        case .connect(let device, let run, _):
-            schedule(.input(device: device, session: run, .socketClosed(code: overloaded ? 1013 : 1006)),
+        case .connect(let device, let run, let socket, _):
+            schedule(.overSocket(device: device, session: run, socket: socket, .socketClosed(code: overloaded ? 1013 : 1006)),
                      after: links.latency(device, fleet: &fleet) ?? .zero, now: now, queue: &queue)
         }
     }
 
-    /// A device went offline: its socket drops.
+    /// A device went offline: its socket drops, and what was on its way over it is lost.
     mutating func networkChanged(_ device: Int, to state: NetworkState, now: Instant, queue: inout EventQueue<FleetWorld.Event>, fleet: inout Fleet) {
         guard state == .offline, connectionOf[device] != nil else { return }
         dropConnection(device)
+        links.socketGone(device)
         feed(device, .socketClosed(code: 1006), now: now, queue: &queue, fleet: &fleet)
     }
 
@@ -223,7 +246,15 @@ extension AgentStack {
         guard down else { return carryOut(server.recover(now: now), now: now, queue: &queue, fleet: &fleet) }
         for (device, _) in connectionOf.sorted(by: { $0.key < $1.key }) {
             dropConnection(device)
-            schedule(.input(device: device, session: currentSession(device), .socketClosed(code: 1006)), after: .zero, now: now, queue: &queue)
+            closeArrives(device, code: 1006, now: now, queue: &queue, fleet: &fleet)
         }
+    }
+}
+
+extension AgentClientInput {
+    /// The socket's close: what arrives over the socket after it belongs to no socket.
+    var closesSocket: Bool {
+        if case .socketClosed = self { return true }
+        return false
     }
 }

@@ -27,6 +27,7 @@ extension AgentStack {
         session[device] = currentSession(device) &+ 1
         awakeSince[device] = nil
         dropConnection(device)
+        links.socketGone(device)
         timerAt[device] = nil
         timerGeneration[device] = (timerGeneration[device] ?? 0) &+ 1
         endpoints.forget(device)

@@ -39,15 +39,22 @@ public struct AgentStack {
         case act(device: UInt32, generation: UInt32)
     }
 
+    /// Something crossing a link, as chat's (`ChatStack.Transit`): what travels over a
+    /// socket is lost with it.
     enum Transit {
         case request(device: Int, session: UInt32, id: Int, HTTPRequestMessage)
-        case connect(device: Int, session: UInt32, target: String)
-        case frame(device: Int, session: UInt32, String)
+        /// A socket's upgrade, for the device's socket number `socket`.
+        case connect(device: Int, session: UInt32, socket: UInt32, target: String)
+        case frame(device: Int, session: UInt32, connection: Int, String)
         case input(device: Int, session: UInt32, AgentClientInput)
+        /// Over socket number `socket`: its opening, a frame, its close.
+        case overSocket(device: Int, session: UInt32, socket: UInt32, AgentClientInput)
 
         var device: Int {
             switch self {
-            case .request(let device, _, _, _), .connect(let device, _, _), .frame(let device, _, _), .input(let device, _, _): return device
+            case .request(let device, _, _, _), .connect(let device, _, _, _), .frame(let device, _, _, _), .input(let device, _, _),
+                 .overSocket(let device, _, _, _):
+                return device
             }
         }
     }

@@ -132,7 +132,7 @@ extension ChatStack {
         for (device, connection) in connectionOf.sorted(by: { $0.key < $1.key }) {
             server.disconnect(connection)
             deviceOfConnection[connection] = nil
-            schedule(.input(device: device, session: currentSession(device), .socketClosed(code: 1006)), after: .zero, now: now, queue: &queue)
+            closeArrives(device, code: 1006, now: now, queue: &queue, fleet: &fleet)
         }
         connectionOf.removeAll()
     }

@@ -52,20 +52,22 @@ extension ChatStack {
             case .openSocket(let ticket):
                 send(device, bytes: Self.socketHandshakeBytes, now: now, queue: &queue, fleet: &fleet)
                 if let latency = latency(device, fleet: &fleet) {
-                    schedule(.connect(device: device, session: run, ticket: ticket), after: latency, now: now, queue: &queue)
+                    schedule(.connect(device: device, session: run, socket: links.socket(device), ticket: ticket), after: latency, now: now, queue: &queue)
                 } else {
                     schedule(.input(device: device, session: run, .socketClosed(code: 1006)), after: .zero, now: now, queue: &queue)
                 }
             case .socketSend(let text):
                 send(device, bytes: text.utf8.count + Self.frameOverhead, now: now, queue: &queue, fleet: &fleet)
-                if let latency = latency(device, fleet: &fleet) {
-                    schedule(.frame(device: device, session: run, text), after: latency, now: now, queue: &queue)
+                if let latency = latency(device, fleet: &fleet), let connection = connectionOf[device] {
+                    schedule(.frame(device: device, session: run, connection: connection, text), after: latency, now: now, queue: &queue)
                 }
             case .closeSocket:
                 if let connection = connectionOf.removeValue(forKey: device) {
                     deviceOfConnection[connection] = nil
                     server.disconnect(connection)
                 }
+                links.socketGone(device)
+                awaitingOpening.remove(device)
             case .delivered(let message):
                 delivered(message, on: device, now: now, fleet: &fleet)
             case .surfaced(let error):
@@ -138,23 +140,14 @@ extension ChatStack {
         guard let transit = self.transits.take(slot) else { return }
         switch transit {
         case .input(let device, let run, let input):
-            guard run == currentSession(device), awakeSince[device] != nil else { return }
-            switch input {
-            case .response(let id, let response):
-                receive(device, bytes: response.wireSize, now: now, queue: &queue, fleet: &fleet)
-                endpoints.answered(device, id: id, status: response.status, now: now, recorder: &fleet.recorder)
-            case .transportFailed(let id):
-                endpoints.failed(device, id: id, recorder: &fleet.recorder)
-            case .socketText(let text):
-                if awaitingOpening.contains(device) { framesBeforeOpening += 1 }
-                receive(device, bytes: text.utf8.count + Self.frameOverhead, now: now, queue: &queue, fleet: &fleet)
-            case .socketOpened:
-                awaitingOpening.remove(device)
-                receive(device, bytes: Self.socketHandshakeBytes / 2, now: now, queue: &queue, fleet: &fleet)
-            default:
-                break
+            reach(device, run: run, input, now: now, queue: &queue, fleet: &fleet)
+        case .overSocket(let device, let run, let socket, let input):
+            guard links.arrive(device, socket: socket, closing: input.closesSocket) else {
+                lostWithSockets += 1
+                return
             }
-            feed(device, input, now: now, queue: &queue, fleet: &fleet)
+            if input.closesSocket { awaitingOpening.remove(device) }
+            reach(device, run: run, input, now: now, queue: &queue, fleet: &fleet)
         case .request, .connect, .frame:
             // Provisioning is the state the run starts from, not load on the server.
             if provisioning { return serve(transit, now: now, queue: &queue, fleet: &fleet) }
@@ -165,6 +158,27 @@ extension ChatStack {
             case .down(let transit): turnAway(transit, overloaded: false, now: now, queue: &queue, fleet: &fleet)
             }
         }
+    }
+
+    /// An input reaches its client, if that client's run still goes on.
+    mutating func reach(_ device: Int, run: UInt32, _ input: ClientInput, now: Instant, queue: inout EventQueue<FleetWorld.Event>, fleet: inout Fleet) {
+        guard run == currentSession(device), awakeSince[device] != nil else { return }
+        switch input {
+        case .response(let id, let response):
+            receive(device, bytes: response.wireSize, now: now, queue: &queue, fleet: &fleet)
+            endpoints.answered(device, id: id, status: response.status, now: now, recorder: &fleet.recorder)
+        case .transportFailed(let id):
+            endpoints.failed(device, id: id, recorder: &fleet.recorder)
+        case .socketText(let text):
+            if awaitingOpening.contains(device) { framesBeforeOpening += 1 }
+            receive(device, bytes: text.utf8.count + Self.frameOverhead, now: now, queue: &queue, fleet: &fleet)
+        case .socketOpened:
+            awaitingOpening.remove(device)
+            receive(device, bytes: Self.socketHandshakeBytes / 2, now: now, queue: &queue, fleet: &fleet)
+        default:
+            break
+        }
+        feed(device, input, now: now, queue: &queue, fleet: &fleet)
     }
 
     /// A worker finished: the core handles what it held, and the next waiting one starts.
@@ -179,7 +193,7 @@ extension ChatStack {
     /// The server core handles a request, a socket open or a frame.
     mutating func serve(_ transit: Transit, now: Instant, queue: inout EventQueue<FleetWorld.Event>, fleet: inout Fleet) {
         switch transit {
-        case .input:
+        case .input, .overSocket:
             break
         case .request(let device, let run, let id, let request):
             let reply = server.handle(request, now: now)
@@ -192,13 +206,15 @@ extension ChatStack {
             } else {
                 schedule(.input(device: device, session: run, .transportFailed(id: id)), after: .zero, now: now, queue: &queue)
             }
-        case .connect(let device, let run, let ticket):
+        case .connect(let device, let run, let socket, let ticket):
             switch server.connect(ticket: ticket, now: now) {
             case .accepted(let connection):
-                // The client stopped (or went offline) while the upgrade was on its way.
-                guard run == currentSession(device), awakeSince[device] != nil, let latency = latency(device, fleet: &fleet) else {
+                // The client stopped, went offline or gave the socket up while the upgrade
+                // was on its way (a close for a socket it gave up is lost with it).
+                guard run == currentSession(device), awakeSince[device] != nil, links.isCurrent(device, socket: socket),
+                      let latency = latency(device, fleet: &fleet) else {
                     server.disconnect(connection)
-                    return schedule(.input(device: device, session: run, .socketClosed(code: 1006)), after: .zero, now: now, queue: &queue)
+                    return schedule(.overSocket(device: device, session: run, socket: socket, .socketClosed(code: 1006)), after: .zero, now: now, queue: &queue)
                 }
                 connectionOf[device] = connection
                 deviceOfConnection[connection] = device
@@ -206,13 +222,17 @@ extension ChatStack {
                 // sends at once (a message just stored) must not overtake it, or the client
                 // would take it for one it held before its catch-up and stop paging short.
                 let opened = links.socketArrival(device, latency: latency, now: now)
-                schedule(.input(device: device, session: run, .socketOpened), after: opened - now, now: now, queue: &queue)
+                schedule(.overSocket(device: device, session: run, socket: socket, .socketOpened), after: opened - now, now: now, queue: &queue)
                 awaitingOpening.insert(device)
             case .refused(let code, _):
-                schedule(.input(device: device, session: run, .socketClosed(code: code)), after: .zero, now: now, queue: &queue)
+                schedule(.overSocket(device: device, session: run, socket: socket, .socketClosed(code: code)), after: .zero, now: now, queue: &queue)
             }
-        case .frame(let device, _, let text):
-            guard let connection = connectionOf[device] else { return }
+        case .frame(let device, _, let connection, let text):
+            // Written to a connection the server has dropped since: lost.
+            guard connectionOf[device] == connection else {
+                lostWithSockets += 1
+                return
+            }
             route(server.receive(connection, text: text, now: now), now: now, queue: &queue, fleet: &fleet)
         }
     }
@@ -221,16 +241,16 @@ extension ChatStack {
     /// 1013), or down (the connection is refused).
     mutating func turnAway(_ transit: Transit, overloaded: Bool, now: Instant, queue: inout EventQueue<FleetWorld.Event>, fleet: inout Fleet) {
         switch transit {
-        case .input, .frame:
+        case .input, .overSocket, .frame:
             break
         case .request(let device, let run, let id, _):
             let input: ClientInput = overloaded
                 ? .response(id: id, .json(503, ["detail": "Service unavailable: the server is overloaded"], headers: [HTTPHeader("Retry-After", "5")]))
                 : .transportFailed(id: id)
             schedule(.input(device: device, session: run, input), after: latency(device, fleet: &fleet) ?? .zero, now: now, queue: &queue)
-        case .connect(let device, let run, _):
-            schedule(.input(device: device, session: run, .socketClosed(code: overloaded ? 1013 : 1006)), after: latency(device, fleet: &fleet) ?? .zero,
-                     now: now, queue: &queue)
+        case .connect(let device, let run, let socket, _):
+            schedule(.overSocket(device: device, session: run, socket: socket, .socketClosed(code: overloaded ? 1013 : 1006)),
+                     after: latency(device, fleet: &fleet) ?? .zero, now: now, queue: &queue)
         }
     }
 
@@ -243,21 +263,40 @@ extension ChatStack {
                 if payload["type"] == "typing.start" { fleet.recorder.add(metrics.typing) }
                 // A socket is one ordered stream: a frame never overtakes the one before it.
                 let arrival = links.socketArrival(device, latency: latency, now: now)
-                schedule(.input(device: device, session: currentSession(device), .socketText(payload.canonicalText)), after: arrival - now,
-                         now: now, queue: &queue)
+                schedule(.overSocket(device: device, session: currentSession(device), socket: links.socket(device), .socketText(payload.canonicalText)),
+                         after: arrival - now, now: now, queue: &queue)
             case .close(let connection, let code, _):
                 guard let device = deviceOfConnection.removeValue(forKey: connection) else { continue }
                 connectionOf[device] = nil
-                schedule(.input(device: device, session: currentSession(device), .socketClosed(code: code)), after: .zero, now: now, queue: &queue)
+                closeArrives(device, code: code, now: now, queue: &queue, fleet: &fleet)
             }
         }
     }
 
-    /// A device went offline: its socket drops (the client schedules its reconnect).
+    /// The server closed a device's socket (or crashed under it): the close reaches the
+    /// client after the frames sent before it, as a TCP close does.
+    mutating func closeArrives(_ device: Int, code: UInt16, now: Instant, queue: inout EventQueue<FleetWorld.Event>, fleet: inout Fleet) {
+        let arrival = links.socketArrival(device, latency: latency(device, fleet: &fleet) ?? .zero, now: now)
+        schedule(.overSocket(device: device, session: currentSession(device), socket: links.socket(device), .socketClosed(code: code)),
+                 after: arrival - now, now: now, queue: &queue)
+    }
+
+    /// A device went offline: its socket drops (the client schedules its reconnect), and
+    /// what was on its way over it is lost.
     mutating func networkChanged(_ device: Int, to state: NetworkState, now: Instant, queue: inout EventQueue<FleetWorld.Event>, fleet: inout Fleet) {
         guard state == .offline, let connection = connectionOf.removeValue(forKey: device) else { return }
         deviceOfConnection[connection] = nil
         server.disconnect(connection)
+        links.socketGone(device)
+        awaitingOpening.remove(device)
         feed(device, .socketClosed(code: 1006), now: now, queue: &queue, fleet: &fleet)
+    }
+}
+
+extension ClientInput {
+    /// The socket's close: what arrives over the socket after it belongs to no socket.
+    var closesSocket: Bool {
+        if case .socketClosed = self { return true }
+        return false
     }
 }

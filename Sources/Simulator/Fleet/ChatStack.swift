@@ -40,16 +40,23 @@ public struct ChatStack {
     }
 
     /// Something crossing a link. `session` is the device's client run it belongs to: an
-    /// answer for a client that has stopped since is dropped.
+    /// answer for a client that has stopped since is dropped. What travels over a socket
+    /// is lost with it (`DeviceLinks`): a frame reaches the server only on the connection
+    /// it was written to, and the server's arrivals carry the device's socket number.
     enum Transit {
         case request(device: Int, session: UInt32, id: Int, HTTPRequestMessage)
-        case connect(device: Int, session: UInt32, ticket: String)
-        case frame(device: Int, session: UInt32, String)
+        /// A socket's upgrade, for the device's socket number `socket`.
+        case connect(device: Int, session: UInt32, socket: UInt32, ticket: String)
+        case frame(device: Int, session: UInt32, connection: Int, String)
         case input(device: Int, session: UInt32, ClientInput)
+        /// Over socket number `socket`: its opening, a frame, its close.
+        case overSocket(device: Int, session: UInt32, socket: UInt32, ClientInput)
 
         var device: Int {
             switch self {
-            case .request(let device, _, _, _), .connect(let device, _, _), .frame(let device, _, _), .input(let device, _, _): return device
+            case .request(let device, _, _, _), .connect(let device, _, _, _), .frame(let device, _, _, _), .input(let device, _, _),
+                 .overSocket(let device, _, _, _):
+                return device
             }
         }
     }
@@ -116,6 +123,9 @@ public struct ChatStack {
     /// answer comes before any frame), which the chat tests check.
     var awaitingOpening: Set<Int> = []
     var framesBeforeOpening = 0
+    /// What was on its way over a socket that had gone by its arrival, and so was lost
+    /// (both ways; not recorded: a chat test checks the loss happens and is survived).
+    var lostWithSockets = 0
     var deviceOfConnection: [Int: Int] = [:]
     var transits = InFlight<Transit>()
     var timerGeneration: [Int: UInt32] = [:]

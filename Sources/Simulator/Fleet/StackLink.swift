@@ -9,13 +9,19 @@ import LabKernel
 /// Fault model: an offline link fails requests at once and drops sockets; a server that
 /// is down refuses everything and loses what waited for or held a worker; a full queue
 /// refuses with 503 (and 1013 for a socket). A socket never delivers a frame before the
-/// one sent before it.
+/// one sent before it, and what was on its way over a socket that has gone since is lost,
+/// as on a TCP connection that dies: each device's socket is numbered, what the server
+/// sends over it carries the number, and an arrival whose number is no longer the
+/// device's is dropped (`isCurrent`). A client therefore never sees the opening of a socket
+/// it has already lost, which would leave it sure of a socket no server holds.
 struct DeviceLinks {
     /// The label of each device's latency stream (`chat-link`, `agent-link`).
     let label: String
     private var streams: [Int: SeededGenerator] = [:]
     /// When the last frame on each device's socket arrives.
     private var lastArrival: [Int: Instant] = [:]
+    /// Each device's socket number: the next socket gets the next one.
+    private var sockets: [Int: UInt32] = [:]
 
     init(label: String) { self.label = label }
 
@@ -42,8 +48,27 @@ struct DeviceLinks {
         return arrival
     }
 
-    /// The device's socket is gone: the next one starts a fresh order.
-    mutating func socketGone(_ device: Int) { lastArrival[device] = nil }
+    /// The number of the device's socket: what the server sends over it carries it.
+    func socket(_ device: Int) -> UInt32 { sockets[device] ?? 0 }
+
+    /// Whether something sent over socket `number` still has a socket to arrive on.
+    func isCurrent(_ device: Int, socket number: UInt32) -> Bool { socket(device) == number }
+
+    /// Something sent over socket `number` arrives: false if that socket has gone (it is
+    /// lost); a close that arrives ends its socket.
+    mutating func arrive(_ device: Int, socket number: UInt32, closing: Bool) -> Bool {
+        guard isCurrent(device, socket: number) else { return false }
+        if closing { socketGone(device) }
+        return true
+    }
+
+    /// The device's socket is gone, as far as its client knows (it closed it, its network
+    /// dropped, the server's close arrived, the app stopped): what is still on its way over
+    /// it is lost, and the next socket starts a fresh order.
+    mutating func socketGone(_ device: Int) {
+        lastArrival[device] = nil
+        sockets[device] = socket(device) &+ 1
+    }
 }
 
 /// A server's worker pool and the work (`Cargo`) waiting for or held by its workers.
