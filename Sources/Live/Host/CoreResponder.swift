@@ -42,11 +42,7 @@ public struct CoreResponder: HTTPResponder {
         } catch {
             return Self.response(.error(413, "payload too large", "the body is over \(maxBodyBytes) bytes"))
         }
-        var headers: [String: String] = [:]
-        for field in request.headers { headers[field.name.canonicalName] = field.value }
-        let target = request.uri.query.map { "\(request.uri.path)?\($0)" } ?? request.uri.path
-        let message = HTTPRequestMessage(method: request.method.rawValue, target: target, headers: headers,
-                                         body: Array(body.readableBytesView), peer: context.peer)
+        let message = Self.message(request, body: body, peer: context.peer)
         FaultInjection.check(path: message.path)
         if let injected = await FaultInjection.play() { return Self.response(injected) }
         do {
@@ -60,6 +56,15 @@ public struct CoreResponder: HTTPResponder {
         } catch {
             return Self.response(.json(500, ["error": "internal server error"]))
         }
+    }
+
+    /// A request as a core reads it: method, path with its query, headers by canonical
+    /// name, the collected body, and the address it came from.
+    static func message(_ request: Request, body: ByteBuffer, peer: String?) -> HTTPRequestMessage {
+        var headers: [String: String] = [:]
+        for field in request.headers { headers[field.name.canonicalName] = field.value }
+        let target = request.uri.query.map { "\(request.uri.path)?\($0)" } ?? request.uri.path
+        return HTTPRequestMessage(method: request.method.rawValue, target: target, headers: headers, body: Array(body.readableBytesView), peer: peer)
     }
 
     static func response(_ message: HTTPResponseMessage) -> Response {

@@ -231,10 +231,7 @@ struct RelayResponder: HTTPResponder {
         do { body = try await request.body.collect(upTo: maxBodyBytes) } catch {
             return CoreResponder.response(.json(413, ["error": "payload_too_large", "limit": .number(Double(maxBodyBytes))]))
         }
-        var headers: [String: String] = [:]
-        for field in request.headers { headers[field.name.canonicalName] = field.value }
-        let message = HTTPRequestMessage(method: request.method.rawValue, target: request.uri.path, headers: headers,
-                                         body: Array(body.readableBytesView), peer: context.peer)
+        let message = CoreResponder.message(request, body: body, peer: context.peer)
         if let injected = await FaultInjection.play() { return CoreResponder.response(injected) }
         let (start, sink) = await server.exchange(message)
         switch start {
