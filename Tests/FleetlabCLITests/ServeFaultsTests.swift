@@ -12,7 +12,7 @@ struct ServeFaultsTests {
         return try #require(((version.json as? [String: Any])?["servers"] as? [[String: Any]])?.first { $0["name"] as? String == name })
     }
 
-    @Test("a brownout slows its server's answers; errors fail its requests with 503; a crash window takes its server off its port and brings it back over the same data",
+    @Test("a brownout slows its server's answers; errors fail its requests with 503 and its sockets with 1013; a crash window takes its server off its port and brings it back over the same data",
           .timeLimit(.minutes(2)))
     func brownoutAndOutage() async throws {
         let data = TestPaths.scratchDirectory("serve-faults").path
@@ -51,7 +51,11 @@ struct ServeFaultsTests {
             #expect(failed.status == 503 && failed.headers["retry-after"] == "5" && failed.text.contains("failing requests"), "\(url): \(failed.status) \(failed.text)")
         }
         #expect(try await listing(served, "agent-runtime")["fault"] as? String == "failing 100% of requests")
-
+        // A socket's upgrade is a request too: the agent runtime's socket opens only to be
+        // closed with 1013 (try again later), as the simulated server turns one away.
+        let agentPort = try #require(URLComponents(string: served.agentURL)?.port)
+        let closed = try await offPool { try WebSocketProbe(port: agentPort, target: "/ws/flow/app/chat/user").receive(timeout: 5) }
+        #expect(closed == .close(1013))
 
         // The window opens: nothing listens on the chat port, and /version says why.
         var down: [String: Any] = [:]

@@ -1,5 +1,8 @@
 public import Foundation
 public import LabKernel
+import HTTPTypes
+import HummingbirdWebSocket
+import NIOWebSocket
 import Synchronization
 
 /// Faults an operator (or a test) turns on, FoundationDB-style: off unless asked for, set
@@ -17,7 +20,9 @@ import Synchronization
 /// and the core sees it at the end. There is no worker pool to queue behind here, so a live
 /// brownout adds latency without the simulator's queue. While a `server-errors` window is
 /// in force, each request is, by a draw, answered 503 with `Retry-After` before its server
-/// sees it, as the simulated server answers when it sheds a request.
+/// sees it, as the simulated server answers when it sheds a request. A WebSocket upgrade is
+/// a request too: it is held the same way, and one an errors window fails opens only to be
+/// closed with 1013 (try again later), as the simulated server turns a socket away.
 public enum FaultInjection {
     static let trapPath: String? = ProcessInfo.processInfo.environment["FLEETLAB_FAULT_TRAP_PATH"].flatMap { $0.isEmpty ? nil : $0 }
 
@@ -74,5 +79,15 @@ public enum FaultInjection {
         let delay = slowdownDelay(now: Date())
         if delay > 0 { try? await Task.sleep(for: .seconds(delay)) }
         return failsRequest(now: Date()) ? injectedError : nil
+    }
+
+    typealias Upgrade = ShouldUpgradeResult<WebSocketDataHandler<HTTP1WebSocketUpgradeChannel.Context>>
+
+    /// Plays the worker's windows on a socket's upgrade before its server sees it (a chat
+    /// ticket is not spent): nil, the server takes the socket; else the upgrade to answer
+    /// instead, a socket closed at once with 1013.
+    static func playUpgrade() async -> Upgrade? {
+        guard await play() != nil else { return nil }
+        return .upgrade([:]) { _, outbound, _ in try? await outbound.close(.unknown(1013), reason: "the server is failing requests (fleetlab serve --faults)") }
     }
 }
