@@ -23,9 +23,7 @@ struct ChatSimulationTests {
             """, file: "chat.yaml")
     }
 
-    static func total(_ world: FleetWorld, _ name: String, _ labels: String = "") -> Double {
-        world.recorder.descriptors.filter { $0.name == name && (labels.isEmpty || $0.labels == labels) }.reduce(0) { $0 + world.recorder.totals[$1.id] }
-    }
+    static func total(_ world: FleetWorld, _ name: String, _ labels: String? = nil) -> Double { WorkflowSimulationTests.total(world, name, labels) }
 
     @Test("users on several devices talk in groups and DMs with real crypto: every invariant holds and nothing fails to decrypt")
     func talk() async throws {
