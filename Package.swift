@@ -147,6 +147,7 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
             ],
             swiftSettings: strictSettings
         ),

@@ -64,6 +64,12 @@ struct ServeCommand: AsyncParsableCommand {
     var faultsFile: String?
 
     /// Set by the supervisor on its workers: when the fault plan's clock started (Unix seconds).
+    @Option(name: .customLong("tls-cert"), help: "Serve every port over TLS (https://, wss://) with this PEM certificate chain, leaf first (e.g. one mkcert made), for apps on real phones.")
+    var tlsCert: String?
+
+    @Option(name: .customLong("tls-key"), help: "The PEM private key of --tls-cert.")
+    var tlsKey: String?
+
     @Option(name: .customLong("faults-origin"), help: .hidden)
     var faultsOrigin: Double?
 
@@ -105,6 +111,18 @@ struct ServeCommand: AsyncParsableCommand {
         guard (1...1_000_000).contains(chatAuthPerMinute) else { throw ValidationError("--chat-auth-per-minute must be 1...1000000") }
     }
 
+    /// The certificate every server speaks TLS with, or nil for plain HTTP; the files are
+    /// read now, so a bad one stops `serve` before anything listens.
+    func loadTLS() throws -> ServerTLS? {
+        switch (tlsCert, tlsKey) {
+        case (nil, nil): return nil
+        case (let cert?, let key?):
+            do { return try ServerTLS(certificateFile: cert, keyFile: key) } catch { throw CLIFailure.badInput("\(error)") }
+        case (nil, _?): throw CLIFailure.badInput("--tls-key needs --tls-cert, the certificate it is the key of")
+        case (_?, nil): throw CLIFailure.badInput("--tls-cert needs --tls-key, its private key")
+        }
+    }
+
     /// The command line of the worker process that runs server `name`: this one's options.
     func workerArguments(_ name: String) -> [String] {
         var arguments = ["serve", "--worker", name, "--host", host, "--data", data, "--agent-workflows", agentWorkflows]
@@ -116,6 +134,7 @@ struct ServeCommand: AsyncParsableCommand {
         if allowTerminal { arguments.append("--allow-terminal") }
         for agent in desktopAgents { arguments += ["--desktop-agent", agent] }
         if let faultsFile, let faultsOrigin { arguments += ["--faults", faultsFile, "--faults-origin", String(faultsOrigin)] }
+        if let tlsCert, let tlsKey { arguments += ["--tls-cert", tlsCert, "--tls-key", tlsKey] }
         return arguments
     }
 
@@ -169,6 +188,7 @@ struct ServeCommand: AsyncParsableCommand {
             throw CLIFailure.badInput(error.description)
         }
         let faults = try loadFaults()
+        let tls = try loadTLS()
         var options = self
         // The faults' clock starts now, for the supervisor and every worker it (re)starts.
         let origin = Date()
@@ -194,7 +214,7 @@ struct ServeCommand: AsyncParsableCommand {
                              fault: Self.faultNow(faults?.timetable, server: r.name, down: status?.down ?? false, origin: origin))
             }
         }
-        let live = LiveHost(configuration: .init(host: host, ports: ["host": hostPort]), servers: [hostServer])
+        let live = LiveHost(configuration: .init(host: host, ports: ["host": hostPort], tls: tls), servers: [hostServer])
         do {
             try await live.run { endpoints in
                 var all: [(name: String, url: String, summary: String, details: [String])] = endpoints.map { ($0.name, $0.url, $0.summary, []) }
@@ -243,7 +263,7 @@ struct ServeCommand: AsyncParsableCommand {
             throw CLIFailure.badInput("cannot open the \(name) server's data under \(data): \(error)")
         }
         try playFaults(as: served)
-        let live = LiveHost(configuration: .init(host: host, ports: [name: ports[name] ?? served.defaultPort]), servers: [server])
+        let live = LiveHost(configuration: .init(host: host, ports: [name: ports[name] ?? served.defaultPort], tls: try loadTLS()), servers: [server])
         do {
             try await live.run { endpoints in
                 guard let endpoint = endpoints.first else { return }

@@ -52,20 +52,22 @@ public final class ServedFleetlab {
         }
         output = text
         let lines = text.split(separator: "\n")
-        guard let url = lines.first(where: { $0.contains("mobile-sync") && $0.contains("http://") })?
-            .split(separator: " ").first(where: { $0.hasPrefix("http://") }).map(String.init) else {
+        // http:// and ws://, or https:// and wss:// behind `--tls-cert`.
+        let isURL = { (word: Substring) in ["http://", "https://", "ws://", "wss://"].contains { word.hasPrefix($0) } }
+        guard let url = lines.first(where: { $0.contains("mobile-sync") && $0.contains("://") })?
+            .split(separator: " ").first(where: isURL).map(String.init) else {
             process.terminate()
             throw Failure(output: text)
         }
         syncURL = url
         func endpoint(_ name: String) -> String {
-            lines.first { $0.hasPrefix("  \(name) ") }?.split(separator: " ").first { $0.hasPrefix("http://") }.map(String.init) ?? ""
+            lines.first { $0.hasPrefix("  \(name) ") }?.split(separator: " ").first(where: isURL).map(String.init) ?? ""
         }
         chatURL = endpoint("chat")
         hostURL = endpoint("host")
         agentURL = endpoint("agent-runtime")
         aiBridgeURL = endpoint("ai-bridge")
-        desktopURL = lines.first { $0.hasPrefix("  desktop-bridge ") }?.split(separator: " ").first { $0.hasPrefix("ws://") }.map(String.init) ?? ""
+        desktopURL = endpoint("desktop-bridge")
         aiPIN = lines.first { $0.contains("pairing PIN:") }?.split(separator: " ").first { $0.count == 6 && $0.allSatisfy(\.isNumber) }.map(String.init) ?? ""
         agentToken = lines.first { $0.contains("token for app_id=") }?.split(separator: " ").last.map(String.init) ?? ""
         rootKey = lines.first { $0.contains("root API key:") }?.split(separator: " ").dropFirst(3).first.map(String.init) ?? ""

@@ -11,7 +11,8 @@ public struct LiveEndpoint: Sendable, Hashable {
     public var summary: String
     public var host: String
     public var port: Int
-    /// `http`, or `ws` for a server that is a WebSocket endpoint only.
+    /// `http`, or `ws` for a server that is a WebSocket endpoint only (`https` and `wss`
+    /// behind TLS).
     public var scheme = "http"
     public var url: String { "\(scheme)://\(host):\(port)" }
 }
@@ -53,12 +54,16 @@ public final class LiveHost: Sendable {
         /// command that handles Ctrl-C itself (a load test's live dashboard): the host would
         /// otherwise take the signal from it.
         public var stopsOnSignals: Bool
+        /// Every server speaks TLS with this certificate (`serve --tls-cert`), or none does.
+        public var tls: ServerTLS?
 
-        public init(host: String = "127.0.0.1", ports: [String: Int] = [:], logLevel: Logger.Level = .notice, stopsOnSignals: Bool = true) {
+        public init(host: String = "127.0.0.1", ports: [String: Int] = [:], logLevel: Logger.Level = .notice, stopsOnSignals: Bool = true,
+                    tls: ServerTLS? = nil) {
             self.host = host
             self.ports = ports
             self.logLevel = logLevel
             self.stopsOnSignals = stopsOnSignals
+            self.tls = tls
         }
     }
 
@@ -96,8 +101,8 @@ public final class LiveHost: Sendable {
             let config = ApplicationConfiguration(
                 address: .hostname(configuration.host, port: port(for: server)), serverName: "fleetlab-\(server.name)",
                 reuseAddress: true)
-            let name = server.name, summary = server.summary, host = configuration.host, scheme = server.scheme
-            services.append(try server.makeService(configuration: config) { [state] (channel: any Channel) in
+            let name = server.name, summary = server.summary, host = configuration.host, scheme = ServerTLS.scheme(server.scheme, configuration.tls)
+            services.append(try server.makeService(configuration: config, tls: configuration.tls) { [state] (channel: any Channel) in
                 let endpoint = LiveEndpoint(name: name, summary: summary, host: host, port: channel.localAddress?.port ?? 0, scheme: scheme)
                 let ready: [LiveEndpoint]? = state.withLock { s in
                     s.endpoints.append(endpoint)

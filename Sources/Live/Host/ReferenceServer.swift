@@ -21,10 +21,11 @@ public protocol ReferenceServer: Sendable {
     var details: [String] { get }
     /// The URL scheme printed: `http`, or `ws` for a WebSocket-only endpoint.
     var scheme: String { get }
-    /// The service to run. `onRunning` must be passed to the application so the host
-    /// learns the bound port (which differs from the requested one when it is 0).
+    /// The service to run, behind TLS when `tls` is set (`ServerTLS.builder`). `onRunning`
+    /// must be passed to the application so the host learns the bound port (which differs
+    /// from the requested one when it is 0).
     func makeService(
-        configuration: ApplicationConfiguration,
+        configuration: ApplicationConfiguration, tls: ServerTLS?,
         onRunning: @escaping @Sendable (any Channel) async -> Void
     ) throws -> any Service
 }

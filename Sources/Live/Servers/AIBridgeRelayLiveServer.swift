@@ -130,7 +130,7 @@ public final class AIBridgeRelayLiveServer: ReferenceServer, @unchecked Sendable
         }
     }
 
-    public func makeService(configuration: ApplicationConfiguration,
+    public func makeService(configuration: ApplicationConfiguration, tls: ServerTLS?,
                             onRunning: @escaping @Sendable (any Channel) async -> Void) throws -> any Service {
         let responder = RelayResponder(server: self, maxBodyBytes: lock.withLock { relay.config.maxBodyBytes })
         let upgrade = HTTPServerBuilder.http1WebSocketUpgrade(configuration: .init(ws: .init(maxFrameSize: 1 << 22, closeTimeout: .seconds(2)))) { request, _, _ in
@@ -138,20 +138,24 @@ public final class AIBridgeRelayLiveServer: ReferenceServer, @unchecked Sendable
             if let shed = await FaultInjection.playUpgrade() { return shed }
             return .upgrade([:]) { [self] inbound, outbound, _ in await tunnel(inbound: inbound, outbound: outbound) }
         }
-        return Application(responder: responder, server: upgrade, configuration: configuration) { [self] channel in
+        let scheme = ServerTLS.scheme("http", tls)
+        return Application(responder: responder, server: try ServerTLS.builder(upgrade, tls), configuration: configuration) { [self] channel in
             if let port = channel.localAddress?.port {
-                lock.withLock { relay.config.workerURL = "http://127.0.0.1:\(port)" }
-                if withDaemon { startDaemon(port: port) }
+                lock.withLock { relay.config.workerURL = "\(scheme)://127.0.0.1:\(port)" }
+                if withDaemon { startDaemon(url: "\(scheme)://127.0.0.1:\(port)") }
             }
             await onRunning(channel)
         }
     }
 
     /// The in-process daemon: its PINs printed as it offers them.
-    func startDaemon(port: Int) {
+    func startDaemon(url: String) {
         let output = output
         let first = LockedBox(true)
-        guard let driver = try? AIBridgeDaemonDriver(relay: "http://127.0.0.1:\(port)", dataDirectory: dataDirectory, report: { event in
+        // Over TLS it reaches its own relay's listener on loopback, where checking the
+        // certificate (made for the names phones use) would prove nothing.
+        let tls = url.hasPrefix("https:") ? ClientTLS(verify: false) : .system
+        guard let driver = try? AIBridgeDaemonDriver(relay: url, dataDirectory: dataDirectory, tls: tls, report: { event in
             guard case .pin(let pin, let expiresAt) = event else { return }
             // The first PIN is in `details`; later ones are printed as they come.
             let isFirst = first.withLock { (value: inout Bool) -> Bool in

@@ -161,7 +161,7 @@ public final class AgentRuntimeLiveServer: ReferenceServer, @unchecked Sendable 
         }
     }
 
-    public func makeService(configuration: ApplicationConfiguration,
+    public func makeService(configuration: ApplicationConfiguration, tls: ServerTLS?,
                             onRunning: @escaping @Sendable (any Channel) async -> Void) throws -> any Service {
         let limit = lock.withLock { server.config.maxUploadBytes } + 256 * 1024
         let responder = CoreResponder(maxBodyBytes: limit) { [self] request in self.handle(request) }
@@ -173,6 +173,6 @@ public final class AgentRuntimeLiveServer: ReferenceServer, @unchecked Sendable 
             if let shed = await FaultInjection.playUpgrade() { return shed }
             return .upgrade([:]) { [self] inbound, outbound, _ in await self.session(target: target, inbound: inbound, outbound: outbound) }
         }
-        return Application(responder: responder, server: upgrade, configuration: configuration) { channel in await onRunning(channel) }
+        return Application(responder: responder, server: try ServerTLS.builder(upgrade, tls), configuration: configuration) { channel in await onRunning(channel) }
     }
 }

@@ -87,17 +87,18 @@ public final class MobileSyncLiveServer: ReferenceServer, @unchecked Sendable {
         }
     }
 
-    public func makeService(configuration: ApplicationConfiguration,
+    public func makeService(configuration: ApplicationConfiguration, tls: ServerTLS?,
                             onRunning: @escaping @Sendable (any Channel) async -> Void) throws -> any Service {
         let channels = self.channels
         let responder = CoreResponder(handle: { [self] request in try self.handle(request) }, stream: { answer in
             answer.header(SyncServer.pushStreamHeader).map { channels.body(for: $0, first: answer.body) }
         })
-        let application = Application(responder: responder, configuration: configuration) { [self] channel in
+        let scheme = ServerTLS.scheme("http", tls)
+        let application = Application(responder: responder, server: try ServerTLS.builder(.http1(), tls), configuration: configuration) { [self] channel in
             if let port = channel.localAddress?.port {
                 let bound = channel.localAddress?.ipAddress ?? "127.0.0.1"
                 let host = bound == "0.0.0.0" || bound == "::" ? "127.0.0.1" : bound
-                lock.withLock { server.config.baseURL = "http://\(host):\(port)" }
+                lock.withLock { server.config.baseURL = "\(scheme)://\(host):\(port)" }
             }
             await onRunning(channel)
         }

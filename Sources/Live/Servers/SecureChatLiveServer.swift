@@ -163,7 +163,7 @@ public final class SecureChatLiveServer: ReferenceServer, @unchecked Sendable {
         }
     }
 
-    public func makeService(configuration: ApplicationConfiguration,
+    public func makeService(configuration: ApplicationConfiguration, tls: ServerTLS?,
                             onRunning: @escaping @Sendable (any Channel) async -> Void) throws -> any Service {
         let responder = CoreResponder { [self] request in self.handle(request) }
         let upgrade = HTTPServerBuilder.http1WebSocketUpgrade { [self] request, _, _ in
@@ -175,9 +175,10 @@ public final class SecureChatLiveServer: ReferenceServer, @unchecked Sendable {
             let joining = join(ticket: ticket)
             return .upgrade([:]) { inbound, outbound, _ in await self.session(joining, inbound: inbound, outbound: outbound) }
         }
-        return Application(responder: responder, server: upgrade, configuration: configuration) { [self] channel in
+        let scheme = ServerTLS.scheme("http", tls)
+        return Application(responder: responder, server: try ServerTLS.builder(upgrade, tls), configuration: configuration) { [self] channel in
             if let port = channel.localAddress?.port {
-                lock.withLock { server.config.baseURL = "http://127.0.0.1:\(port)" }
+                lock.withLock { server.config.baseURL = "\(scheme)://127.0.0.1:\(port)" }
             }
             await onRunning(channel)
         }

@@ -1,0 +1,55 @@
+public import Foundation
+public import HummingbirdCore
+import HummingbirdTLS
+import NIOSSL
+
+/// The certificate `fleetlab serve --tls-cert FILE --tls-key FILE` serves every port with:
+/// HTTPS and WSS instead of HTTP and WS, for an app on a real phone, where iOS (App
+/// Transport Security) and Android (cleartext traffic off by default) want TLS. The files
+/// are PEM: the certificate chain, leaf first (as `mkcert` writes it), and its private key.
+/// They are read once, when `serve` starts, so a file that is missing or is not what it
+/// should be is a clear error before anything listens.
+public struct ServerTLS: Sendable {
+    public let certificateFile: String
+    public let keyFile: String
+    let configuration: TLSConfiguration
+
+    /// Why the files cannot serve TLS.
+    public struct Unusable: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    public init(certificateFile: String, keyFile: String) throws {
+        self.certificateFile = certificateFile
+        self.keyFile = keyFile
+        let chain: [NIOSSLCertificate]
+        do { chain = try NIOSSLCertificate.fromPEMFile(certificateFile) } catch {
+            throw Unusable(description: "--tls-cert \(certificateFile): not a PEM certificate chain (\(error))")
+        }
+        guard !chain.isEmpty else { throw Unusable(description: "--tls-cert \(certificateFile): no certificate in it") }
+        let key: NIOSSLPrivateKey
+        do { key = try NIOSSLPrivateKey(file: keyFile, format: .pem) } catch {
+            throw Unusable(description: "--tls-key \(keyFile): not a PEM private key (\(error))")
+        }
+        var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key))
+        // TLS 1.2 and 1.3 only, as App Transport Security asks (the library's floor is 1.0).
+        configuration.minimumTLSVersion = .tlsv12
+        self.configuration = configuration
+        // A key that is not the certificate's makes every handshake fail: say so now.
+        do { _ = try NIOSSLContext(configuration: configuration) } catch {
+            throw Unusable(description: "--tls-key \(keyFile) is not the key of --tls-cert \(certificateFile) (\(error))")
+        }
+    }
+
+    /// `base` behind TLS when there is a certificate, else `base` as it is.
+    static func builder(_ base: HTTPServerBuilder, _ tls: ServerTLS?) throws -> HTTPServerBuilder {
+        guard let tls else { return base }
+        return try .tls(base, tlsConfiguration: tls.configuration)
+    }
+
+    /// The scheme a server's URL is printed with: `https` and `wss` with a certificate.
+    static func scheme(_ plain: String, _ tls: ServerTLS?) -> String {
+        guard tls != nil else { return plain }
+        return plain == "ws" ? "wss" : plain == "http" ? "https" : plain
+    }
+}
