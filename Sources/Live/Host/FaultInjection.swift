@@ -21,8 +21,11 @@ import Synchronization
 /// brownout adds latency without the simulator's queue. While a `server-errors` window is
 /// in force, each request is, by a draw, answered 503 with `Retry-After` before its server
 /// sees it, as the simulated server answers when it sheds a request. A WebSocket upgrade is
-/// a request too: it is held the same way, and one an errors window fails opens only to be
-/// closed with 1013 (try again later), as the simulated server turns a socket away.
+/// drawn the same way, and one an errors window fails opens only to be closed with 1013
+/// (try again later), as the simulated server turns a socket away. Upgrades are not held
+/// in a slowdown: the decision stays synchronous, on the connection's event loop, as
+/// Hummingbird runs a synchronous upgrade check (an asynchronous one waits for Swift's
+/// cooperative pool, which a busy process may not give it in time).
 public enum FaultInjection {
     static let trapPath: String? = ProcessInfo.processInfo.environment["FLEETLAB_FAULT_TRAP_PATH"].flatMap { $0.isEmpty ? nil : $0 }
 
@@ -83,11 +86,11 @@ public enum FaultInjection {
 
     typealias Upgrade = ShouldUpgradeResult<WebSocketDataHandler<HTTP1WebSocketUpgradeChannel.Context>>
 
-    /// Plays the worker's windows on a socket's upgrade before its server sees it (a chat
-    /// ticket is not spent): nil, the server takes the socket; else the upgrade to answer
-    /// instead, a socket closed at once with 1013.
-    static func playUpgrade() async -> Upgrade? {
-        guard await play() != nil else { return nil }
+    /// Plays an errors window on a socket's upgrade before its server sees it (a chat ticket
+    /// is not spent): nil, the server takes the socket; else the upgrade to answer instead,
+    /// a socket closed at once with 1013.
+    static func shedsUpgrade() -> Upgrade? {
+        guard failsRequest(now: Date()) else { return nil }
         return .upgrade([:]) { _, outbound, _ in try? await outbound.close(.unknown(1013), reason: "the server is failing requests (fleetlab serve --faults)") }
     }
 }

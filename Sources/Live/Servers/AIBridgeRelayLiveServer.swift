@@ -135,7 +135,7 @@ public final class AIBridgeRelayLiveServer: ReferenceServer, @unchecked Sendable
         let responder = RelayResponder(server: self, maxBodyBytes: lock.withLock { relay.config.maxBodyBytes })
         let upgrade = HTTPServerBuilder.http1WebSocketUpgrade(configuration: .init(ws: .init(maxFrameSize: 1 << 22, closeTimeout: .seconds(2)))) { request, _, _ in
             guard request.path == "/v1/tunnel" else { return .dontUpgrade }
-            if let shed = await FaultInjection.playUpgrade() { return shed }
+            if let shed = FaultInjection.shedsUpgrade() { return shed }
             return .upgrade([:]) { [self] inbound, outbound, _ in await tunnel(inbound: inbound, outbound: outbound) }
         }
         let scheme = ServerTLS.scheme("http", tls)

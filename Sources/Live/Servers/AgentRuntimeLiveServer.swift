@@ -170,7 +170,7 @@ public final class AgentRuntimeLiveServer: ReferenceServer, @unchecked Sendable 
         let upgrade = HTTPServerBuilder.http1WebSocketUpgrade(configuration: socketConfiguration) { request, _, _ in
             let target = request.path ?? ""
             guard target.hasPrefix("/ws/") else { return .dontUpgrade }
-            if let shed = await FaultInjection.playUpgrade() { return shed }
+            if let shed = FaultInjection.shedsUpgrade() { return shed }
             return .upgrade([:]) { [self] inbound, outbound, _ in await self.session(target: target, inbound: inbound, outbound: outbound) }
         }
         return Application(responder: responder, server: try ServerTLS.builder(upgrade, tls), configuration: configuration) { channel in await onRunning(channel) }

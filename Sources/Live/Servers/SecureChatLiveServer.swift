@@ -169,7 +169,7 @@ public final class SecureChatLiveServer: ReferenceServer, @unchecked Sendable {
         let upgrade = HTTPServerBuilder.http1WebSocketUpgrade { [self] request, _, _ in
             let target = request.path ?? ""
             guard target == "/ws" || target.hasPrefix("/ws?") else { return .dontUpgrade }
-            if let shed = await FaultInjection.playUpgrade() { return shed }
+            if let shed = FaultInjection.shedsUpgrade() { return shed }
             let query = HTTPRequestMessage(method: "GET", target: target).query
             let ticket = query["ticket"] ?? ""
             let joining = join(ticket: ticket)
