@@ -2,21 +2,32 @@ import Foundation
 import LabKernel
 import Live
 import Simulator
+import Synchronization
 
 /// `fleetlab serve --faults FILE`: the plan read once by the supervisor, which takes
 /// servers down on its timetable, and again by each worker, which plays its own server's
-/// slowdowns and errors; both count from the origin the supervisor hands its workers.
+/// slowdowns and errors; both count from the origin the supervisor hands its workers, or
+/// from when the file was saved if that is later. Each process re-reads the file when it
+/// changes (`watchFaults`), so a developer starts a fault now by saving a plan whose fault
+/// is `at: 0s`, and ends them all with `faults: []`: every process reads the same file and
+/// the same save time, so they agree without talking.
 extension ServeCommand {
-    /// The plan and its timetable in `fleetlab serve`'s server names.
-    struct ServedFaults {
+    /// The plan and its timetable in `fleetlab serve`'s server names, and when its clock
+    /// started.
+    struct ServedFaults: Sendable {
         var plan: ServeFaultPlan
         var timetable: FaultTimetable
+        var origin: Date
     }
 
     /// The `--faults` plan, or nil without one; a bad file or a fault on a server this run
-    /// does not start is a clear error.
-    func loadFaults() throws -> ServedFaults? {
+    /// does not start is a clear error. `started`: when `serve` started.
+    func loadFaults(started: Date) throws -> ServedFaults? {
         guard let faultsFile else { return nil }
+        return try Self.loadFaults(file: faultsFile, chosen: chosen, started: started)
+    }
+
+    static func loadFaults(file faultsFile: String, chosen: [Served], started: Date) throws -> ServedFaults {
         let plan: ServeFaultPlan
         do { plan = try ServeFaultPlan.load(path: faultsFile) } catch { throw CLIFailure.badInput("--faults: \(error)") }
         var windows: [FaultTimetable.Window] = []
@@ -34,7 +45,34 @@ extension ServeCommand {
             let start = fault.at.seconds
             windows.append(.init(server: served.name, start: start, end: start + (fault.duration ?? .zero).seconds, effect: effect))
         }
-        return ServedFaults(plan: plan, timetable: FaultTimetable(windows: windows, period: plan.every?.seconds))
+        let saved = savedAt(faultsFile) ?? started
+        return ServedFaults(plan: plan, timetable: FaultTimetable(windows: windows, period: plan.every?.seconds), origin: max(started, saved))
+    }
+
+    /// When the file was last saved.
+    static func savedAt(_ file: String) -> Date? {
+        (try? FileManager.default.attributesOfItem(atPath: file))?[.modificationDate] as? Date
+    }
+
+    /// Re-reads the plan whenever its file is saved again (looked at every half second, on
+    /// a thread of its own): `apply` gets the new plan, its clock starting at the save; a
+    /// file that no longer reads keeps the plan before it, and `log` says why.
+    static func watchFaults(file: String, chosen: [Served], started: Date, log: @escaping @Sendable (String) -> Void,
+                            apply: @escaping @Sendable (ServedFaults) -> Void) {
+        let watcher = Thread {
+            var seen = savedAt(file)
+            while true {
+                Thread.sleep(forTimeInterval: 0.5)
+                let now = savedAt(file)
+                guard now != seen else { continue }
+                seen = now
+                do { apply(try loadFaults(file: file, chosen: chosen, started: started)) } catch {
+                    log("fleetlab serve: \(file) changed but cannot be played, so the plan before it goes on: \(error)")
+                }
+            }
+        }
+        watcher.name = "fleetlab-faults-watch"
+        watcher.start()
     }
 
     /// What `serve` prints of the plan before it listens.
@@ -51,18 +89,26 @@ extension ServeCommand {
         return lines
     }
 
-    /// In a worker: plays the plan's slowdowns and errors of its own server.
-    func playFaults(as served: Served) throws {
-        guard let faults = try loadFaults(), let faultsOrigin, let stack = served.stack,
-              let serviceTime = faults.plan.serviceTimes[stack] else { return }
-        FaultInjection.playFaults(faults.timetable, server: served.name, serviceTime: serviceTime,
-                                     origin: Date(timeIntervalSince1970: faultsOrigin))
+    /// In a worker: plays the plan's slowdowns and errors of its own server, and the plan
+    /// the file holds each time it is saved again.
+    func playFaults(as served: Served) {
+        guard let faultsFile, let faultsOrigin, let stack = served.stack else { return }
+        let started = Date(timeIntervalSince1970: faultsOrigin)
+        let play = { @Sendable (faults: ServedFaults) in
+            guard let serviceTime = faults.plan.serviceTimes[stack] else { return }
+            FaultInjection.playFaults(faults.timetable, server: served.name, serviceTime: serviceTime, origin: faults.origin)
+        }
+        // A worker (re)started while the file does not read plays nothing until it does;
+        // it must not fail to start over it.
+        if let faults = try? loadFaults(started: started) { play(faults) }
+        // The supervisor logs a file that cannot be read; one line of it is enough.
+        Self.watchFaults(file: faultsFile, chosen: chosen, started: started, log: { _ in }, apply: play)
     }
 
     /// What `/version` says a fault does to a server now, or nil.
-    static func faultNow(_ timetable: FaultTimetable?, server: String, down: Bool, origin: Date) -> String? {
+    static func faultNow(_ faults: ServedFaults?, server: String, down: Bool) -> String? {
         if down { return text(.down) }
-        guard let timetable else { return nil }
+        guard let timetable = faults?.timetable, let origin = faults?.origin else { return nil }
         let offset = Date().timeIntervalSince(origin)
         let parts = [timetable.slowdown(server, at: offset).map { text(.slowdown(factor: $0)) },
                      timetable.errorShare(server, at: offset).map { text(.errors(share: $0)) }]

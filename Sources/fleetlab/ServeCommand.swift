@@ -6,6 +6,7 @@ import AgentRuntimeWire
 import DesktopBridgeServer
 import SecureChatServer
 import Simulator
+import Synchronization
 
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -17,8 +18,11 @@ struct ServeCommand: AsyncParsableCommand {
         others go on. Ports: --port NAME=PORT (repeatable), e.g. --port host=9000. A taken \
         port is reported before anything starts (exit status 2).
 
-        --faults FILE plays server crashes and slowdowns on the wall clock, as a scenario's \
-        `faults:` list writes them (docs/live.md, "Faults").
+        --faults FILE plays server crashes, slowdowns and errors on the wall clock, as a \
+        scenario's `faults:` list writes them; saving FILE again plays its new plan from \
+        that moment (docs/live.md, "Faults").
+
+        --tls-cert FILE --tls-key FILE serves every port over TLS (https://, wss://).
 
         SIGINT and SIGTERM stop every server gracefully.
         """)
@@ -60,7 +64,7 @@ struct ServeCommand: AsyncParsableCommand {
     var desktopAgents: [String] = []
 
     @Option(name: .customLong("faults"),
-            help: "A fault plan (or a scenario) whose server-crash and server-slowdown faults the servers play, counted from the start.")
+            help: "A fault plan (or a scenario) whose server-crash, server-slowdown and server-errors faults the servers play, counted from the start, or from when the file is saved again (it is re-read then).")
     var faultsFile: String?
 
     /// Set by the supervisor on its workers: when the fault plan's clock started (Unix seconds).
@@ -187,11 +191,13 @@ struct ServeCommand: AsyncParsableCommand {
         } catch {
             throw CLIFailure.badInput(error.description)
         }
-        let faults = try loadFaults()
+        // The faults' clock starts now, for the supervisor and every worker it (re)starts,
+        // unless the file is saved later (then from that save).
+        let origin = Date()
+        let faults = try loadFaults(started: origin)
+        let playing = Mutex(faults)
         let tls = try loadTLS()
         var options = self
-        // The faults' clock starts now, for the supervisor and every worker it (re)starts.
-        let origin = Date()
         if faults != nil { options.faultsOrigin = origin.timeIntervalSince1970 }
         try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
         let supervisor = ServerSupervisor(executable: ServerSupervisor.currentExecutable, workers: chosen.map { server in
@@ -205,13 +211,21 @@ struct ServeCommand: AsyncParsableCommand {
         } catch {
             throw CLIFailure.badInput("\(error)")
         }
-        if let faults { supervisor.playOutages(faults.timetable, origin: origin) }
+        if let faultsFile, faults != nil {
+            supervisor.playOutages { playing.withLock { $0.map { ($0.timetable, $0.origin) } } }
+            let file = faultsFile
+            Self.watchFaults(file: file, chosen: chosen, started: origin, log: { Console.error($0) }) { changed in
+                playing.withLock { $0 = changed }
+                let lines = ["fleetlab serve: \(file) was saved: its plan plays from now"] + Self.describe(changed, file: file).dropFirst()
+                FileHandle.standardOutput.write(Data((lines.joined(separator: "\n") + "\n").utf8))
+            }
+        }
         let hostServer = HostServer(defaultPort: 7700, version: FleetlabVersion.string) {
             let statuses = supervisor.statuses
             return ready.map { r in
                 let status = statuses.first { $0.name == r.name }
                 return .init(name: r.name, summary: r.summary, port: status?.port ?? r.port, pid: status?.pid, restarts: status?.restarts,
-                             fault: Self.faultNow(faults?.timetable, server: r.name, down: status?.down ?? false, origin: origin))
+                             fault: Self.faultNow(playing.withLock { $0 }, server: r.name, down: status?.down ?? false))
             }
         }
         let live = LiveHost(configuration: .init(host: host, ports: ["host": hostPort], tls: tls), servers: [hostServer])
@@ -262,7 +276,7 @@ struct ServeCommand: AsyncParsableCommand {
         } catch {
             throw CLIFailure.badInput("cannot open the \(name) server's data under \(data): \(error)")
         }
-        try playFaults(as: served)
+        playFaults(as: served)
         let live = LiveHost(configuration: .init(host: host, ports: [name: ports[name] ?? served.defaultPort], tls: try loadTLS()), servers: [server])
         do {
             try await live.run { endpoints in

@@ -81,6 +81,49 @@ struct ServeFaultsTests {
         #expect(logs.contains("fault: the chat server is down (server-crash)") && logs.contains("fault over: starting the chat server again"))
     }
 
+    @Test("saving the plan again plays it from that moment: a fault written at 0s starts at once, `faults: []` ends it, and a file that does not read keeps the plan before it",
+          .timeLimit(.minutes(2)))
+    func planSavedAgain() async throws {
+        let data = TestPaths.scratchDirectory("serve-faults-saved").path
+        let plan = TestPaths.scratchDirectory("serve-faults-saved-plan").appendingPathComponent("faults.yaml")
+        try "faults: []\n".write(to: plan, atomically: true, encoding: .utf8)
+        let served = try await ServedFleetlab.start(data: data, extra: ["--faults", plan.path])
+        defer { served.stop() }
+        let workflows = served.agentURL + "/api/workflows"
+        func agentStatus() async throws -> Int { try await HTTPProbe.get(workflows).status }
+        func chatAnswers() async -> Bool { (try? await HTTPProbe.get(served.chatURL + "/.well-known/d3chat-server"))?.status == 200 }
+        /// Polls `condition` for up to 10 s (the plan is looked at every half second).
+        func eventually(_ condition: () async throws -> Bool) async throws -> Bool {
+            for _ in 0..<100 {
+                if try await condition() { return true }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            return false
+        }
+        #expect(try await agentStatus() != 503)
+        #expect(await chatAnswers())
+
+        try """
+        faults:
+          - {kind: server-errors, server: agent, at: 0s, duration: 1h, fraction: 100%}
+          - {kind: server-crash, server: chat, at: 0s, duration: 1h}
+        """.write(to: plan, atomically: true, encoding: .utf8)
+        #expect(try await eventually { try await agentStatus() == 503 }, "the errors window opened when the plan was saved")
+        #expect(try await eventually { await !chatAnswers() }, "the chat server went down when the plan was saved")
+
+        try "faults: [{kind: server-crash".write(to: plan, atomically: true, encoding: .utf8)
+        try await Task.sleep(for: .seconds(1.5))
+        #expect(try await agentStatus() == 503, "a plan that does not read changes nothing")
+
+        try "faults: []\n".write(to: plan, atomically: true, encoding: .utf8)
+        #expect(try await eventually { try await agentStatus() != 503 }, "`faults: []` ended the errors window")
+        #expect(try await eventually { await chatAnswers() }, "and brought the chat server back")
+        served.stop()
+        let logs = served.remainingOutput()
+        #expect(logs.contains("faults.yaml was saved: its plan plays from now"), "\(logs)")
+        #expect(logs.contains("cannot be played, so the plan before it goes on"), "\(logs)")
+    }
+
     @Test("a plan serve cannot play is exit status 2 with the reason")
     func badPlans() async throws {
         let data = TestPaths.scratchDirectory("serve-faults-bad").path
@@ -94,7 +137,6 @@ struct ServeFaultsTests {
             ("faults:\n  - {kind: server-slowdown, server: agent, at: 1m, duration: 1m, factor: 0.5}\n", [], "more than 1 and at most 1000"),
             ("faults:\n  - {kind: server-crash, server: chat, at: 1m, duration: 1m}\n", ["--without", "chat"],
              "a server-crash of the chat server, which this run does not start"),
-            ("faults: []\n", [], "list at least one fault"),
         ]
         for (index, entry) in cases.enumerated() {
             let file = folder.appendingPathComponent("plan\(index).yaml")

@@ -254,11 +254,13 @@ public final class ServerSupervisor: Sendable {
 }
 
 extension ServerSupervisor {
-    /// Plays the timetable's `down` windows on the workers, counted from `origin`, on a
-    /// thread of its own until `stop()`.
-    public func playOutages(_ timetable: FaultTimetable, origin: Date) {
+    /// Plays the `down` windows of the timetable `current` gives (asked again at each
+    /// turn: the plan can change), counted from its origin, on a thread of its own until
+    /// `stop()`. With none, no worker is held down.
+    public func playOutages(_ current: @escaping @Sendable () -> (timetable: FaultTimetable, origin: Date)?) {
         let player = Thread { [self] in
             while !state.withLock({ $0.stopping }) {
+                let (timetable, origin) = current() ?? (FaultTimetable(windows: []), Date())
                 let offset = Date().timeIntervalSince(origin)
                 let count = state.withLock { $0.workers.count }
                 for index in 0..<count { apply(timetable, to: index, at: offset) }

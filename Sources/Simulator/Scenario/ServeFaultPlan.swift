@@ -4,7 +4,8 @@ import Yams
 
 /// The faults `fleetlab serve --faults FILE` plays on the wall clock against the real
 /// servers: the simulator's `server-crash`, `server-slowdown` and `server-errors`, written
-/// as in a scenario's `faults:` list, their `at` counted from when `serve` starts.
+/// as in a scenario's `faults:` list, their `at` counted from when `serve` starts, or from
+/// when the file was last saved if that is later (`serve` re-reads it when it changes).
 ///
 /// The file is either a fault plan of its own:
 ///
@@ -64,11 +65,10 @@ public struct ServeFaultPlan: Sendable {
 
         init(from decoder: any Decoder) throws {
             let c = try decoder.container(keyedBy: CodingKeys.self)
+            // An empty list is a plan too: `serve` re-reads the file when it changes, and
+            // `faults: []` is how a developer ends what it played.
             faults = try c.decode([Fault].self, forKey: .faults)
             every = try c.decodeIfPresent(TimeSpan.self, forKey: .every)
-            guard !faults.isEmpty else {
-                throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [CodingKeys.faults], debugDescription: "list at least one fault"))
-            }
             for (index, fault) in faults.enumerated() where !fault.actsOnServer {
                 throw DecodingError.dataCorrupted(.init(codingPath: c.codingPath + [CodingKeys.faults, IndexKey(index)], debugDescription:
                     "a \(fault.kind) acts on simulated phones or networks; `fleetlab serve` plays server-crash, server-slowdown and server-errors"))
