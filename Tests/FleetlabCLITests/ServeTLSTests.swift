@@ -44,7 +44,7 @@ struct ServeTLSTests {
     }
 
     @Test("a certificate serve cannot use is exit status 2 with the reason, before anything listens")
-    func badCertificates() throws {
+    func badCertificates() async throws {
         let dir = TestPaths.scratchDirectory("serve-tls-bad")
         let certificates = try TestCertificates(in: dir)
         let other = try TestCertificates(in: TestPaths.scratchDirectory("serve-tls-other"))
@@ -56,7 +56,7 @@ struct ServeTLSTests {
             (["--tls-cert", certificates.serverCertificate, "--tls-key", other.serverKey], "is not the key of --tls-cert"),
         ]
         for (arguments, reason) in cases {
-            let run = try CommandRunner.fleetlab(["serve", "--data", dir.path + "/data", "--port", "host=0", "--port", "mobile-sync=0", "--port", "chat=0",
+            let run = try await CommandRunner.fleetlabAsync(["serve", "--data", dir.path + "/data", "--port", "host=0", "--port", "mobile-sync=0", "--port", "chat=0",
                                                   "--port", "agent-runtime=0", "--port", "ai-bridge=0", "--port", "desktop-bridge=0"] + arguments, in: dir)
             #expect(run.status == 2 && run.stderr.contains(reason), "\(arguments): \(run.status) \(run.stderr)")
         }
