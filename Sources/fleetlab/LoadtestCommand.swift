@@ -93,6 +93,12 @@ struct LoadtestCommand: AsyncParsableCommand {
     @Flag(help: "https:// targets: do not check their certificates at all (a throwaway server's self-signed one); the summary says so.")
     var insecure = false
 
+    @Option(name: .customLong("client-cert"), help: "https:// targets that ask for a client certificate (mutual TLS): this PEM chain, leaf first, with --client-key.")
+    var clientCert: String?
+
+    @Option(name: .customLong("client-key"), help: "The PEM private key of --client-cert.")
+    var clientKey: String?
+
     @Option(name: .customLong("dashboard-port"), help: "Serve the dashboard of the results so far on 127.0.0.1:PORT while the run goes on (0: a free port; the URL is printed), refreshed every 2 s.")
     var dashboardPort: Int?
 
@@ -128,9 +134,12 @@ struct LoadtestCommand: AsyncParsableCommand {
         }
         guard !urls.isEmpty else { throw CLIFailure.badInput("name the server to drive: --target sync=http://host:port, agent=http://host:port, chat=http://host:port or ai-bridge=http://host:port") }
         guard caFile == nil || !insecure else { throw CLIFailure.badInput("--ca-file and --insecure: trust a CA, or check nothing, not both") }
-        let tls = ClientTLS(caFile: caFile, verify: !insecure)
-        if caFile != nil || urls.values.contains(where: { $0.hasPrefix("https://") }) {
-            do { try tls.validate() } catch { throw CLIFailure.badInput("--ca-file \(caFile ?? ""): cannot use it as trusted certificates (\(error))") }
+        guard (clientCert == nil) == (clientKey == nil) else {
+            throw CLIFailure.badInput(clientCert == nil ? "--client-key needs --client-cert, the certificate it is the key of" : "--client-cert needs --client-key, its private key")
+        }
+        let tls = ClientTLS(caFile: caFile, verify: !insecure, clientCertificate: clientCert, clientKey: clientKey)
+        if caFile != nil || clientCert != nil || urls.values.contains(where: { $0.hasPrefix("https://") }) {
+            do { try tls.validate() } catch { throw CLIFailure.badInput("\(error)") }
         }
         var keyOf: [String: String] = [:]
         for name in Self.stacks { keyOf[name] = ProcessInfo.processInfo.environment["FLEETLAB_KEY_\(name.uppercased())"] }

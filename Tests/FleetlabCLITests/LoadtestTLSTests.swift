@@ -50,3 +50,38 @@ struct LoadtestTLSTests {
         #expect(both.status == 2 && both.stderr.contains("not both"))
     }
 }
+
+extension LoadtestTLSTests {
+    @Test("a deployment that asks for a client certificate (mutual TLS): served with --client-cert and --client-key, refused without; one without the other is exit 2")
+    func mutualTLS() async throws {
+        let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("load-mtls-serve").path)
+        defer { served.stop() }
+        let dir = TestPaths.scratchDirectory("loadtest-mtls")
+        let certificates = try TestCertificates(in: dir)
+        let sync = try TLSProxy(certificates: certificates, backendPort: Int(served.syncURL.split(separator: ":").last ?? "") ?? 0,
+                                requireClientCertificate: true)
+        defer { sync.stop() }
+        let scenario = try writeScenario(loadScenario(), in: dir, name: "load.yaml")
+        let common = ["--target", "sync=\(sync.url)", "--duration", "2s", "--devices", "4", "--think", "200ms", "--quiet", "--ca-file", certificates.ca]
+
+        let presented = try await CommandRunner.fleetlabAsync(["loadtest", scenario] + common
+                                                              + ["--client-cert", certificates.clientCertificate, "--client-key", certificates.clientKey, "--out", "presented"],
+                                                              in: dir, environment: ["FLEETLAB_KEY_SYNC": served.rootKey])
+        #expect(presented.status == 0, "\(presented.stdout)\(presented.stderr)")
+        let results = try ResultsDatabase.open(at: dir.appendingPathComponent("presented/results.sqlite").path).load()
+        #expect(results.total(allLabelsOf: "http.failures") == 0)
+        #expect((results.total("loadtest.iterations", labels: "outcome=ok") ?? 0) >= 8)
+
+        let without = try await CommandRunner.fleetlabAsync(["loadtest", scenario] + common + ["--out", "without"], in: dir,
+                                                            environment: ["FLEETLAB_KEY_SYNC": served.rootKey])
+        let refused = try ResultsDatabase.open(at: dir.appendingPathComponent("without/results.sqlite").path).load()
+        #expect((refused.total("loadtest.iterations", labels: "outcome=ok") ?? 0) == 0, "no certificate, no request served: \(without.stdout)")
+        #expect(refused.total(allLabelsOf: "http.errors") >= 4)
+
+        let half = try await CommandRunner.fleetlabAsync(["loadtest", scenario] + common + ["--client-cert", certificates.clientCertificate], in: dir)
+        #expect(half.status == 2 && half.stderr.contains("--client-cert needs --client-key"), "\(half.stderr)")
+        let notKey = try await CommandRunner.fleetlabAsync(["loadtest", scenario] + common
+                                                           + ["--client-cert", certificates.clientCertificate, "--client-key", certificates.clientCertificate], in: dir)
+        #expect(notKey.status == 2 && notKey.stderr.contains("--client-key") && notKey.stderr.contains("not a PEM private key"), "\(notKey.stderr)")
+    }
+}

@@ -12,10 +12,17 @@ public final class TLSProxy: @unchecked Sendable {
     public let port: Int
     let listener: any Channel
 
-    public init(certificates: TestCertificates, backendPort: Int) throws {
+    /// `requireClientCertificate`: a handshake without a client certificate the test CA
+    /// signed fails (mutual TLS).
+    public init(certificates: TestCertificates, backendPort: Int, requireClientCertificate: Bool = false) throws {
         let chain = try NIOSSLCertificate.fromPEMFile(certificates.serverCertificate).map { NIOSSLCertificateSource.certificate($0) }
         let key = try NIOSSLPrivateKey(file: certificates.serverKey, format: .pem)
-        let context = try NIOSSLContext(configuration: .makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key)))
+        var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key))
+        if requireClientCertificate {
+            configuration.certificateVerification = .noHostnameVerification
+            configuration.trustRoots = .file(certificates.ca)
+        }
+        let context = try NIOSSLContext(configuration: configuration)
         listener = try ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { inbound in
@@ -73,12 +80,17 @@ public struct TestCertificates: Sendable {
     public let ca: String
     public let serverCertificate: String
     public let serverKey: String
+    /// A client certificate the CA signed, for mutual TLS.
+    public let clientCertificate: String
+    public let clientKey: String
 
     public init(in directory: URL) throws {
         let dir = directory.path
         ca = dir + "/ca.pem"
         serverCertificate = dir + "/server.pem"
         serverKey = dir + "/server.key"
+        clientCertificate = dir + "/client.pem"
+        clientKey = dir + "/client.key"
         let steps: [[String]] = [
             ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", dir + "/ca.key", "-out", ca,
              "-days", "2", "-subj", "/CN=fleetlab test CA"],
@@ -86,7 +98,12 @@ public struct TestCertificates: Sendable {
              "-subj", "/CN=localhost"],
             ["x509", "-req", "-in", dir + "/server.csr", "-CA", ca, "-CAkey", dir + "/ca.key", "-CAcreateserial", "-out", serverCertificate,
              "-days", "2", "-extfile", dir + "/san.cnf"],
+            ["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", clientKey, "-out", dir + "/client.csr",
+             "-subj", "/CN=fleetlab load generator"],
+            ["x509", "-req", "-in", dir + "/client.csr", "-CA", ca, "-CAkey", dir + "/ca.key", "-CAcreateserial", "-out", clientCertificate,
+             "-days", "2", "-extfile", dir + "/client.cnf"],
         ]
+        try Data("extendedKeyUsage=clientAuth\n".utf8).write(to: URL(fileURLWithPath: dir + "/client.cnf"))
         try Data("subjectAltName=IP:127.0.0.1,DNS:localhost\n".utf8).write(to: URL(fileURLWithPath: dir + "/san.cnf"))
         for arguments in steps {
             let result = try CommandRunner.run("/usr/bin/openssl", arguments, in: directory)

@@ -9,7 +9,9 @@ import Synchronization
 /// `/etc/ssl/certs`), plus a CA of the deployment's own when given (`caFile`, PEM: the
 /// usual case for staging), host names included. `verify: false` skips the check
 /// (k6's `insecureSkipTLSVerify`), for a throwaway server with a self-signed certificate;
-/// the summary says so. The context is made on the first `https://` connection, so a client
+/// the summary says so. A deployment that asks its clients for a certificate (mutual TLS)
+/// gets `clientCertificate` (a PEM chain, leaf first) and its `clientKey`, as k6's
+/// `tlsAuth` gives them. The context is made on the first `https://` connection, so a client
 /// that never makes one never reads a trust store.
 public final class ClientTLS: Sendable {
     /// The system's trusted roots, certificates checked.
@@ -17,11 +19,20 @@ public final class ClientTLS: Sendable {
 
     public let caFile: String?
     public let verify: Bool
+    public let clientCertificate: String?
+    public let clientKey: String?
     let context = Mutex<Result<NIOSSLContext, any Error>?>(nil)
 
-    public init(caFile: String? = nil, verify: Bool = true) {
+    public init(caFile: String? = nil, verify: Bool = true, clientCertificate: String? = nil, clientKey: String? = nil) {
         self.caFile = caFile
         self.verify = verify
+        self.clientCertificate = clientCertificate
+        self.clientKey = clientKey
+    }
+
+    /// Which file cannot be used, and why.
+    public struct Unusable: Error, CustomStringConvertible {
+        public var description: String
     }
 
     /// Checks the settings now (a CA file that cannot be read or is not PEM), so a command
@@ -39,13 +50,30 @@ public final class ClientTLS: Sendable {
     func sslContext() throws -> NIOSSLContext {
         try context.withLock { cached in
             if let cached { return try cached.get() }
-            var configuration = TLSConfiguration.makeClientConfiguration()
-            if let caFile { configuration.additionalTrustRoots = [.file(caFile)] }
-            if !verify { configuration.certificateVerification = .none }
-            let made = Result<NIOSSLContext, any Error> { try NIOSSLContext(configuration: configuration) }
+            let made = Result<NIOSSLContext, any Error> { try NIOSSLContext(configuration: configuration()) }
             cached = made
             return try made.get()
         }
+    }
+
+    func configuration() throws -> TLSConfiguration {
+        var configuration = TLSConfiguration.makeClientConfiguration()
+        if let caFile {
+            do { _ = try NIOSSLCertificate.fromPEMFile(caFile) } catch {
+                throw Unusable(description: "--ca-file \(caFile): cannot use it as trusted certificates (\(error))")
+            }
+            configuration.additionalTrustRoots = [.file(caFile)]
+        }
+        if !verify { configuration.certificateVerification = .none }
+        if let clientCertificate, let clientKey {
+            do { configuration.certificateChain = try NIOSSLCertificate.fromPEMFile(clientCertificate).map { .certificate($0) } } catch {
+                throw Unusable(description: "--client-cert \(clientCertificate): not a PEM certificate chain (\(error))")
+            }
+            do { configuration.privateKey = .privateKey(try NIOSSLPrivateKey(file: clientKey, format: .pem)) } catch {
+                throw Unusable(description: "--client-key \(clientKey): not a PEM private key (\(error))")
+            }
+        }
+        return configuration
     }
 
     /// Whether `host` is an IP address rather than a name (SNI carries names only).
