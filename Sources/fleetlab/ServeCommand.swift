@@ -67,13 +67,14 @@ struct ServeCommand: AsyncParsableCommand {
             help: "A fault plan (or a scenario) whose server-crash, server-slowdown and server-errors faults the servers play, counted from the start, or from when the file is saved again (it is re-read then).")
     var faultsFile: String?
 
-    /// Set by the supervisor on its workers: when the fault plan's clock started (Unix seconds).
     @Option(name: .customLong("tls-cert"), help: "Serve every port over TLS (https://, wss://) with this PEM certificate chain, leaf first (e.g. one mkcert made), for apps on real phones.")
     var tlsCert: String?
 
     @Option(name: .customLong("tls-key"), help: "The PEM private key of --tls-cert.")
     var tlsKey: String?
 
+    /// Set by the supervisor on its workers: when `serve` started, from which the fault
+    /// plan's clock runs unless the file was saved later (Unix seconds).
     @Option(name: .customLong("faults-origin"), help: .hidden)
     var faultsOrigin: Double?
 

@@ -1,5 +1,5 @@
-public import Foundation
-public import HummingbirdCore
+import Foundation
+import HummingbirdCore
 import HummingbirdTLS
 import NIOSSL
 
