@@ -30,6 +30,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Address to bind (default 127.0.0.1; use 0.0.0.0 to expose on the network).")
     var host = "127.0.0.1"
 
+    @Option(help: "The host name or address phones reach this machine at, printed and handed out in discovery documents, manifests and pairing answers (default: the bound address; with 0.0.0.0, this machine's first network address).")
+    var advertise: String?
+
     @Option(name: .customLong("port"), help: "A server's port as NAME=PORT (host=7700 by default).")
     var ports: [String] = []
 
@@ -114,6 +117,9 @@ struct ServeCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard (1...1_000_000).contains(chatAuthPerMinute) else { throw ValidationError("--chat-auth-per-minute must be 1...1000000") }
+        if let advertise, advertise.isEmpty || advertise.contains(where: { "/ ?#@".contains($0) }) {
+            throw ValidationError("--advertise takes a host name or address alone (no scheme, path or port), got '\(advertise)'")
+        }
     }
 
     /// The certificate every server speaks TLS with, or nil for plain HTTP; the files are
@@ -131,6 +137,7 @@ struct ServeCommand: AsyncParsableCommand {
     /// The command line of the worker process that runs server `name`: this one's options.
     func workerArguments(_ name: String) -> [String] {
         var arguments = ["serve", "--worker", name, "--host", host, "--data", data, "--agent-workflows", agentWorkflows]
+        if let advertise { arguments += ["--advertise", advertise] }
         if noAuth { arguments.append("--no-auth") }
         for skipped in without { arguments += ["--without", skipped] }
         if chatLegacyPlaintext { arguments.append("--chat-legacy-plaintext") }
@@ -229,7 +236,7 @@ struct ServeCommand: AsyncParsableCommand {
                              fault: Self.faultNow(playing.withLock { $0 }, server: r.name, down: status?.down ?? false))
             }
         }
-        let live = LiveHost(configuration: .init(host: host, ports: ["host": hostPort], tls: tls), servers: [hostServer])
+        let live = LiveHost(configuration: .init(host: host, ports: ["host": hostPort], tls: tls, advertisedHost: advertise), servers: [hostServer])
         do {
             try await live.run { endpoints in
                 var all: [(name: String, url: String, summary: String, details: [String])] = endpoints.map { ($0.name, $0.url, $0.summary, []) }
@@ -278,7 +285,8 @@ struct ServeCommand: AsyncParsableCommand {
             throw CLIFailure.badInput("cannot open the \(name) server's data under \(data): \(error)")
         }
         playFaults(as: served)
-        let live = LiveHost(configuration: .init(host: host, ports: [name: ports[name] ?? served.defaultPort], tls: try loadTLS()), servers: [server])
+        let live = LiveHost(configuration: .init(host: host, ports: [name: ports[name] ?? served.defaultPort], tls: try loadTLS(), advertisedHost: advertise),
+                            servers: [server])
         do {
             try await live.run { endpoints in
                 guard let endpoint = endpoints.first else { return }

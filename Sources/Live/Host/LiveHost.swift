@@ -56,14 +56,27 @@ public final class LiveHost: Sendable {
         public var stopsOnSignals: Bool
         /// Every server speaks TLS with this certificate (`serve --tls-cert`), or none does.
         public var tls: ServerTLS?
+        /// The host name or address clients reach the servers at (`serve --advertise`), nil:
+        /// `publicHost` picks one.
+        public var advertisedHost: String?
 
         public init(host: String = "127.0.0.1", ports: [String: Int] = [:], logLevel: Logger.Level = .notice, stopsOnSignals: Bool = true,
-                    tls: ServerTLS? = nil) {
+                    tls: ServerTLS? = nil, advertisedHost: String? = nil) {
             self.host = host
             self.ports = ports
             self.logLevel = logLevel
             self.stopsOnSignals = stopsOnSignals
             self.tls = tls
+            self.advertisedHost = advertisedHost
+        }
+
+        /// Where clients reach the servers, printed and handed out: the advertised host, else
+        /// the bound address, else (bound to every interface) this machine's first network
+        /// address, so a phone on the same network can use what is printed.
+        public var publicHost: String {
+            if let advertisedHost { return advertisedHost }
+            guard host == "0.0.0.0" || host == "::" else { return host }
+            return NetworkAddress.firstIPv4() ?? "127.0.0.1"
         }
     }
 
@@ -101,9 +114,10 @@ public final class LiveHost: Sendable {
             let config = ApplicationConfiguration(
                 address: .hostname(configuration.host, port: port(for: server)), serverName: "fleetlab-\(server.name)",
                 reuseAddress: true)
-            let name = server.name, summary = server.summary, host = configuration.host, scheme = ServerTLS.scheme(server.scheme, configuration.tls)
+            let name = server.name, summary = server.summary, host = configuration.publicHost, scheme = ServerTLS.scheme(server.scheme, configuration.tls)
             services.append(try server.makeService(configuration: config, tls: configuration.tls) { [state] (channel: any Channel) in
                 let endpoint = LiveEndpoint(name: name, summary: summary, host: host, port: channel.localAddress?.port ?? 0, scheme: scheme)
+                server.listening(at: endpoint.url)
                 let ready: [LiveEndpoint]? = state.withLock { s in
                     s.endpoints.append(endpoint)
                     return s.endpoints.count == expected ? s.endpoints : nil

@@ -28,9 +28,14 @@ public protocol ReferenceServer: Sendable {
         configuration: ApplicationConfiguration, tls: ServerTLS?,
         onRunning: @escaping @Sendable (any Channel) async -> Void
     ) throws -> any Service
+    /// It listens, and clients reach it at `url` (the host's advertised address and the
+    /// bound port, `https` behind TLS): a server that hands out its own address (a
+    /// discovery document, a manifest's links, a pairing answer) takes it from here.
+    func listening(at url: String)
 }
 
 extension ReferenceServer {
     public var details: [String] { [] }
     public var scheme: String { "http" }
+    public func listening(at url: String) {}
 }

@@ -140,12 +140,15 @@ public final class AIBridgeRelayLiveServer: ReferenceServer, @unchecked Sendable
         }
         let scheme = ServerTLS.scheme("http", tls)
         return Application(responder: responder, server: try ServerTLS.builder(upgrade, tls), configuration: configuration) { [self] channel in
-            if let port = channel.localAddress?.port {
-                lock.withLock { relay.config.workerURL = "\(scheme)://127.0.0.1:\(port)" }
-                if withDaemon { startDaemon(url: "\(scheme)://127.0.0.1:\(port)") }
-            }
+            // The daemon in this process dials its relay on loopback, whatever phones use.
+            if let port = channel.localAddress?.port, withDaemon { startDaemon(url: "\(scheme)://127.0.0.1:\(port)") }
             await onRunning(channel)
         }
+    }
+
+    /// Paired phones are sent here for their requests (`worker_url`).
+    public func listening(at url: String) {
+        lock.withLock { relay.config.workerURL = url }
     }
 
     /// The in-process daemon: its PINs printed as it offers them.

@@ -93,18 +93,17 @@ public final class MobileSyncLiveServer: ReferenceServer, @unchecked Sendable {
         let responder = CoreResponder(handle: { [self] request in try self.handle(request) }, stream: { answer in
             answer.header(SyncServer.pushStreamHeader).map { channels.body(for: $0, first: answer.body) }
         })
-        let scheme = ServerTLS.scheme("http", tls)
-        let application = Application(responder: responder, server: try ServerTLS.builder(.http1(), tls), configuration: configuration) { [self] channel in
-            if let port = channel.localAddress?.port {
-                let bound = channel.localAddress?.ipAddress ?? "127.0.0.1"
-                let host = bound == "0.0.0.0" || bound == "::" ? "127.0.0.1" : bound
-                lock.withLock { server.config.baseURL = "\(scheme)://\(host):\(port)" }
-            }
+        let application = Application(responder: responder, server: try ServerTLS.builder(.http1(), tls), configuration: configuration) { channel in
             await onRunning(channel)
         }
         // A push stream never ends by itself: a graceful shutdown ends them all, or it
         // would wait for them forever.
         return StreamClosingService(inner: application) { channels.closeAll() }
+    }
+
+    /// The manifest's sequence links start with it.
+    public func listening(at url: String) {
+        lock.withLock { server.config.baseURL = url }
     }
 }
 

@@ -175,12 +175,13 @@ public final class SecureChatLiveServer: ReferenceServer, @unchecked Sendable {
             let joining = join(ticket: ticket)
             return .upgrade([:]) { inbound, outbound, _ in await self.session(joining, inbound: inbound, outbound: outbound) }
         }
-        let scheme = ServerTLS.scheme("http", tls)
-        return Application(responder: responder, server: try ServerTLS.builder(upgrade, tls), configuration: configuration) { [self] channel in
-            if let port = channel.localAddress?.port {
-                lock.withLock { server.config.baseURL = "\(scheme)://127.0.0.1:\(port)" }
-            }
+        return Application(responder: responder, server: try ServerTLS.builder(upgrade, tls), configuration: configuration) { channel in
             await onRunning(channel)
         }
+    }
+
+    /// `/.well-known/d3chat-server` names it as the API's base.
+    public func listening(at url: String) {
+        lock.withLock { server.config.baseURL = url }
     }
 }

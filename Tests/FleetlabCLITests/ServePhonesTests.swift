@@ -4,9 +4,10 @@ import LabKernel
 import LabStore
 import LabTestSupport
 
-/// `fleetlab serve --tls-cert --tls-key`: every port over TLS, for apps on real phones.
-@Suite("fleetlab serve over TLS", .serialized)
-struct ServeTLSTests {
+/// What `fleetlab serve` needs to serve apps on real phones: TLS on every port
+/// (`--tls-cert --tls-key`) and the address the phones reach it at (`--advertise`).
+@Suite("fleetlab serve for real phones", .serialized)
+struct ServePhonesTests {
     @Test("with a certificate every server speaks https:// and wss:// only: phones that trust its CA sync, chat over their sockets and pair through the AI bridge relay")
     func servesTLS() async throws {
         let dir = TestPaths.scratchDirectory("serve-tls")
@@ -41,6 +42,26 @@ struct ServeTLSTests {
         let prompts = try ResultsDatabase.open(at: dir.appendingPathComponent("bridge/results.sqlite").path).load()
         #expect(prompts.total("bridge.pairings", labels: "outcome=ok") == 4, "each phone paired with its own desktop")
         #expect(prompts.total("http.failures", labels: "endpoint=POST /v1/chat,stack=ai-bridge") == 0)
+    }
+
+    @Test("--advertise names the host phones reach: printed, and handed out in chat's discovery document and the AI bridge's pairing answer instead of loopback")
+    func advertisedHost() async throws {
+        // Bound to every interface; 127.0.0.2 is an address of this machine's loopback that
+        // the servers were not told to bind, as a phone's view of a laptop's address is.
+        let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("serve-advertise").path,
+                                                    extra: ["--host", "0.0.0.0", "--advertise", "127.0.0.2"])
+        defer { served.stop() }
+        for url in [served.syncURL, served.chatURL, served.hostURL, served.agentURL, served.aiBridgeURL] {
+            #expect(url.hasPrefix("http://127.0.0.2:"), "\(url)")
+        }
+        let discovery = try #require(try await HTTPProbe.get(served.chatURL + "/.well-known/d3chat-server").json as? [String: Any])
+        #expect(discovery["api_base_url"] as? String == served.chatURL + "/api/v1")
+        let pairing = try await HTTPProbe.request("POST", served.aiBridgeURL + "/v1/pair/confirm", body: Data(#"{"pin":"\#(served.aiPIN)","device_id":"phone"}"#.utf8),
+                                                  headers: ["content-type": "application/json"])
+        #expect((pairing.json as? [String: Any])?["worker_url"] as? String == served.aiBridgeURL, "\(pairing.text)")
+
+        let bad = try await CommandRunner.fleetlabAsync(["serve", "--advertise", "https://phones.example", "--data", TestPaths.scratchDirectory("serve-advertise-bad").path])
+        #expect(bad.status == 2 && bad.stderr.contains("--advertise takes a host name or address alone"), "\(bad.stderr)")
     }
 
     @Test("a certificate serve cannot use is exit status 2 with the reason, before anything listens")
