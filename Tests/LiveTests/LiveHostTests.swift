@@ -62,6 +62,15 @@ struct LiveHostTests {
         }
     }
 
+    @Test("the URL a server is printed and handed out at: the advertised host, else the bound one; an IPv6 literal in brackets")
+    func publicURLs() {
+        #expect(LiveHost.Configuration(host: "127.0.0.1").publicHost == "127.0.0.1")
+        #expect(LiveHost.Configuration(host: "0.0.0.0", advertisedHost: "laptop.local").publicHost == "laptop.local")
+        #expect(LiveHost.Configuration(host: "0.0.0.0").publicHost != "0.0.0.0", "every interface is no address to reach")
+        #expect(LiveEndpoint(name: "chat", summary: "", host: "::1", port: 7720).url == "http://[::1]:7720")
+        #expect(LiveEndpoint(name: "desktop", summary: "", host: "10.0.0.2", port: 9099, scheme: "wss").url == "wss://10.0.0.2:9099")
+    }
+
     @Test("a taken port is a clear error before anything starts")
     func portTaken() async throws {
         let blocker = try TCPListener()

@@ -14,7 +14,8 @@ public struct LiveEndpoint: Sendable, Hashable {
     /// `http`, or `ws` for a server that is a WebSocket endpoint only (`https` and `wss`
     /// behind TLS).
     public var scheme = "http"
-    public var url: String { "\(scheme)://\(host):\(port)" }
+    /// An IPv6 literal goes in brackets, as URLs write it.
+    public var url: String { "\(scheme)://\(host.contains(":") ? "[\(host)]" : host):\(port)" }
 }
 
 /// Why the host could not start.
