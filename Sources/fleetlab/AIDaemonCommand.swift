@@ -32,13 +32,16 @@ struct AIDaemonCommand: AsyncParsableCommand {
     @Option(help: "How long a --command program may run for one prompt.")
     var timeout = "60s"
 
+    @OptionGroup var tlsOptions: ClientTLSOptions
+
     func run() async throws {
         guard let span = TimeSpan(timeout), span > .zero, span <= .hours(1) else { throw CLIFailure.badInput("--timeout takes 1s…1h, got '\(timeout)'") }
         let say: @Sendable (String) -> Void = AIBridgeRelayLiveServer.printLine
         let driver: AIBridgeDaemonDriver
         do {
             driver = try AIBridgeDaemonDriver(relay: relay, dataDirectory: data, daemonID: id,
-                                              chat: command.isEmpty ? nil : .command(argv: command, timeout: span)) { event in
+                                              chat: command.isEmpty ? nil : .command(argv: command, timeout: span),
+                                              tls: try tlsOptions.make(httpsTargets: relay.hasPrefix("https://"))) { event in
                 switch event {
                 case .pin(let pin, let expires):
                     let time = ISO8601DateFormatter.string(from: expires, timeZone: .current, formatOptions: [.withTime, .withColonSeparatorInTime])

@@ -51,6 +51,8 @@ struct DeviceCommand: AsyncParsableCommand {
     @Option(help: "Stop after this long (e.g. 90s, 10m); default: until Ctrl-C.")
     var duration: String?
 
+    @OptionGroup var tlsOptions: ClientTLSOptions
+
     @Flag(name: .customLong("no-push"), help: "Do not subscribe to the push channel (sync on the cadence only).")
     var noPush = false
 
@@ -72,13 +74,14 @@ struct DeviceCommand: AsyncParsableCommand {
         guard let url = URL(string: base), url.scheme == "http" || url.scheme == "https", url.host != nil else {
             throw CLIFailure.badInput("--sync takes the server's base URL, such as http://127.0.0.1:7710, got '\(sync)'")
         }
+        let http = HTTPClient(tls: try tlsOptions.make(httpsTargets: url.scheme == "https"))
         try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
         var config = MobileEngineConfig()
         config.tickIntervalMs = 250
         let device: LiveDevice<SQLiteWorkflowStore>
         do {
             device = try LiveDevice.open(baseURL: base, apiKey: key, deviceID: deviceID,
-                                         storePath: (data as NSString).appendingPathComponent("device.sqlite"), config: config, seed: seed)
+                                         storePath: (data as NSString).appendingPathComponent("device.sqlite"), config: config, seed: seed, http: http)
         } catch {
             throw CLIFailure.badInput("cannot open the device's state under \(data): \(error)")
         }

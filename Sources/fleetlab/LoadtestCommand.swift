@@ -87,17 +87,7 @@ struct LoadtestCommand: AsyncParsableCommand {
     @Flag(help: "No progress line.")
     var quiet = false
 
-    @Option(name: .customLong("ca-file"), help: "https:// targets: trust this CA's certificates (PEM) as well as the system's, as a staging deployment signed by its own CA needs.")
-    var caFile: String?
-
-    @Flag(help: "https:// targets: do not check their certificates at all (a throwaway server's self-signed one); the summary says so.")
-    var insecure = false
-
-    @Option(name: .customLong("client-cert"), help: "https:// targets that ask for a client certificate (mutual TLS): this PEM chain, leaf first, with --client-key.")
-    var clientCert: String?
-
-    @Option(name: .customLong("client-key"), help: "The PEM private key of --client-cert.")
-    var clientKey: String?
+    @OptionGroup var tlsOptions: ClientTLSOptions
 
     @Option(name: .customLong("dashboard-port"), help: "Serve the dashboard of the results so far on 127.0.0.1:PORT while the run goes on (0: a free port; the URL is printed), refreshed every 2 s.")
     var dashboardPort: Int?
@@ -133,14 +123,7 @@ struct LoadtestCommand: AsyncParsableCommand {
             urls[parts[0]] = parts[1].hasSuffix("/") ? String(parts[1].dropLast()) : parts[1]
         }
         guard !urls.isEmpty else { throw CLIFailure.badInput("name the server to drive: --target sync=http://host:port, agent=http://host:port, chat=http://host:port or ai-bridge=http://host:port") }
-        guard caFile == nil || !insecure else { throw CLIFailure.badInput("--ca-file and --insecure: trust a CA, or check nothing, not both") }
-        guard (clientCert == nil) == (clientKey == nil) else {
-            throw CLIFailure.badInput(clientCert == nil ? "--client-key needs --client-cert, the certificate it is the key of" : "--client-cert needs --client-key, its private key")
-        }
-        let tls = ClientTLS(caFile: caFile, verify: !insecure, clientCertificate: clientCert, clientKey: clientKey)
-        if caFile != nil || clientCert != nil || urls.values.contains(where: { $0.hasPrefix("https://") }) {
-            do { try tls.validate() } catch { throw CLIFailure.badInput("\(error)") }
-        }
+        let tls = try tlsOptions.make(httpsTargets: urls.values.contains { $0.hasPrefix("https://") })
         var keyOf: [String: String] = [:]
         for name in Self.stacks { keyOf[name] = ProcessInfo.processInfo.environment["FLEETLAB_KEY_\(name.uppercased())"] }
         for entry in keys {
@@ -242,7 +225,7 @@ struct LoadtestCommand: AsyncParsableCommand {
 
         let results = try ResultsDatabase.open(at: resultsPath).load()
         let tenantNote = (setup?.createdTenant.map { " (tenant \($0), created for this run)" } ?? "")
-            + (insecure ? " (TLS certificates not checked: --insecure)" : "")
+            + (tlsOptions.insecure ? " (TLS certificates not checked: --insecure)" : "")
         try OutputPaths.write(Dashboard.render(results), to: dashboardPath)
         let summary = LoadtestSummary(results: results, outcome: outcome, model: model,
                                       target: targetList + tenantNote, skipped: skipped, faults: loaded.faults,

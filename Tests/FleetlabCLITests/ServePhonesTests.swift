@@ -42,6 +42,19 @@ struct ServePhonesTests {
         let prompts = try ResultsDatabase.open(at: dir.appendingPathComponent("bridge/results.sqlite").path).load()
         #expect(prompts.total("bridge.pairings", labels: "outcome=ok") == 4, "each phone paired with its own desktop")
         #expect(prompts.total("http.failures", labels: "endpoint=POST /v1/chat,stack=ai-bridge") == 0)
+
+        // One real device, as `fleetlab device` runs it: sync and its push channel over TLS.
+        let workflows = TestPaths.packageRoot.appendingPathComponent("simulations/workflows").path
+        let device = try await CommandRunner.fleetlabAsync(["device", "--sync", served.syncURL, "--key", served.rootKey, "--device-id", "tls-phone",
+                                                            "--sequences", workflows, "--start", "payment-verification", "--ca-file", certificates.ca,
+                                                            "--duration", "3s", "--data", dir.appendingPathComponent("device").path])
+        #expect(device.status == 0, "\(device.stdout)\(device.stderr)")
+        for line in ["registered tls-phone", "push channel open", "sync: sent"] {
+            #expect(device.stdout.contains(line), "missing '\(line)' in:\n\(device.stdout)")
+        }
+        let untrusting = try await CommandRunner.fleetlabAsync(["device", "--sync", served.syncURL, "--key", served.rootKey, "--duration", "2s",
+                                                                "--data", dir.appendingPathComponent("device-untrusting").path])
+        #expect(untrusting.status != 0 && !untrusting.stdout.contains("registered"), "a certificate nobody vouches for: \(untrusting.stdout)\(untrusting.stderr)")
     }
 
     @Test("--advertise names the host phones reach: printed, and handed out in chat's discovery document and the AI bridge's pairing answer instead of loopback")

@@ -210,7 +210,7 @@ public final class LiveDevice<Store: WorkflowStore>: @unchecked Sendable {
     public func subscribeToPush(onEnd: @escaping @Sendable (String) -> Void = { _ in }) async throws {
         pushChannel?.close()
         let wakes = self.wakes
-        pushChannel = try await PushChannelClient.connect(baseURL: baseURL, deviceID: deviceID, apiKey: apiKey,
+        pushChannel = try await PushChannelClient.connect(baseURL: baseURL, deviceID: deviceID, apiKey: apiKey, tls: http.tls,
                                                           onWake: { wake in wakes.list.withLock { $0.append(wake) } }, onEnd: onEnd)
     }
 
@@ -239,7 +239,7 @@ extension LiveDevice where Store == SQLiteWorkflowStore {
     /// left there, restored (instances, outbox, executed commands) as an app relaunch
     /// would. Instants are wall-clock time since the Unix epoch.
     public static func open(baseURL: String, apiKey: String, deviceID: String, storePath: String, config: MobileEngineConfig,
-                            seed: UInt64) throws -> LiveDevice {
+                            seed: UInt64, http: HTTPClient = HTTPClient()) throws -> LiveDevice {
         let wall = WallClockOrigin.unixEpoch
         let store = try SQLiteWorkflowStore(path: storePath)
         let now = LiveClock().now
@@ -252,6 +252,6 @@ extension LiveDevice where Store == SQLiteWorkflowStore {
             host = EngineHost(engine: engine, store: store, wallClock: wall, now: now)
         }
         host.engine.resume()
-        return LiveDevice(host: host, baseURL: baseURL, apiKey: apiKey, deviceID: deviceID, seed: seed)
+        return LiveDevice(host: host, baseURL: baseURL, apiKey: apiKey, deviceID: deviceID, seed: seed, http: http)
     }
 }

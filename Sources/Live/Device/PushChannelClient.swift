@@ -22,10 +22,11 @@ public final class PushChannelClient: Sendable {
     }
 
     public static func connect(baseURL: String, deviceID: String, apiKey: String, timeout: TimeAmount = .seconds(5),
-                               idleLimit: TimeAmount = .seconds(45), onWake: @escaping @Sendable (JSONValue) -> Void,
+                               idleLimit: TimeAmount = .seconds(45), tls: ClientTLS = .system, onWake: @escaping @Sendable (JSONValue) -> Void,
                                onEnd: @escaping @Sendable (String) -> Void = { _ in }) async throws -> PushChannelClient {
-        guard let url = URL(string: baseURL), let host = url.host, let port = url.port ?? (url.scheme == "http" ? 80 : nil) else {
-            throw Refused(description: "\(baseURL) is not an http://host:port URL")
+        let secure = baseURL.hasPrefix("https://")
+        guard let url = URL(string: baseURL), let host = url.host, let port = url.port ?? (secure ? 443 : url.scheme == "http" ? 80 : nil) else {
+            throw Refused(description: "\(baseURL) is not an http:// or https:// URL")
         }
         let group = MultiThreadedEventLoopGroup.singleton
         let head = group.next().makePromise(of: Void.self)
@@ -34,6 +35,7 @@ public final class PushChannelClient: Sendable {
             .connectTimeout(timeout)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    if secure { try channel.pipeline.syncOperations.addHandler(tls.handler(host: host)) }
                     try channel.pipeline.syncOperations.addHTTPClientHandlers()
                     try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: idleLimit))
                     try channel.pipeline.syncOperations.addHandler(reader)
