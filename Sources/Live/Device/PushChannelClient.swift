@@ -24,10 +24,8 @@ public final class PushChannelClient: Sendable {
     public static func connect(baseURL: String, deviceID: String, apiKey: String, timeout: TimeAmount = .seconds(5),
                                idleLimit: TimeAmount = .seconds(45), tls: ClientTLS = .system, onWake: @escaping @Sendable (JSONValue) -> Void,
                                onEnd: @escaping @Sendable (String) -> Void = { _ in }) async throws -> PushChannelClient {
-        let secure = baseURL.hasPrefix("https://")
-        guard let url = URL(string: baseURL), let host = url.host, let port = url.port ?? (secure ? 443 : url.scheme == "http" ? 80 : nil) else {
-            throw Refused(description: "\(baseURL) is not an http:// or https:// URL")
-        }
+        guard let endpoint = try? HTTPClient.Endpoint(baseURL) else { throw Refused(description: "\(baseURL) is not an http:// or https:// URL") }
+        let (host, port, secure) = (endpoint.host, endpoint.port, endpoint.secure)
         let group = MultiThreadedEventLoopGroup.singleton
         let head = group.next().makePromise(of: Void.self)
         let reader = EventStreamReader(head: head, onWake: onWake, onEnd: onEnd)
