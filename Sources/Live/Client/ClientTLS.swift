@@ -59,10 +59,9 @@ public final class ClientTLS: Sendable {
     func configuration() throws -> TLSConfiguration {
         var configuration = TLSConfiguration.makeClientConfiguration()
         if let caFile {
-            do { _ = try NIOSSLCertificate.fromPEMFile(caFile) } catch {
+            do { configuration.additionalTrustRoots = [.certificates(try NIOSSLCertificate.fromPEMFile(caFile))] } catch {
                 throw Unusable(description: "--ca-file \(caFile): cannot use it as trusted certificates (\(error))")
             }
-            configuration.additionalTrustRoots = [.file(caFile)]
         }
         if !verify { configuration.certificateVerification = .none }
         if let clientCertificate, let clientKey {
