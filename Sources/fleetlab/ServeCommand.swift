@@ -219,7 +219,7 @@ struct ServeCommand: AsyncParsableCommand {
         } catch {
             throw CLIFailure.badInput("\(error)")
         }
-        if let faultsFile, faults != nil {
+        if let faultsFile {
             supervisor.playOutages { playing.withLock { $0.map { ($0.timetable, $0.origin) } } }
             let file = faultsFile
             Self.watchFaults(file: file, chosen: chosen, started: origin, log: { Console.error($0) }) { changed in
