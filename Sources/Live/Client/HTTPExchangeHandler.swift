@@ -24,6 +24,11 @@ final class HTTPExchangeHandler: ChannelInboundHandler, @unchecked Sendable {
     /// The armed timer and the instant it fires at.
     var timer: (task: Scheduled<Void>, at: NIODeadline)?
     var context: ChannelHandlerContext?
+    /// Why the connection ended, once it has: an exchange expected after that fails at
+    /// once. The connection can end before its first request is written (a TLS handshake
+    /// the server's certificate fails runs on the loop while the caller hops there), and no
+    /// answer, close or timer would come for that request.
+    var ended: (any Error)?
 
     func handlerAdded(context: ChannelHandlerContext) { self.context = context }
 
@@ -35,6 +40,7 @@ final class HTTPExchangeHandler: ChannelInboundHandler, @unchecked Sendable {
 
     /// The next answer completes `promise`; it fails with `timeout` once `deadline` passes.
     func expect(_ promise: EventLoopPromise<HTTPResponseMessage>, by deadline: NIODeadline, else timeout: HTTPClientError) {
+        if let ended { return promise.fail(ended) }
         self.promise = promise
         response = HTTPResponseMessage(status: 0)
         self.deadline = deadline
@@ -76,12 +82,14 @@ final class HTTPExchangeHandler: ChannelInboundHandler, @unchecked Sendable {
     func channelInactive(context: ChannelHandlerContext) {
         timer?.task.cancel()
         timer = nil
+        if ended == nil { ended = HTTPClientError.closed }
         promise?.fail(HTTPClientError.closed)
         promise = nil
         context.fireChannelInactive()
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if ended == nil { ended = error }
         promise?.fail(error)
         promise = nil
         context.close(promise: nil)
