@@ -120,6 +120,22 @@ struct ChatChurnSimulationTests {
         for row in chat { #expect(row.checks > 0 && row.violations == 0, "\(row.name): \(row.firstViolation ?? "")") }
     }
 
+    @Test("the server's older messages set aside in a file give the same run, byte for byte, as all of them in memory (edits, deletes, history pages, leaves)")
+    func messagesSetAside() async throws {
+        let dir = TestPaths.scratchDirectory()
+        var inMemory = try Self.scenario(devices: 40)
+        inMemory.chat!.messagesInMemoryPerChannel = nil
+        var setAside = inMemory
+        setAside.chat!.messagesInMemoryPerChannel = 1
+        let world = await WorkflowSimulationTests.run(setAside)
+        let server = try #require(world.chat?.server.state.messages)
+        #expect(server.count > 2 * server.rows.count, "most messages were set aside")
+        #expect(ChatSimulationTests.total(world, "chat.actions", "kind=history") > 0 && ChatSimulationTests.total(world, "chat.actions", "kind=edit") > 0)
+        let a = try await DeterminismTests.digest(of: inMemory, in: dir, name: "memory.sqlite")
+        let b = try await DeterminismTests.digest(of: setAside, in: dir, name: "set-aside.sqlite")
+        #expect(a == b)
+    }
+
     @Test("the churn invariants hold over many seeds (a small fleet each; `fleetlab seeds` runs 200)", arguments: [11, 12, 13])
     func seeds(seed: UInt64) async throws {
         let world = await WorkflowSimulationTests.run(try Self.scenario(seed: seed, devices: 30))

@@ -109,6 +109,7 @@ extension ChatServer {
             if let key = state.messages[message].flatMap(ClientMessageKey.init) { state.messageByClientID[key] = nil }
             state.messages[message] = nil
         }
+        if channel.setAsideCount > 0 { state.messages.archive?.removeChannel(id) }
         for user in (state.members[id] ?? [:]).keys { state.channelsOfUser[user]?.remove(id) }
         state.members[id] = nil
         state.invites[id] = nil

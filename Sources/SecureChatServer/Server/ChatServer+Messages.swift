@@ -69,17 +69,19 @@ extension ChatServer {
             limit = n
         }
         var end = channel.messageIDs.endIndex
+        var cutoff: Instant?
         if let before = request.query["before"] {
             guard let ms = RFC3339.parse(before) else {
                 throw ChatAPIError.validation(["query", "before"], "Input should be a valid datetime", type: "datetime_parsing")
             }
             // Any parsed date works, from year 0001 to 9999: the conversion saturates.
-            let cutoff = wallClock.instant(atUnixMilliseconds: ms)
+            let instant = wallClock.instant(atUnixMilliseconds: ms)
+            cutoff = instant
             // Binary search: messageIDs are in created_at order.
             var low = 0, high = channel.messageIDs.count
             while low < high {
                 let mid = (low + high) / 2
-                if state.messages[channel.messageIDs[mid]]!.createdAt < cutoff { low = mid + 1 } else { high = mid }
+                if state.messages[channel.messageIDs[mid]]!.createdAt < instant { low = mid + 1 } else { high = mid }
             }
             end = low
         }
@@ -88,6 +90,10 @@ extension ChatServer {
         while index > 0 && picked.count <= limit {
             index -= 1
             if let m = state.messages[channel.messageIDs[index]], !m.deleted { picked.append(m) }
+        }
+        // Past the messages in memory, the older ones set aside (`MessageTable`).
+        if picked.count <= limit, channel.setAsideCount > 0, let archive = state.messages.archive {
+            picked += archive.newest(limit + 1 - picked.count, in: channel.id, before: cutoff)
         }
         var list: [UInt8] = [0x5B]
         for (index, message) in picked.prefix(limit).reversed().enumerated() {
@@ -115,8 +121,7 @@ extension ChatServer {
             replyTo = try f.optionalString("reply_to_id")
             clientID = try f.optionalString("client_message_id")
         } catch { throw ChatAPIError.field(error) }
-        if let clientID, let existing = state.messageByClientID[ClientMessageKey(userID: caller.userID, clientID: clientID)],
-           let message = state.messages[existing] {
+        if let clientID, let message = state.message(sentBy: caller.userID, clientID: clientID) {
             return .json(200, messageJSON(message))  // a retried send: the first one's message, no new event
         }
         try validate(content: content, contentType: contentType, version: version, in: channel)
@@ -141,9 +146,7 @@ extension ChatServer {
         let message = ChatMessage(id: newID(), channelID: channel.id, senderID: caller.userID, senderDeviceID: senderDevice, content: content,
                                   contentType: contentType, protocolVersion: version, replyToID: replyTo, clientMessageID: clientID,
                                   editedAt: nil, createdAt: Instant(nanoseconds: created.nanoseconds / 1_000_000 * 1_000_000))
-        state.messages[message.id] = message
-        state.channels[channel.id]?.messageIDs.append(message.id)
-        if let key = ClientMessageKey(message) { state.messageByClientID[key] = message.id }
+        state.append(message)
         outputs += deliver(["type": "message.new", "message": messageJSON(message)], users: memberIDs(channel.id)) { $0.channels.contains(channel.id) }
         return .json(201, messageJSON(message))
     }

@@ -90,7 +90,7 @@ extension ChatServer {
             .sorted { ($0.createdAt, $0.id) < ($1.createdAt, $1.id) }
         let items = matching.dropFirst(offset).prefix(limit).map { channel in
             channelJSON(channel).merging(["member_count": .number(Double(state.members[channel.id]?.count ?? 0)),
-                                          "message_count": .number(Double(channel.messageIDs.count))])
+                                          "message_count": .number(Double(channel.messageIDs.count + channel.setAsideCount))])
         }
         return .json(200, ["items": .array(Array(items)), "total": .number(Double(matching.count)), "limit": .number(Double(limit)),
                            "offset": .number(Double(offset))])

@@ -117,8 +117,11 @@ public struct ChatChannel: Sendable, Equatable, Codable {
     public var createdBy: String
     public var createdAt: Instant
     /// Messages in order; `created` strictly increases within a channel. Not stored with
-    /// the row: a load rebuilds it from the messages.
+    /// the row: a load rebuilds it from the messages. With an archive, the newest ones
+    /// only, kept in memory (`MessageTable`); the older ones were set aside.
     public var messageIDs: [String] = []
+    /// How many older messages of the channel were set aside into the archive.
+    public var setAsideCount = 0
 
     enum CodingKeys: String, CodingKey { case id, name, isDM, encryption, visibility, legacyPlaintext, createdBy, createdAt }
 
@@ -176,6 +179,22 @@ public struct ChatMessage: Sendable, Equatable, Codable {
     public var editedAt: Instant?
     public var createdAt: Instant
     public var deleted: Bool = false
+
+    public init(id: String, channelID: String, senderID: String, senderDeviceID: String?, content: String, contentType: String, protocolVersion: Int,
+                replyToID: String?, clientMessageID: String?, editedAt: Instant?, createdAt: Instant, deleted: Bool = false) {
+        self.id = id
+        self.channelID = channelID
+        self.senderID = senderID
+        self.senderDeviceID = senderDeviceID
+        self.content = content
+        self.contentType = contentType
+        self.protocolVersion = protocolVersion
+        self.replyToID = replyToID
+        self.clientMessageID = clientMessageID
+        self.editedAt = editedAt
+        self.createdAt = createdAt
+        self.deleted = deleted
+    }
 }
 
 /// A sender key announcement (public parts only: the profile sends chain keys inside

@@ -30,10 +30,11 @@ public struct ChatServerState: Sendable {
     public var dmByPair: [String: String] = [:]
     /// Channel id → invited user id → invitation (private groups).
     public var invites = Table<[String: ChannelInvite]>()
-    public var messages = Table<ChatMessage>()
+    public var messages = MessageTable()
     /// (sender, `client_message_id`) → message id: retried sends return the first message.
     /// Derived from the messages (`rebuildIndexes`), so not stored; its key holds the two
-    /// strings the message keeps, not a third joining them.
+    /// strings the message keeps, not a third joining them. Of the messages in memory: the
+    /// archive answers for those set aside (`message(sentBy:clientID:)`).
     public var messageByClientID: [ClientMessageKey: String] = [:]
     public var x3dhSetups = Table<JSONValue>()
     /// Channel id → device id → announcement.

@@ -36,6 +36,10 @@ public struct Table<Value: Sendable>: Sendable, Sequence {
         }
     }
 
+    /// Drops a row from memory without marking it changed (it lives on elsewhere: a
+    /// message set aside into an archive).
+    package mutating func forget(_ key: String) { rows[key] = nil }
+
     /// Loads rows without marking them changed.
     package mutating func load(_ key: String, _ value: Value) { rows[key] = value }
 

@@ -32,6 +32,13 @@ public struct SimulationOutcome: Sendable {
     public var passed: Bool { thresholds.allSatisfy(\.passed) && invariants.allSatisfy(\.passed) }
 }
 
+/// A run that could not go on: what failed under it (not the scenario's fault).
+public struct SimulationFailure: Error, CustomStringConvertible, Sendable {
+    public let description: String
+
+    init(_ description: String) { self.description = description }
+}
+
 /// Drives one scenario through the kernel, with the results written beside it.
 ///
 /// The simulation thread runs the kernel; a `ResultsPipeline` thread writes each closed
@@ -68,6 +75,7 @@ public final class FleetRun {
         let interrupted = reason == .stoppedByProgress
         let stoppedAt = interrupted ? kernel.now : end
         let thresholds = kernel.world.finish(at: stoppedAt)
+        if let failure = kernel.world.chat?.archiveFailure { throw SimulationFailure(failure) }
         let wall = WallClock.seconds() - started
         var outcome = SimulationOutcome(
             events: kernel.eventsProcessed, wallSeconds: wall, devices: kernel.world.devices.count,

@@ -84,7 +84,7 @@ extension ChatStack {
             }
         }
         var readable = UnorderedChecks<String>()
-        for message in sim.server.state.messages.values {
+        sim.server.state.messages.forEach { message in
             readable.check(message.id, message.protocolVersion == 2 && !message.content.contains(".d"), "message \(message.id) is stored readable")
         }
         readable.record(ids.noPlaintextOnServer, into: &fleet.invariants)

@@ -2,6 +2,7 @@ import LabCrypto
 public import LabKernel
 import SecureChatClient
 import SecureChatServer
+import ServerStorage
 
 /// The chat stack of a fleet run (docs/chat.md): the d3chat server core behind a worker
 /// pool, a client core with real crypto on every chatting device, and the plan of who
@@ -85,6 +86,10 @@ public struct ChatStack {
     let settings: ChatSettings
     let root: StreamSeed
     var server: ChatServer
+    /// Where the server sets its older messages aside (nil: it keeps them all in memory).
+    var archive: SQLiteMessageArchive?
+    /// Why the archive stopped taking messages (the run cannot be trusted past it).
+    var archiveFailure: String? { archive?.failure }
     /// The server's capacity model in front of the core, and what waits for or holds its workers.
     var serving: ServerQueue<Transit>
     /// Each chatting device's link to the server.
@@ -179,6 +184,11 @@ public struct ChatStack {
         var config = ChatServerConfig()
         config.passwordCost = .minimum  // thousands of sign-ups; the cost is not what this models
         server = ChatServer(config: config, seed: seed.child("core"), wallClock: fleet.engineClock)
+        // Without a temporary file the messages stay in memory: the same run, larger.
+        if let kept = settings.messagesInMemoryPerChannel, let archive = try? SQLiteMessageArchive() {
+            server.state.messages.setAside(into: archive, keepingPerChannel: kept)
+            self.archive = archive
+        }
         serving = ServerQueue(settings.server, seed: seed.child("service"))
         var plan = seed.child("plan").generator()
         var chatting: [Int] = []

@@ -1,0 +1,134 @@
+public import LabKernel
+public import LabStore
+public import SecureChatServer
+
+/// A chat server's messages set aside (`MessageArchive`) in a private, temporary SQLite
+/// database: SQLite keeps it in a file of its own that it deletes when the archive goes,
+/// and holds only its page cache (2 MiB) in memory, so a simulated day of a fleet's
+/// messages costs disk, not the process's memory.
+///
+/// One simulated world owns an archive and calls it from one thread at a time, as its
+/// server core does (hence `@unchecked Sendable`). Nothing needs to survive a crash of the
+/// process, so the file has no journal and is never synced. A failed write is kept
+/// (`failure`), and later calls do nothing: the run that owns the archive ends with it
+/// rather than go on with messages missing.
+public final class SQLiteMessageArchive: MessageArchive, @unchecked Sendable {
+    let database: SQLiteDatabase
+    public private(set) var failure: String?
+    public private(set) var count = 0
+
+    public init() throws(SQLiteError) {
+        database = try SQLiteDatabase(path: "")  // "": SQLite's private temporary database
+        try database.execute("""
+            PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF;
+            CREATE TABLE messages (id TEXT PRIMARY KEY, channel TEXT NOT NULL, sender TEXT NOT NULL, sender_device TEXT,
+                                   content TEXT NOT NULL, content_type TEXT NOT NULL, version INTEGER NOT NULL, reply_to TEXT,
+                                   client_id TEXT, edited_at INTEGER, created_at INTEGER NOT NULL, deleted INTEGER NOT NULL);
+            CREATE INDEX messages_by_channel ON messages (channel, created_at);
+            CREATE INDEX messages_by_client_id ON messages (sender, client_id) WHERE client_id IS NOT NULL;
+            """)
+    }
+
+    public func put(_ message: ChatMessage) {
+        attempt {
+            let exists = try holds(message.id)
+            let statement = try database.statement(static: """
+                INSERT OR REPLACE INTO messages (id, channel, sender, sender_device, content, content_type, version, reply_to, client_id,
+                                                 edited_at, created_at, deleted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """)
+            try statement.bind([.text(message.id), .text(message.channelID), .text(message.senderID), Self.text(message.senderDeviceID),
+                                .text(message.content), .text(message.contentType), .integer(Int64(message.protocolVersion)),
+                                Self.text(message.replyToID), Self.text(message.clientMessageID),
+                                message.editedAt.map { .integer($0.nanoseconds) } ?? .null, .integer(message.createdAt.nanoseconds),
+                                .integer(message.deleted ? 1 : 0)])
+            try statement.execute()
+            if !exists { count += 1 }
+        }
+    }
+
+    public func message(_ id: String) -> ChatMessage? {
+        attempt { try rows(.one, "SELECT \(Self.columns) FROM messages WHERE id = ?", [.text(id)]).first } ?? nil
+    }
+
+    public func message(sentBy sender: String, clientID: String) -> ChatMessage? {
+        attempt { try rows(.one, "SELECT \(Self.columns) FROM messages WHERE sender = ? AND client_id = ?", [.text(sender), .text(clientID)]).first } ?? nil
+    }
+
+    public func newest(_ limit: Int, in channel: String, before cutoff: Instant?) -> [ChatMessage] {
+        attempt {
+            try rows(.many, "SELECT \(Self.columns) FROM messages WHERE channel = ? AND created_at < ? AND deleted = 0 ORDER BY created_at DESC, id DESC LIMIT ?",
+                     [.text(channel), .integer(cutoff?.nanoseconds ?? .max), .integer(Int64(limit))])
+        } ?? []
+    }
+
+    public func remove(_ id: String) {
+        attempt {
+            guard try holds(id) else { return }
+            try database.run("DELETE FROM messages WHERE id = ?", [.text(id)])
+            count -= 1
+        }
+    }
+
+    public func removeChannel(_ channel: String) {
+        attempt {
+            try database.run("DELETE FROM messages WHERE channel = ?", [.text(channel)])
+            let statement = try database.statement(static: "SELECT count(*) FROM messages")
+            _ = try statement.step()
+            count = Int(statement.int64(at: 0))
+            statement.reset()
+        }
+    }
+
+    public func forEach(_ body: (ChatMessage) -> Void) {
+        attempt { try rows(.many, "SELECT \(Self.columns) FROM messages ORDER BY rowid", [], each: body) }
+    }
+
+    // MARK: Rows
+
+    static let columns = "id, channel, sender, sender_device, content, content_type, version, reply_to, client_id, edited_at, created_at, deleted"
+
+    enum Rows { case one, many }
+
+    func rows(_ expected: Rows, _ sql: String, _ bindings: [SQLiteValue]) throws -> [ChatMessage] {
+        var messages: [ChatMessage] = []
+        try rows(expected, sql, bindings) { messages.append($0) }
+        return messages
+    }
+
+    func rows(_ expected: Rows, _ sql: String, _ bindings: [SQLiteValue], each: (ChatMessage) -> Void) throws {
+        let statement = try database.statement(sql)
+        try statement.bind(bindings)
+        defer { statement.reset() }
+        while try statement.step() {
+            let message = ChatMessage(
+                id: statement.string(at: 0) ?? "", channelID: statement.string(at: 1) ?? "", senderID: statement.string(at: 2) ?? "",
+                senderDeviceID: statement.string(at: 3), content: statement.string(at: 4) ?? "", contentType: statement.string(at: 5) ?? "",
+                protocolVersion: Int(statement.int64(at: 6)), replyToID: statement.string(at: 7), clientMessageID: statement.string(at: 8),
+                editedAt: statement.value(at: 9) == .null ? nil : Instant(nanoseconds: statement.int64(at: 9)),
+                createdAt: Instant(nanoseconds: statement.int64(at: 10)), deleted: statement.int64(at: 11) != 0)
+            each(message)
+            if expected == .one { break }
+        }
+    }
+
+    func holds(_ id: String) throws -> Bool {
+        let statement = try database.statement(static: "SELECT 1 FROM messages WHERE id = ?")
+        try statement.bind([.text(id)])
+        defer { statement.reset() }
+        return try statement.step()
+    }
+
+    static func text(_ value: String?) -> SQLiteValue { value.map { .text($0) } ?? .null }
+
+    /// Runs `body` unless an earlier call failed; keeps its failure.
+    @discardableResult
+    func attempt<T>(_ body: () throws -> T) -> T? {
+        guard failure == nil else { return nil }
+        do {
+            return try body()
+        } catch {
+            failure = "the chat server's message archive: \(error)"
+        }
+        return nil
+    }
+}
