@@ -120,17 +120,19 @@ struct ChatChurnSimulationTests {
         for row in chat { #expect(row.checks > 0 && row.violations == 0, "\(row.name): \(row.firstViolation ?? "")") }
     }
 
-    @Test("the server's older messages set aside in a file give the same run, byte for byte, as all of them in memory (edits, deletes, history pages, leaves)")
-    func messagesSetAside() async throws {
+    @Test("the server's history set aside in a file (older messages, spent refresh tokens) gives the same run, byte for byte, as all of it in memory (edits, deletes, history pages, logouts)")
+    func historySetAside() async throws {
         let dir = TestPaths.scratchDirectory()
         var inMemory = try Self.scenario(devices: 40)
-        inMemory.chat!.messagesInMemoryPerChannel = nil
+        inMemory.chat!.setsHistoryAside = false
         var setAside = inMemory
         setAside.chat!.messagesInMemoryPerChannel = 1
+        setAside.chat!.setsHistoryAside = true
         let world = await WorkflowSimulationTests.run(setAside)
-        let server = try #require(world.chat?.server.state.messages)
-        #expect(server.count > 2 * server.rows.count, "most messages were set aside")
-        #expect(ChatSimulationTests.total(world, "chat.actions", "kind=history") > 0 && ChatSimulationTests.total(world, "chat.actions", "kind=edit") > 0)
+        let state = try #require(world.chat?.server.state)
+        #expect(state.messages.count > 2 * state.messages.rows.count, "most messages were set aside")
+        #expect(state.refreshTokens.count > 2 * state.refreshTokens.rows.count, "most refresh tokens were set aside")
+        for kind in ["history", "edit", "delete", "logout"] { #expect(ChatSimulationTests.total(world, "chat.actions", "kind=\(kind)") > 0, "\(kind)") }
         let a = try await DeterminismTests.digest(of: inMemory, in: dir, name: "memory.sqlite")
         let b = try await DeterminismTests.digest(of: setAside, in: dir, name: "set-aside.sqlite")
         #expect(a == b)

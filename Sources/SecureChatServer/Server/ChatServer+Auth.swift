@@ -181,17 +181,17 @@ extension ChatServer {
 
     /// Ends one login everywhere: its tokens, its tickets and its open sockets.
     mutating func revokeFamily(_ familyID: String, outputs: inout [ChatOutput], reason: String) {
-        revokeTokens { _, _, family in family == familyID }
+        revokeTokens(of: .family(familyID))
         state.tickets = state.tickets.filter { $0.value.familyID != familyID }
         outputs += closeConnections(code: 4003, reason: reason) { $0.familyID == familyID }
     }
 
-    /// Revokes the refresh tokens and drops the access tokens that `pick` selects by
-    /// (user, device, family): a logout, a ban or a deleted device ends both kinds alike.
-    mutating func revokeTokens(where pick: (_ user: String, _ device: String, _ family: String) -> Bool) {
-        state.refreshTokens.revoke(where: pick)
+    /// Revokes the refresh tokens and drops the access tokens of `owner`: a logout, a ban
+    /// or a deleted device ends both kinds alike.
+    mutating func revokeTokens(of owner: TokenOwner) {
+        state.refreshTokens.revoke(owner)
         // The keys first: removing from the table while going through it would copy all of it.
-        let picked = state.accessTokens.compactMap { key, token in pick(token.userID, token.deviceID, token.familyID) ? key : nil }
+        let picked = state.accessTokens.compactMap { key, token in owner.owns(user: token.userID, device: token.deviceID, family: token.familyID) ? key : nil }
         for key in picked { state.removeAccessToken(key) }
     }
 
@@ -212,7 +212,7 @@ extension ChatServer {
 
     /// Revokes every token of a user and closes their sockets.
     mutating func revokeAll(of userID: String, outputs: inout [ChatOutput], reason: String) {
-        revokeTokens { user, _, _ in user == userID }
+        revokeTokens(of: .user(userID))
         state.tickets = state.tickets.filter { $0.value.userID != userID }
         outputs += closeConnections(code: 4003, reason: reason) { $0.userID == userID }
     }

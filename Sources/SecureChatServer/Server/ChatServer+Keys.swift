@@ -31,7 +31,7 @@ extension ChatServer {
         state.devices[id] = nil
         let hadKeys = state.bundles[id] != nil
         state.removeBundle(id)
-        revokeTokens { _, device, _ in device == id }
+        revokeTokens(of: .device(id))
         state.tickets = state.tickets.filter { $0.value.deviceID != id }
         outputs += closeConnections(code: 4003, reason: "Device removed") { $0.deviceID == id }
         if hadKeys { deviceSetChanged(caller.userID, outputs: &outputs) }

@@ -72,6 +72,19 @@ public struct RefreshRecord: Sendable, Equatable, Codable {
     public var successor: String?
     /// The access token issued with it has been used: the client got this pair.
     public var confirmed: Bool?
+
+    public init(tokenHash: String, familyID: String, userID: String, deviceID: String, expiresAt: Instant, state: State, rotatedAt: Instant?,
+                successor: String?, confirmed: Bool?) {
+        self.tokenHash = tokenHash
+        self.familyID = familyID
+        self.userID = userID
+        self.deviceID = deviceID
+        self.expiresAt = expiresAt
+        self.state = state
+        self.rotatedAt = rotatedAt
+        self.successor = successor
+        self.confirmed = confirmed
+    }
 }
 
 public struct AccessRecord: Sendable, Equatable, Codable {

@@ -2,7 +2,7 @@ public import LabKernel
 
 /// Where a chat server can set aside the messages it keeps but seldom reads: outside the
 /// process's memory (the simulator gives it a temporary SQLite file,
-/// `SQLiteMessageArchive`), as the real server keeps its history in its database.
+/// `SQLiteChatArchive`), as the real server keeps its history in its database.
 ///
 /// Every call answers at once; the core stays free of I/O waits. An archive holds each
 /// message as it was last put, so a copy of the state that shares it reads the same rows:
@@ -18,12 +18,12 @@ public protocol MessageArchive: AnyObject, Sendable {
     /// The newest `limit` messages of `channel` that are not deleted, created before
     /// `cutoff` (any time when nil), newest first.
     func newest(_ limit: Int, in channel: String, before cutoff: Instant?) -> [ChatMessage]
-    func remove(_ id: String)
+    func removeMessage(_ id: String)
     func removeChannel(_ channel: String)
     /// Calls `body` with every message set aside, in no particular order, one at a time
     /// (a day's messages are not all read back into memory at once).
     func forEach(_ body: (ChatMessage) -> Void)
-    var count: Int { get }
+    var messageCount: Int { get }
 }
 
 /// The chat server's messages: rows in memory, like any `Table`, and with an archive the
@@ -57,7 +57,7 @@ public struct MessageTable: Sendable {
         get { kept[id] ?? archive?.message(id) }
         set {
             if let archive, kept[id] == nil {
-                if let newValue { archive.put(newValue) } else { archive.remove(id) }
+                if let newValue { archive.put(newValue) } else { archive.removeMessage(id) }
             } else {
                 kept[id] = newValue
             }
@@ -87,7 +87,7 @@ public struct MessageTable: Sendable {
         kept.values.forEach(body)
         archive?.forEach(body)
     }
-    public var count: Int { kept.count + (archive?.count ?? 0) }
+    public var count: Int { kept.count + (archive?.messageCount ?? 0) }
     /// The messages in memory, by id.
     public var rows: [String: ChatMessage] { kept.rows }
 

@@ -87,7 +87,7 @@ public struct ChatStack {
     let root: StreamSeed
     var server: ChatServer
     /// Where the server sets its older messages aside (nil: it keeps them all in memory).
-    var archive: SQLiteMessageArchive?
+    var archive: SQLiteChatArchive?
     /// Why the archive stopped taking messages (the run cannot be trusted past it).
     var archiveFailure: String? { archive?.failure }
     /// The server's capacity model in front of the core, and what waits for or holds its workers.
@@ -185,8 +185,9 @@ public struct ChatStack {
         config.passwordCost = .minimum  // thousands of sign-ups; the cost is not what this models
         server = ChatServer(config: config, seed: seed.child("core"), wallClock: fleet.engineClock)
         // Without a temporary file the messages stay in memory: the same run, larger.
-        if let kept = settings.messagesInMemoryPerChannel, let archive = try? SQLiteMessageArchive() {
-            server.state.messages.setAside(into: archive, keepingPerChannel: kept)
+        if settings.setsHistoryAside, let archive = try? SQLiteChatArchive() {
+            server.state.messages.setAside(into: archive, keepingPerChannel: settings.messagesInMemoryPerChannel)
+            server.state.refreshTokens.setAside(into: archive)
             self.archive = archive
         }
         serving = ServerQueue(settings.server, seed: seed.child("service"))

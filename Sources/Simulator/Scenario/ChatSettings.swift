@@ -27,10 +27,12 @@ public struct ChatSettings: Sendable, Decodable {
     /// The d3chat server's worker pool: every request, socket open and client frame takes
     /// a worker for a service time.
     public var server = ServerCapacity(workers: 8, serviceTime: .lognormal(median: 0.002, sigma: 0.5), queueLimit: 5_000)
-    /// How many of each channel's newest messages the server keeps in memory; the older
-    /// ones go to a temporary file (`MessageTable`). nil: all in memory. Results are the
-    /// same either way (a test compares them), so a scenario does not set it.
-    public var messagesInMemoryPerChannel: Int? = 4
+    /// Whether the server sets its history aside in a temporary file: messages older than
+    /// each channel's newest `messagesInMemoryPerChannel` (`MessageTable`), and refresh
+    /// tokens once rotated or revoked (`RefreshTokenTable`). Results are the same either
+    /// way (a test compares them), so a scenario does not set these.
+    public var setsHistoryAside = true
+    public var messagesInMemoryPerChannel = 4
 
     enum CodingKeys: String, CodingKey, CaseIterable {
         case devices, devicesPerUser, groups, groupSize, dmsPerUser, messagesPerUserHour, groupShare, byHour, typingShare, churn, actions, server

@@ -2,20 +2,22 @@ public import LabKernel
 public import LabStore
 public import SecureChatServer
 
-/// A chat server's messages set aside (`MessageArchive`) in a private, temporary SQLite
-/// database: SQLite keeps it in a file of its own that it deletes when the archive goes,
-/// and holds only its page cache (2 MiB) in memory, so a simulated day of a fleet's
-/// messages costs disk, not the process's memory.
+/// What a chat server sets aside, its older messages (`MessageArchive`) and its rotated
+/// and revoked refresh tokens (`RefreshTokenArchive`, SQLiteChatArchive+RefreshTokens.swift),
+/// in a private, temporary SQLite database: SQLite keeps it in a file of its own that it
+/// deletes when the archive goes, and holds only its page cache (2 MiB) in memory, so a
+/// simulated day of a fleet's history costs disk, not the process's memory.
 ///
 /// One simulated world owns an archive and calls it from one thread at a time, as its
 /// server core does (hence `@unchecked Sendable`). Nothing needs to survive a crash of the
 /// process, so the file has no journal and is never synced. A failed write is kept
 /// (`failure`), and later calls do nothing: the run that owns the archive ends with it
 /// rather than go on with messages missing.
-public final class SQLiteMessageArchive: MessageArchive, @unchecked Sendable {
+public final class SQLiteChatArchive: MessageArchive, RefreshTokenArchive, @unchecked Sendable {
     let database: SQLiteDatabase
     public private(set) var failure: String?
-    public private(set) var count = 0
+    public private(set) var messageCount = 0
+    public internal(set) var tokenCount = 0
 
     public init() throws(SQLiteError) {
         database = try SQLiteDatabase(path: "")  // "": SQLite's private temporary database
@@ -26,7 +28,7 @@ public final class SQLiteMessageArchive: MessageArchive, @unchecked Sendable {
                                    client_id TEXT, edited_at INTEGER, created_at INTEGER NOT NULL, deleted INTEGER NOT NULL);
             CREATE INDEX messages_by_channel ON messages (channel, created_at);
             CREATE INDEX messages_by_client_id ON messages (sender, client_id) WHERE client_id IS NOT NULL;
-            """)
+            """ + Self.tokenSchema)
     }
 
     public func put(_ message: ChatMessage) {
@@ -42,7 +44,7 @@ public final class SQLiteMessageArchive: MessageArchive, @unchecked Sendable {
                                 message.editedAt.map { .integer($0.nanoseconds) } ?? .null, .integer(message.createdAt.nanoseconds),
                                 .integer(message.deleted ? 1 : 0)])
             try statement.execute()
-            if !exists { count += 1 }
+            if !exists { messageCount += 1 }
         }
     }
 
@@ -61,11 +63,11 @@ public final class SQLiteMessageArchive: MessageArchive, @unchecked Sendable {
         } ?? []
     }
 
-    public func remove(_ id: String) {
+    public func removeMessage(_ id: String) {
         attempt {
             guard try holds(id) else { return }
             try database.run("DELETE FROM messages WHERE id = ?", [.text(id)])
-            count -= 1
+            messageCount -= 1
         }
     }
 
@@ -74,7 +76,7 @@ public final class SQLiteMessageArchive: MessageArchive, @unchecked Sendable {
             try database.run("DELETE FROM messages WHERE channel = ?", [.text(channel)])
             let statement = try database.statement(static: "SELECT count(*) FROM messages")
             _ = try statement.step()
-            count = Int(statement.int64(at: 0))
+            messageCount = Int(statement.int64(at: 0))
             statement.reset()
         }
     }

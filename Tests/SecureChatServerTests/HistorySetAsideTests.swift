@@ -3,20 +3,21 @@ import LabKernel
 import ServerStorage
 @testable import SecureChatServer
 
-@Suite("Chat server: messages set aside into an archive")
-struct MessageTableTests {
-    /// The same requests against a server that keeps every message in memory and one that
-    /// keeps each channel's newest only and sets the rest aside in a SQLite archive: every
-    /// answer must be the same, byte for byte.
+@Suite("Chat server: history set aside into an archive")
+struct HistorySetAsideTests {
+    /// The same requests against a server that keeps its history in memory and one that
+    /// sets it aside in a SQLite archive (each channel's older messages, rotated and revoked
+    /// refresh tokens): every answer must be the same, byte for byte.
     struct Pair {
         var plain = ChatHarness()
         var archived = ChatHarness()
-        let archive: SQLiteMessageArchive
+        let archive: SQLiteChatArchive
         var answers = 0
 
         init(kept: Int) throws {
-            archive = try SQLiteMessageArchive()
+            archive = try SQLiteChatArchive()
             archived.server.state.messages.setAside(into: archive, keepingPerChannel: kept)
+            archived.server.state.refreshTokens.setAside(into: archive)
         }
 
         /// Sends to both; expects the same status and body; returns the answer.
@@ -40,6 +41,19 @@ struct MessageTableTests {
             _ = archived.register(name)
             return account
         }
+
+        mutating func login(_ name: String) -> ChatHarness.Account {
+            let account = plain.login(name).1!
+            _ = archived.login(name)
+            return account
+        }
+
+        /// Refreshes on both; the new pair (nil: refused).
+        mutating func refresh(_ token: String, sourceLocation: SourceLocation = #_sourceLocation) -> (access: String, refresh: String)? {
+            let answer = send("POST", "/auth/refresh", ["refresh_token": .string(token)], sourceLocation: sourceLocation)
+            guard answer.status == 200, let body = answer.jsonBody else { return nil }
+            return (body["access_token"]?.stringValue ?? "", body["refresh_token"]?.stringValue ?? "")
+        }
     }
 
     @Test("pages, retried sends, edits, deletes, replies and counts answer the same whether older messages are in memory or set aside")
@@ -59,7 +73,7 @@ struct MessageTableTests {
             created.append(sent.jsonBody?["created_at"]?.stringValue ?? "")
             pair.send("POST", "/channels/\(other)/messages", ["content": .string("other \(n)")], token: alice.access)
         }
-        #expect(pair.archive.count == 10 && pair.archived.server.state.messages.rows.count == 2, "one message of each channel is in memory")
+        #expect(pair.archive.messageCount == 10 && pair.archived.server.state.messages.rows.count == 2, "one message of each channel is in memory")
         #expect(pair.archived.server.state.channels[group]?.messageIDs == [ids[5]])
 
         // A retried send of a message set aside finds it; no new message.
@@ -89,8 +103,62 @@ struct MessageTableTests {
         pair.send("DELETE", "/channels/\(group)", token: alice.access)
         pair.send("GET", "/admin/stats", token: alice.access)
         pair.send("GET", "/channels/\(other)/messages?limit=100", token: alice.access)
-        #expect(pair.archive.count == 5 && pair.archive.failure == nil)
+        #expect(pair.archive.messageCount == 5 && pair.archive.failure == nil)
         #expect(pair.plain.server.state.messages.values.map(\.id).sorted() == pair.archived.server.state.messages.values.map(\.id).sorted())
         #expect(pair.answers == 33)
+    }
+
+    @Test("rotation, a lost answer's retry, reuse, logouts, a ban, a deleted device and expiry answer the same whether spent refresh tokens are in memory or set aside")
+    func sameTokenAnswers() throws {
+        var pair = try Pair(kept: 1)
+        let alice = pair.register("alice"), bob = pair.register("bob")
+        // A rotation, then the old token again within the grace while the new pair is
+        // unused: the answer was lost, so a fresh pair.
+        let first = pair.refresh(bob.refresh)
+        let second = try #require(first)
+        pair.advance(.seconds(30))
+        let retried = pair.refresh(bob.refresh)
+        let third = try #require(retried, "a lost answer's retry")
+        var refused = pair.refresh(second.refresh) == nil
+        #expect(refused, "the pair the retry replaced is revoked")
+        // Rotated, then presented again after the grace: reuse revokes the whole family.
+        let rotatedThird = pair.refresh(third.refresh)
+        let fourth = try #require(rotatedThird)
+        pair.advance(.minutes(4))
+        refused = pair.refresh(third.refresh) == nil && pair.refresh(fourth.refresh) == nil
+        #expect(refused, "reuse revoked the family")
+        pair.send("GET", "/users/me", token: fourth.access)
+        // A new login: its pair used (confirmed), then its rotated token again within the grace.
+        let login = pair.login("bob")
+        let rotatedLogin = pair.refresh(login.refresh)
+        let next = try #require(rotatedLogin)
+        pair.send("GET", "/users/me", token: next.access)
+        refused = pair.refresh(login.refresh) == nil
+        #expect(refused, "the new pair was used: reuse, not a retry")
+        // Logout, logout everywhere, a ban, a deleted device.
+        let phone = pair.login("bob")
+        pair.send("POST", "/auth/logout", ["refresh_token": .string(phone.refresh)])
+        refused = pair.refresh(phone.refresh) == nil
+        #expect(refused, "logged out")
+        let laptop = pair.login("bob"), tablet = pair.login("bob")
+        let rotatedLaptop = pair.refresh(laptop.refresh)
+        let rotated = try #require(rotatedLaptop)
+        pair.send("DELETE", "/devices/\(tablet.deviceID)", token: rotated.access)
+        refused = pair.refresh(tablet.refresh) == nil
+        #expect(refused, "the device was deleted")
+        pair.send("POST", "/auth/logout-all", token: rotated.access)
+        refused = pair.refresh(rotated.refresh) == nil && pair.refresh(laptop.refresh) == nil
+        #expect(refused, "logged out everywhere: the tokens set aside are revoked too")
+        let again = pair.login("bob")
+        pair.send("POST", "/admin/users/\(bob.userID)/ban", token: alice.access)
+        refused = pair.refresh(again.refresh) == nil
+        #expect(refused, "banned")
+        #expect(pair.archive.tokenCount > 8 && pair.archived.server.state.refreshTokens.rows.count < 3, "the spent tokens are in the archive")
+        // A month later the sweep forgets them all, in memory and set aside alike.
+        pair.advance(.days(31))
+        refused = pair.refresh(alice.refresh) == nil
+        #expect(refused, "alice's token expired")
+        #expect(pair.archive.tokenCount == 0 && pair.archive.failure == nil)
+        #expect(pair.plain.server.state.refreshTokens.count == pair.archived.server.state.refreshTokens.count)
     }
 }
