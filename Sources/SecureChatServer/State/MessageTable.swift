@@ -4,11 +4,12 @@ public import LabKernel
 /// process's memory (the simulator gives it a temporary SQLite file,
 /// `SQLiteChatArchive`), as the real server keeps its history in its database.
 ///
-/// Every call answers at once; the core stays free of I/O waits. An archive holds each
-/// message as it was last put, so a copy of the state that shares it reads the same rows:
-/// the core puts a message there only when it leaves the table's memory, and after that
-/// changes it there (an edit, a delete). A failure to write is the driver's to report
-/// (the simulator ends the run with it), not the core's.
+/// Every call answers at once; the core stays free of I/O waits. The archive is a
+/// reference the state holds, so copies of the state share it: a message edited or
+/// deleted in the archive after a copy was taken is edited or deleted for both. The
+/// simulator keeps one copy of a server's state, so this never arises there; a driver
+/// that keeps older copies of a state must not give it an archive. A failure to write is
+/// the driver's to report (the simulator ends the run with it), not the core's.
 public protocol MessageArchive: AnyObject, Sendable {
     /// Stores `message`, replacing the one with its id.
     func put(_ message: ChatMessage)
