@@ -30,11 +30,6 @@ public final class ClientTLS: Sendable {
         self.clientKey = clientKey
     }
 
-    /// Which file cannot be used, and why.
-    public struct Unusable: Error, CustomStringConvertible {
-        public var description: String
-    }
-
     /// Checks the settings now (a CA file that cannot be read or is not PEM), so a command
     /// can refuse them before it contacts anything.
     public func validate() throws {
@@ -60,16 +55,16 @@ public final class ClientTLS: Sendable {
         var configuration = TLSConfiguration.makeClientConfiguration()
         if let caFile {
             do { configuration.additionalTrustRoots = [.certificates(try NIOSSLCertificate.fromPEMFile(caFile))] } catch {
-                throw Unusable(description: "--ca-file \(caFile): cannot use it as trusted certificates (\(error))")
+                throw UnusableTLSFile(description: "--ca-file \(caFile): cannot use it as trusted certificates (\(error))")
             }
         }
         if !verify { configuration.certificateVerification = .none }
         if let clientCertificate, let clientKey {
             do { configuration.certificateChain = try NIOSSLCertificate.fromPEMFile(clientCertificate).map { .certificate($0) } } catch {
-                throw Unusable(description: "--client-cert \(clientCertificate): not a PEM certificate chain (\(error))")
+                throw UnusableTLSFile(description: "--client-cert \(clientCertificate): not a PEM certificate chain (\(error))")
             }
             do { configuration.privateKey = .privateKey(try NIOSSLPrivateKey(file: clientKey, format: .pem)) } catch {
-                throw Unusable(description: "--client-key \(clientKey): not a PEM private key (\(error))")
+                throw UnusableTLSFile(description: "--client-key \(clientKey): not a PEM private key (\(error))")
             }
         }
         return configuration
@@ -80,4 +75,10 @@ public final class ClientTLS: Sendable {
         var v4 = in_addr(), v6 = in6_addr()
         return inet_pton(AF_INET, host, &v4) == 1 || inet_pton(AF_INET6, host, &v6) == 1
     }
+}
+
+/// A TLS file (a certificate chain, a private key, a CA's certificates) that cannot be
+/// used, and why, naming the option it came from: `ClientTLS`'s and `ServerTLS`'s.
+public struct UnusableTLSFile: Error, CustomStringConvertible {
+    public var description: String
 }

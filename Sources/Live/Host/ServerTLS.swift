@@ -14,22 +14,17 @@ public struct ServerTLS: Sendable {
     public let keyFile: String
     let configuration: TLSConfiguration
 
-    /// Why the files cannot serve TLS.
-    public struct Unusable: Error, CustomStringConvertible {
-        public var description: String
-    }
-
     public init(certificateFile: String, keyFile: String) throws {
         self.certificateFile = certificateFile
         self.keyFile = keyFile
         let chain: [NIOSSLCertificate]
         do { chain = try NIOSSLCertificate.fromPEMFile(certificateFile) } catch {
-            throw Unusable(description: "--tls-cert \(certificateFile): not a PEM certificate chain (\(error))")
+            throw UnusableTLSFile(description: "--tls-cert \(certificateFile): not a PEM certificate chain (\(error))")
         }
-        guard !chain.isEmpty else { throw Unusable(description: "--tls-cert \(certificateFile): no certificate in it") }
+        guard !chain.isEmpty else { throw UnusableTLSFile(description: "--tls-cert \(certificateFile): no certificate in it") }
         let key: NIOSSLPrivateKey
         do { key = try NIOSSLPrivateKey(file: keyFile, format: .pem) } catch {
-            throw Unusable(description: "--tls-key \(keyFile): not a PEM private key (\(error))")
+            throw UnusableTLSFile(description: "--tls-key \(keyFile): not a PEM private key (\(error))")
         }
         var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key))
         // TLS 1.2 and 1.3 only, as App Transport Security asks (the library's floor is 1.0).
@@ -37,7 +32,7 @@ public struct ServerTLS: Sendable {
         self.configuration = configuration
         // A key that is not the certificate's makes every handshake fail: say so now.
         do { _ = try NIOSSLContext(configuration: configuration) } catch {
-            throw Unusable(description: "--tls-key \(keyFile) is not the key of --tls-cert \(certificateFile) (\(error))")
+            throw UnusableTLSFile(description: "--tls-key \(keyFile) is not the key of --tls-cert \(certificateFile) (\(error))")
         }
     }
 
