@@ -5,14 +5,16 @@ import LabStore
 import LabTestSupport
 
 /// A scenario whose phones prompt the AI bridge: desktops that think 300 ms and stream three
-/// words every 20 ms; one answer in four comes whole.
+/// words every 20 ms; one answer in two comes whole. (Each run draws afresh, its run tag
+/// being the time: with one in four, a slow machine's eight answers were all streamed one
+/// time in ten, and the test that wants both kinds failed in CI.)
 let bridgeLoadScenario = """
     name: bridge-load
     seed: 8
     duration: 1h
     devices:
       - {name: phones, count: 4, stacks: [ai-bridge]}
-    bridge: {think: 300ms, wordsPerChunk: 3, every: 20ms, wholeShare: 25%}
+    bridge: {think: 300ms, wordsPerChunk: 3, every: 20ms, wholeShare: 50%}
     thresholds:
       - {metric: bridge.first_chunk, percentile: 90, max: 10s}
       - {metric: http.latency, labels: {stack: ai-bridge}, percentile: 99, max: 10s}
@@ -38,7 +40,7 @@ struct LoadtestBridgeTests {
         #expect(results.total("http.failures", labels: "endpoint=POST /v1/chat,stack=ai-bridge") == 0, "every answer read as the desktop wrote it")
         #expect(results.total("bridge.requests", labels: "outcome=ok") == Double(answers.totalCount))
         let firstChunk = results.histogram(try #require(results.metric(named: "bridge.first_chunk")))
-        #expect(firstChunk.totalCount >= 1 && firstChunk.totalCount < answers.totalCount, "streamed answers have a first chunk; whole ones (a quarter) do not")
+        #expect(firstChunk.totalCount >= 1 && firstChunk.totalCount < answers.totalCount, "streamed answers have a first chunk; whole ones (half) do not")
         // Each streamed answer went through a desktop that thinks 300 ms before its first word.
         #expect(firstChunk.value(atPercentile: 1) >= 297_000_000, "(a histogram bucket's lower bound: within 1 %)")
         #expect(run.stdout.contains("4 of 4 phones paired with their desktops"), "\(run.stdout)")
