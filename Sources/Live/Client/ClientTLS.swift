@@ -60,12 +60,8 @@ public final class ClientTLS: Sendable {
         }
         if !verify { configuration.certificateVerification = .none }
         if let clientCertificate, let clientKey {
-            do { configuration.certificateChain = try NIOSSLCertificate.fromPEMFile(clientCertificate).map { .certificate($0) } } catch {
-                throw UnusableTLSFile(description: "--client-cert \(clientCertificate): not a PEM certificate chain (\(error))")
-            }
-            do { configuration.privateKey = .privateKey(try NIOSSLPrivateKey(file: clientKey, format: .pem)) } catch {
-                throw UnusableTLSFile(description: "--client-key \(clientKey): not a PEM private key (\(error))")
-            }
+            configuration.certificateChain = try UnusableTLSFile.certificateChain(clientCertificate, option: "--client-cert").map { .certificate($0) }
+            configuration.privateKey = .privateKey(try UnusableTLSFile.privateKey(clientKey, option: "--client-key"))
         }
         return configuration
     }
@@ -81,4 +77,18 @@ public final class ClientTLS: Sendable {
 /// used, and why, naming the option it came from: `ClientTLS`'s and `ServerTLS`'s.
 public struct UnusableTLSFile: Error, CustomStringConvertible {
     public var description: String
+
+    /// The PEM certificate chain in `file`, leaf first, given with `option`.
+    static func certificateChain(_ file: String, option: String) throws -> [NIOSSLCertificate] {
+        do { return try NIOSSLCertificate.fromPEMFile(file) } catch {
+            throw UnusableTLSFile(description: "\(option) \(file): not a PEM certificate chain (\(error))")
+        }
+    }
+
+    /// The PEM private key in `file`, given with `option`.
+    static func privateKey(_ file: String, option: String) throws -> NIOSSLPrivateKey {
+        do { return try NIOSSLPrivateKey(file: file, format: .pem) } catch {
+            throw UnusableTLSFile(description: "\(option) \(file): not a PEM private key (\(error))")
+        }
+    }
 }

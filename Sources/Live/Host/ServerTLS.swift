@@ -17,15 +17,9 @@ public struct ServerTLS: Sendable {
     public init(certificateFile: String, keyFile: String) throws {
         self.certificateFile = certificateFile
         self.keyFile = keyFile
-        let chain: [NIOSSLCertificate]
-        do { chain = try NIOSSLCertificate.fromPEMFile(certificateFile) } catch {
-            throw UnusableTLSFile(description: "--tls-cert \(certificateFile): not a PEM certificate chain (\(error))")
-        }
+        let chain = try UnusableTLSFile.certificateChain(certificateFile, option: "--tls-cert")
         guard !chain.isEmpty else { throw UnusableTLSFile(description: "--tls-cert \(certificateFile): no certificate in it") }
-        let key: NIOSSLPrivateKey
-        do { key = try NIOSSLPrivateKey(file: keyFile, format: .pem) } catch {
-            throw UnusableTLSFile(description: "--tls-key \(keyFile): not a PEM private key (\(error))")
-        }
+        let key = try UnusableTLSFile.privateKey(keyFile, option: "--tls-key")
         var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key))
         // TLS 1.2 and 1.3 only, as App Transport Security asks (the library's floor is 1.0).
         configuration.minimumTLSVersion = .tlsv12
