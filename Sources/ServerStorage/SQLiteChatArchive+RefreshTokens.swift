@@ -37,9 +37,8 @@ extension SQLiteChatArchive {
 
     public func removeToken(_ tokenHash: String) {
         attempt {
-            guard try token(tokenHash) != nil else { return }
             try database.run("DELETE FROM refresh_tokens WHERE hash = ?", [.text(tokenHash)])
-            tokenCount -= 1
+            tokenCount -= database.changes
         }
     }
 
@@ -56,10 +55,7 @@ extension SQLiteChatArchive {
     public func removeExpired(now: Instant) {
         attempt {
             try database.run("DELETE FROM refresh_tokens WHERE expires_at <= ?", [.integer(now.nanoseconds)])
-            let statement = try database.statement(static: "SELECT count(*) FROM refresh_tokens")
-            defer { statement.reset() }
-            _ = try statement.step()
-            tokenCount = Int(statement.int64(at: 0))
+            tokenCount -= database.changes
         }
     }
 

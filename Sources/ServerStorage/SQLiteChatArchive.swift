@@ -65,19 +65,15 @@ public final class SQLiteChatArchive: MessageArchive, RefreshTokenArchive, @unch
 
     public func removeMessage(_ id: String) {
         attempt {
-            guard try holds(id) else { return }
             try database.run("DELETE FROM messages WHERE id = ?", [.text(id)])
-            messageCount -= 1
+            messageCount -= database.changes
         }
     }
 
     public func removeChannel(_ channel: String) {
         attempt {
             try database.run("DELETE FROM messages WHERE channel = ?", [.text(channel)])
-            let statement = try database.statement(static: "SELECT count(*) FROM messages")
-            _ = try statement.step()
-            messageCount = Int(statement.int64(at: 0))
-            statement.reset()
+            messageCount -= database.changes
         }
     }
 
