@@ -13,9 +13,8 @@ struct LoadtestTLSTests {
         defer { served.stop() }
         let dir = TestPaths.scratchDirectory("loadtest-tls")
         let certificates = try TestCertificates(in: dir)
-        let port = { (url: String) in Int(url.split(separator: ":").last ?? "") ?? 0 }
-        let sync = try TLSProxy(certificates: certificates, backendPort: port(served.syncURL))
-        let chat = try TLSProxy(certificates: certificates, backendPort: port(served.chatURL))
+        let sync = try TLSProxy(certificates: certificates, backendPort: Self.port(of: served.syncURL))
+        let chat = try TLSProxy(certificates: certificates, backendPort: Self.port(of: served.chatURL))
         defer { sync.stop(); chat.stop() }
         let scenario = try writeScenario(loadScenario(extra: "chat: {groups: 0}"), in: dir, name: "load.yaml")
         let targets = ["--target", "sync=\(sync.url)", "--target", "chat=\(chat.url)"]
@@ -52,14 +51,16 @@ struct LoadtestTLSTests {
 }
 
 extension LoadtestTLSTests {
+    /// The port of a server `fleetlab serve` printed, for a TLS front before it.
+    static func port(of url: String) -> Int { Int(url.split(separator: ":").last ?? "") ?? 0 }
+
     @Test("a deployment that asks for a client certificate (mutual TLS): served with --client-cert and --client-key, refused without; one without the other is exit 2")
     func mutualTLS() async throws {
         let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("load-mtls-serve").path)
         defer { served.stop() }
         let dir = TestPaths.scratchDirectory("loadtest-mtls")
         let certificates = try TestCertificates(in: dir)
-        let sync = try TLSProxy(certificates: certificates, backendPort: Int(served.syncURL.split(separator: ":").last ?? "") ?? 0,
-                                requireClientCertificate: true)
+        let sync = try TLSProxy(certificates: certificates, backendPort: Self.port(of: served.syncURL), requireClientCertificate: true)
         defer { sync.stop() }
         let scenario = try writeScenario(loadScenario(), in: dir, name: "load.yaml")
         let common = ["--target", "sync=\(sync.url)", "--duration", "2s", "--devices", "4", "--think", "200ms", "--quiet", "--ca-file", certificates.ca]
