@@ -196,7 +196,7 @@ let package = Package(
         .testTarget(name: "DeviceWorkflowsTests", dependencies: ["DeviceWorkflows", "Orch8Wire", "WorkflowHost", "Benchmarks", "LabStore", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "MobileSyncServerTests", dependencies: ["MobileSyncServer", "ServerStorage", "Orch8Wire", "DeviceWorkflows", "WorkflowHost", "LabCrypto", "LabStore", "LabKernel", "LabTestSupport"],
                     swiftSettings: strictSettings),
-        .testTarget(name: "SimulatorTests", dependencies: ["Simulator", "Benchmarks", "DeviceWorkflows", "Orch8Wire", "MobileSyncServer", "SecureChatClient", "LabStore", "LabTestSupport", "SecureChatServer",
+        .testTarget(name: "SimulatorTests", dependencies: ["Simulator", "Benchmarks", "DeviceWorkflows", "Orch8Wire", "MobileSyncServer", "ServerStorage", "SecureChatClient", "LabStore", "LabTestSupport", "SecureChatServer",
                                                     "AgentRuntimeServer", "AgentRuntimeClient", "AIBridgeRelay", "AIBridgeClient", "DesktopBridgeClient", "DesktopBridgeWire", "DesktopBridgeServer"], swiftSettings: strictSettings),
         .testTarget(name: "ReportsTests", dependencies: ["Reports", "Simulator", "LabStore", "LabTestSupport"], swiftSettings: strictSettings),
         .testTarget(name: "LiveTests", dependencies: [

@@ -24,7 +24,7 @@ extension SQLiteChatArchive {
                 """)
             try statement.bind([.text(record.tokenHash), .text(record.familyID), .text(record.userID), .text(record.deviceID),
                                 .integer(record.expiresAt.nanoseconds), .text(Self.name(record.state)),
-                                record.rotatedAt.map { .integer($0.nanoseconds) } ?? .null, Self.text(record.successor),
+                                record.rotatedAt.map { .integer($0.nanoseconds) } ?? .null, SQLiteValue.textOrNull(record.successor),
                                 record.confirmed.map { .integer($0 ? 1 : 0) } ?? .null])
             try statement.execute()
             if !exists { tokenCount += 1 }

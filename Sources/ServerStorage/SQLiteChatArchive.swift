@@ -4,25 +4,20 @@ public import SecureChatServer
 
 /// What a chat server sets aside, its older messages (`MessageArchive`) and its rotated
 /// and revoked refresh tokens (`RefreshTokenArchive`, SQLiteChatArchive+RefreshTokens.swift),
-/// in a private, temporary SQLite database: SQLite keeps it in a file of its own that it
-/// deletes when the archive goes, and holds only its page cache (2 MiB) in memory, so a
-/// simulated day of a fleet's history costs disk, not the process's memory.
+/// in a temporary SQLite file (`ArchiveFile`).
 ///
 /// One simulated world owns an archive and calls it from one thread at a time, as its
-/// server core does (hence `@unchecked Sendable`). Nothing needs to survive a crash of the
-/// process, so the file has no journal and is never synced. A failed write is kept
-/// (`failure`), and later calls do nothing: the run that owns the archive ends with it
-/// rather than go on with messages missing.
+/// server core does (hence `@unchecked Sendable`). A failed write is kept (`failure`), and
+/// later calls do nothing.
 public final class SQLiteChatArchive: MessageArchive, RefreshTokenArchive, @unchecked Sendable {
-    let database: SQLiteDatabase
-    public private(set) var failure: String?
+    let file: ArchiveFile
+    var database: SQLiteDatabase { file.database }
+    public var failure: String? { file.failure }
     public private(set) var messageCount = 0
     public internal(set) var tokenCount = 0
 
     public init() throws(SQLiteError) {
-        database = try SQLiteDatabase(path: "")  // "": SQLite's private temporary database
-        try database.execute("""
-            PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF;
+        file = try ArchiveFile("the chat server's message archive", schema: """
             CREATE TABLE messages (id TEXT PRIMARY KEY, channel TEXT NOT NULL, sender TEXT NOT NULL, sender_device TEXT,
                                    content TEXT NOT NULL, content_type TEXT NOT NULL, version INTEGER NOT NULL, reply_to TEXT,
                                    client_id TEXT, edited_at INTEGER, created_at INTEGER NOT NULL, deleted INTEGER NOT NULL);
@@ -38,9 +33,9 @@ public final class SQLiteChatArchive: MessageArchive, RefreshTokenArchive, @unch
                 INSERT OR REPLACE INTO messages (id, channel, sender, sender_device, content, content_type, version, reply_to, client_id,
                                                  edited_at, created_at, deleted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
-            try statement.bind([.text(message.id), .text(message.channelID), .text(message.senderID), Self.text(message.senderDeviceID),
+            try statement.bind([.text(message.id), .text(message.channelID), .text(message.senderID), SQLiteValue.textOrNull(message.senderDeviceID),
                                 .text(message.content), .text(message.contentType), .integer(Int64(message.protocolVersion)),
-                                Self.text(message.replyToID), Self.text(message.clientMessageID),
+                                SQLiteValue.textOrNull(message.replyToID), SQLiteValue.textOrNull(message.clientMessageID),
                                 message.editedAt.map { .integer($0.nanoseconds) } ?? .null, .integer(message.createdAt.nanoseconds),
                                 .integer(message.deleted ? 1 : 0)])
             try statement.execute()
@@ -116,17 +111,7 @@ public final class SQLiteChatArchive: MessageArchive, RefreshTokenArchive, @unch
         return try statement.step()
     }
 
-    static func text(_ value: String?) -> SQLiteValue { value.map { .text($0) } ?? .null }
-
     /// Runs `body` unless an earlier call failed; keeps its failure.
     @discardableResult
-    func attempt<T>(_ body: () throws -> T) -> T? {
-        guard failure == nil else { return nil }
-        do {
-            return try body()
-        } catch {
-            failure = "the chat server's message archive: \(error)"
-        }
-        return nil
-    }
+    func attempt<T>(_ body: () throws -> T) -> T? { file.attempt(body) }
 }

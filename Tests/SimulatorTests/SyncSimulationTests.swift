@@ -4,6 +4,7 @@ import LabKernel
 import LabStore
 import LabTestSupport
 import MobileSyncServer
+import ServerStorage
 @testable import Simulator
 
 /// Devices syncing with the real server core over the virtual network.
@@ -67,15 +68,39 @@ struct SyncSimulationTests {
     func retentionBoundsTheServer() async throws {
         let kept = await Self.run(try Self.fleet(devices: 40, hours: 4))
         let short = await Self.run(try Self.fleet(devices: 40, hours: 4, retention: "{acknowledgedCommands: 1h, closedApprovals: 1h}"))
-        let keptServer = try #require(kept.sync?.server.state), shortServer = try #require(short.sync?.server.state)
-        #expect(keptServer.approvals.count > 100 && shortServer.approvals.count < keptServer.approvals.count / 2,
-                "\(shortServer.approvals.count) of \(keptServer.approvals.count) approvals kept")
-        #expect(shortServer.commands.count < keptServer.commands.count / 2, "\(shortServer.commands.count) of \(keptServer.commands.count) commands kept")
-        #expect(!shortServer.approvals.values.contains { $0.state != .pending && $0.createdAtMs < keptServer.approvals.values.map(\.createdAtMs).max()! - 2 * 3_600_000 })
+        // Rows in memory and set aside in the server's archive.
+        func held(_ world: FleetWorld) throws -> (approvals: Int, commands: Int) {
+            let sync = try #require(world.sync), archive = try #require(sync.archive)
+            return (sync.server.state.approvals.count + archive.counts.approvals, sync.server.state.commands.count + archive.counts.commands)
+        }
+        let keptRows = try held(kept), shortRows = try held(short)
+        #expect(keptRows.approvals > 100 && shortRows.approvals < keptRows.approvals / 2, "\(shortRows.approvals) of \(keptRows.approvals) approvals kept")
+        #expect(shortRows.commands < keptRows.commands / 2, "\(shortRows.commands) of \(keptRows.commands) commands kept")
+        let newest = try #require(kept.sync?.archive?.oldestApprovals(.max, tenant: nil, state: nil).map(\.createdAtMs).max())
+        let oldestClosed = try #require(short.sync?.archive?.oldestApprovals(1, tenant: nil, state: nil).first?.createdAtMs)
+        #expect(oldestClosed >= newest - 2 * 3_600_000, "no closed approval older than the retention and a sweep")
         for descriptor in kept.recorder.descriptors {
             #expect(kept.recorder.totals[descriptor.id] == short.recorder.totals[descriptor.id], "\(descriptor.name){\(descriptor.labels)}")
         }
         #expect(short.invariants.allHold)
+    }
+
+    @Test("the server's finished rows set aside in a file (ended instances' statuses, closed approvals, acknowledged commands) give the same run, byte for byte, as all of them in memory, retention's sweeps included")
+    func historySetAside() async throws {
+        let dir = TestPaths.scratchDirectory()
+        var inMemory = try Self.fleet(devices: 40, hours: 4, retention: "{acknowledgedCommands: 1h, closedApprovals: 1h}")
+        inMemory.sync!.setsHistoryAside = false
+        var setAside = inMemory
+        setAside.sync!.setsHistoryAside = true
+        let world = await Self.run(setAside)
+        let sync = try #require(world.sync), archive = try #require(sync.archive)
+        let counts = archive.counts
+        #expect(counts.approvals > 2 * sync.server.state.approvals.count, "most approvals were set aside: \(counts)")
+        #expect(counts.commands > 2 * sync.server.state.commands.count && counts.statuses > 2 * sync.server.state.statuses.values.reduce(0) { $0 + $1.count })
+        #expect(world.invariants.allHold)
+        let a = try await DeterminismTests.digest(of: inMemory, in: dir, name: "memory.sqlite")
+        let b = try await DeterminismTests.digest(of: setAside, in: dir, name: "set-aside.sqlite")
+        #expect(a == b)
     }
 
     @Test("fast-forwarding idle ticks changes no sync result: every counter and histogram equals executing every tick")

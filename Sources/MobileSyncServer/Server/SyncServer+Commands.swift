@@ -19,13 +19,11 @@ extension SyncServer {
         case .hidden:
             return .json(200, ["items": [], "total": 0])
         case .device(let device):
-            let rows = (state.approvalsByDevice[device] ?? []).compactMap { state.approvals[$0] }
-                .filter { wanted == nil || $0.state == wanted }.sorted { $0.orderKey < $1.orderKey }
+            let rows = state.approvals(device: device).filter { wanted == nil || $0.state == wanted }.sorted { $0.orderKey < $1.orderKey }
             return .json(200, ["items": .array(rows.prefix(count).map(\.json)), "total": .number(Double(rows.count))])
         case .list(let tenant):
-            let listed = wanted?.rawValue
-            let items = state.approvalOrder.page(tenant: tenant, state: listed, limit: count).compactMap { state.approvals[$0.id]?.json }
-            return .json(200, ["items": .array(items), "total": .number(Double(state.approvalOrder.count(tenant: tenant, state: listed)))])
+            let page = state.oldestApprovals(count, tenant: tenant, state: wanted)
+            return .json(200, ["items": .array(page.rows.map(\.json)), "total": .number(Double(page.total))])
         }
     }
 

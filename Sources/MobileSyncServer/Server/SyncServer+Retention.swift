@@ -33,19 +33,14 @@ extension SyncServer {
         let nowMs = unixMs(now)
         let retention = config.retention
         let commandCutoff = nowMs - retention.acknowledgedCommands.nanoseconds / 1_000_000
-        let spent = state.commands.values.filter { command in
-            guard let acked = command.ackedAtMs else { return false }
-            return acked < commandCutoff
-        }.map(\.id).sorted()
-        for id in spent { state.remove(command: id) }
+        let spent = state.removeCommands(ackedBefore: commandCutoff)
         if !spent.isEmpty {
             let gone = Set(spent)
             let markers = state.meta.filter { $0.key.hasPrefix("delegation|") && gone.contains($0.value) }.map(\.key).sorted()
             for key in markers { state.removeMeta(key) }
         }
         let approvalCutoff = nowMs - retention.closedApprovals.nanoseconds / 1_000_000
-        let closed = state.approvals.values.filter { $0.state != .pending && $0.createdAtMs < approvalCutoff }.map(\.id).sorted()
-        for id in closed { state.remove(approval: id) }
+        state.removeApprovals(closedBefore: approvalCutoff)
         state.pruneTelemetry(before: nowMs - retention.telemetry.nanoseconds / 1_000_000)
         forgetExpiredSessions(now: now)
     }

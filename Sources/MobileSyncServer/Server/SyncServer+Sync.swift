@@ -63,7 +63,7 @@ extension SyncServer {
 
         let stamp = unixMs(now)
         for (status, ms) in zip(sync.statusUpdates, reported) {
-            let existing = state.statuses[sync.deviceID]?[status.instanceID]
+            let existing = state.status(device: sync.deviceID, instance: status.instanceID)
             if let existing, existing.reportedAtMs > ms { continue }
             // The stored row's copy of the id, which the table's key, the listing and the
             // instance's approvals share (each report's own copy was kept beside the key).
@@ -164,12 +164,11 @@ extension SyncServer {
         case .hidden:
             throw APIError(404, "not found", "device \(request.query["device_id"] ?? "") not found")
         case .device(let device):
-            let rows = (state.statuses[device] ?? [:]).values.sorted { $0.orderKey > $1.orderKey }
+            let rows = state.statuses(device: device).sorted { $0.orderKey > $1.orderKey }
             return .json(200, ["items": .array(rows.prefix(count).map(\.json)), "total": .number(Double(rows.count))])
         case .list(let tenant):
-            let items = state.statusOrder.page(tenant: tenant, limit: count, descending: true)
-                .compactMap { state.statuses[$0.deviceID]?[$0.instanceID]?.json }
-            return .json(200, ["items": .array(items), "total": .number(Double(state.statusOrder.count(tenant: tenant)))])
+            let page = state.newestStatuses(count, tenant: tenant)
+            return .json(200, ["items": .array(page.rows.map(\.json)), "total": .number(Double(page.total))])
         }
     }
 

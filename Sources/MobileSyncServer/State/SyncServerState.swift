@@ -2,7 +2,8 @@ import LabKernel
 
 /// Everything the sync server knows, as values. The live driver persists each change to
 /// SQLite (`SQLiteSyncServerStore`) and loads the whole state at start; the simulator
-/// keeps it in memory, where a "crash" loses in-flight requests but not the state.
+/// keeps it in memory, where a "crash" loses in-flight requests but not the state, and
+/// sets finished rows aside into an archive (`SyncServerState+History`).
 ///
 /// Every mutation goes through a method here that also appends the row it wrote to
 /// `changes`; the server hands the log out with each response (`.persist`), so a driver
@@ -44,6 +45,9 @@ public struct SyncServerState: Equatable, Sendable {
     /// in every approval of that step, but a client could send a new one each time.
     static let sharedTextLimit = 4096
 
+    /// Where finished rows go, when the driver hands one over (`SyncServerState+History`).
+    public internal(set) var archive: (any SyncHistoryArchive)?
+
     /// Rows written since the log was last taken.
     public package(set) var changes: [StoreChange] = []
 
@@ -62,7 +66,8 @@ public struct SyncServerState: Equatable, Sendable {
         return taken
     }
 
-    /// Equality ignores the change log.
+    /// Equality ignores the change log, and compares what is in memory only: the rows set
+    /// aside into an archive are the archive's.
     public static func == (a: SyncServerState, b: SyncServerState) -> Bool {
         a.tenants == b.tenants && a.devices == b.devices && a.statuses == b.statuses && a.approvals == b.approvals
             && a.commands == b.commands && a.pendingByDevice == b.pendingByDevice && a.nextCommandSequence == b.nextCommandSequence
@@ -84,15 +89,20 @@ public struct SyncServerState: Equatable, Sendable {
     }
 
     mutating func put(_ status: StatusRecord) {
+        changes.append(.status(status))
+        if let archive {
+            if status.isFinal { return setAside(status, into: archive) }
+            if statuses[status.deviceID]?[status.instanceID] == nil { archive.removeStatus(device: status.deviceID, instance: status.instanceID) }
+        }
         index(status, replacing: statuses[status.deviceID]?[status.instanceID])
         statuses[status.deviceID, default: [:]][status.instanceID] = status
-        changes.append(.status(status))
     }
 
     mutating func put(_ approval: ApprovalRecord) {
+        changes.append(.approval(approval))
+        if let archive, approval.state != .pending { return setAside(approval, into: archive) }
         index(approval, replacing: approvals[approval.id])
         approvals[approval.id] = approval
-        changes.append(.approval(approval))
     }
 
     // MARK: The listings' orders
@@ -117,7 +127,20 @@ public struct SyncServerState: Equatable, Sendable {
         if approval.state == .pending, let expiry = approval.expiryKey { expiryOrder.insert(expiry) }
     }
 
+    /// Takes a removed approval out of the device's list and the orders.
+    mutating func unindex(_ approval: ApprovalRecord) {
+        approvalsByDevice[approval.deviceID]?.removeAll { $0 == approval.id }
+        if approvalsByDevice[approval.deviceID]?.isEmpty == true { approvalsByDevice[approval.deviceID] = nil }
+        approvalOrder.remove(approval.orderKey, tenant: approval.tenantID, state: approval.state.rawValue)
+        if let expiry = approval.expiryKey { expiryOrder.remove(expiry) }
+    }
+
     mutating func put(_ command: CommandRecord) {
+        if let archive, command.ackedAtMs != nil {
+            changes.append(.command(command))
+            nextCommandSequence = max(nextCommandSequence, command.sequence + 1)
+            return setAside(command, into: archive)
+        }
         let isNew = commands[command.id] == nil
         commands[command.id] = command
         if isNew && command.ackedAtMs == nil { pendingByDevice[command.deviceID, default: []].append(command.id) }
@@ -155,10 +178,7 @@ public struct SyncServerState: Equatable, Sendable {
 
     mutating func remove(approval id: String) {
         guard let approval = approvals.removeValue(forKey: id) else { return }
-        approvalsByDevice[approval.deviceID]?.removeAll { $0 == id }
-        if approvalsByDevice[approval.deviceID]?.isEmpty == true { approvalsByDevice[approval.deviceID] = nil }
-        approvalOrder.remove(approval.orderKey, tenant: approval.tenantID, state: approval.state.rawValue)
-        if let expiry = approval.expiryKey { expiryOrder.remove(expiry) }
+        unindex(approval)
         changes.append(.deleteApproval(id))
     }
 
@@ -241,7 +261,7 @@ public struct SyncServerState: Equatable, Sendable {
         for id in approvalsByDevice[device] ?? [] {
             if let approval = approvals[id], approval.instanceID == instance, approval.blockID == block { return approval }
         }
-        return nil
+        return archive?.approval(device: device, instance: instance, block: block)
     }
 
     public func credential(tenant: String, id: String) -> CredentialRecord? {

@@ -75,7 +75,7 @@ public final class FleetRun {
         let interrupted = reason == .stoppedByProgress
         let stoppedAt = interrupted ? kernel.now : end
         let thresholds = kernel.world.finish(at: stoppedAt)
-        if let failure = kernel.world.chat?.archiveFailure { throw SimulationFailure(failure) }
+        if let failure = kernel.world.chat?.archiveFailure ?? kernel.world.sync?.archiveFailure { throw SimulationFailure(failure) }
         let wall = WallClock.seconds() - started
         var outcome = SimulationOutcome(
             events: kernel.eventsProcessed, wallSeconds: wall, devices: kernel.world.devices.count,

@@ -93,7 +93,7 @@ extension SyncStack {
         }
         guard let (command, push) = try? server.resolve(approval: approval, value: value, now: now) else { return }
         fleet.recorder.add(metrics.resolved)
-        if let record = server.state.approvals[approval] { commandGate[command.id] = "\(record.instanceID):\(record.blockID)" }
+        if let record = server.state.approval(approval) { commandGate[command.id] = "\(record.instanceID):\(record.blockID)" }
         announce(command, push: push, fleet: &fleet, now: now, queue: &queue)
     }
 

@@ -2,6 +2,7 @@ import DeviceWorkflows
 import Orch8Wire
 public import LabKernel
 import MobileSyncServer
+import ServerStorage
 
 /// The sync stack of the fleet: each engine's `SyncClient` and the real `SyncServer` core
 /// behind a worker-pool service-time model, the virtual network between them, the
@@ -55,6 +56,10 @@ public struct SyncStack {
     let ids: SyncInvariants
     let root: StreamSeed
     var server: SyncServer
+    /// Where the server sets finished rows aside (nil: they stay in memory).
+    var archive: SQLiteSyncArchive?
+    /// Why the archive stopped taking rows (the run cannot be trusted past it).
+    var archiveFailure: String? { archive?.failure }
     /// The server's capacity model in front of the core.
     var pool: WorkerPool
     var network: VirtualNetwork<Message>
@@ -93,6 +98,11 @@ public struct SyncStack {
         config.retention = settings.retention
         var server = SyncServer(config: config, seed: seed.child("core"), wallClock: fleet.engineClock)
         server.bootstrap(now: .zero)
+        // Without a temporary file the rows stay in memory: the same run, larger.
+        if settings.setsHistoryAside, let archive = try? SQLiteSyncArchive() {
+            server.state.setAside(into: archive)
+            self.archive = archive
+        }
         var network = VirtualNetwork<Message>(profiles: fleet.scenario.links.profiles, seed: fleet.root.child(.network).child("sync"))
         var endpoints: [EndpointID] = []
         deviceIDs = fleet.devices.indices.map(fleet.deviceName)

@@ -24,6 +24,10 @@ public struct SyncSettings: Sendable {
     /// How long the server keeps what is finished (`retention:`), as the deployment being
     /// planned for does: acknowledged commands 7 days, closed approvals and telemetry 30.
     public var retention = SyncRetention()
+    /// Whether the server sets what is finished aside in a temporary file: statuses of
+    /// ended instances, closed approvals, acknowledged commands (`SyncServerState+History`).
+    /// Results are the same either way (a test compares them), so a scenario does not set it.
+    public var setsHistoryAside = true
 
     public init() {}
 }

@@ -1,0 +1,63 @@
+import LabStore
+
+/// The database an archive sets rows aside into (`SQLiteChatArchive`, `SQLiteSyncArchive`):
+/// SQLite's private, temporary database, which it keeps in a file of its own, deletes when
+/// the archive goes, and of which it holds only the page cache (2 MiB) in memory, so a
+/// simulated day of a fleet's history costs disk, not the process's memory.
+///
+/// Nothing in it needs to survive a crash of the process, so it has no journal and is
+/// never synced. A failed statement is kept (`failure`) and later calls do nothing: the
+/// run that owns the archive ends with the failure rather than go on with rows missing.
+final class ArchiveFile {
+    let database: SQLiteDatabase
+    /// What the archive holds, for the failure's message.
+    private let name: String
+    private(set) var failure: String?
+
+    init(_ name: String, schema: String) throws(SQLiteError) {
+        self.name = name
+        database = try SQLiteDatabase(path: "")  // "": SQLite's private temporary database
+        try database.execute("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF;" + schema)
+    }
+
+    /// Runs `body` unless an earlier call failed; keeps its failure.
+    @discardableResult
+    func attempt<T>(_ body: () throws -> T) -> T? {
+        guard failure == nil else { return nil }
+        do {
+            return try body()
+        } catch {
+            failure = "\(name): \(error)"
+        }
+        return nil
+    }
+
+    /// Runs a query and reads each row it returns with `read`.
+    func rows<Row>(_ sql: String, _ bindings: [SQLiteValue], _ read: (SQLiteStatement) -> Row) throws -> [Row] {
+        let statement = try database.statement(sql)
+        try statement.bind(bindings)
+        defer { statement.reset() }
+        var rows: [Row] = []
+        while try statement.step() { rows.append(read(statement)) }
+        return rows
+    }
+
+    /// Runs a statement that returns no rows; how many rows it changed.
+    @discardableResult
+    func run(_ sql: String, _ bindings: [SQLiteValue]) throws -> Int {
+        try database.run(sql, bindings)
+        return database.changes
+    }
+}
+
+extension SQLiteValue {
+    /// Text, or NULL for nil.
+    static func textOrNull(_ value: String?) -> SQLiteValue { value.map { .text($0) } ?? .null }
+    /// An integer, or NULL for nil.
+    static func integerOrNull(_ value: Int64?) -> SQLiteValue { value.map { .integer($0) } ?? .null }
+}
+
+extension SQLiteStatement {
+    /// The integer in `column`, nil when it is NULL.
+    func optionalInt64(at column: Int) -> Int64? { value(at: column) == .null ? nil : int64(at: column) }
+}
