@@ -106,8 +106,9 @@ let package = Package(
         .target(name: "DesktopBridgeClient", dependencies: ["LabKernel", "DesktopBridgeWire"], swiftSettings: strictSettings),
 
         // The reference servers' SQLite files: each request's rows committed, the whole
-        // state loaded back at start, secrets sealed (an adapter: the cores never see SQLite).
-        .target(name: "ServerStorage", dependencies: ["LabKernel", "LabStore", "LabCrypto", "MobileSyncServer", "SecureChatServer", "AgentRuntimeServer", "AIBridgeRelay",
+        // state loaded back at start, secrets sealed (an adapter: the cores never see SQLite);
+        // and the temporary files a simulation sets the servers' and phones' history aside in.
+        .target(name: "ServerStorage", dependencies: ["LabKernel", "LabStore", "LabCrypto", "MobileSyncServer", "SecureChatServer", "SecureChatClient", "AgentRuntimeServer", "AIBridgeRelay",
                                                   "DesktopBridgeWire", "DesktopBridgeServer"],
                 swiftSettings: strictSettings),
 

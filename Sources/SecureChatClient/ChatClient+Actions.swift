@@ -73,11 +73,11 @@ extension ChatClient {
         guard response.status == 200, let body = response.jsonBody else {
             return out.append(.historyLoaded(channelID: channel, added: 0, hasMore: true))
         }
-        let before = snapshot.timelines[channel]?.count ?? 0
+        let before = snapshot.count(in: channel)
         for message in body["messages"]?.arrayValue ?? [] { ingest(message, &out) }
         let hasMore = body["has_more"] == true
         if !hasMore { snapshot.channels[channel]?.reachedStart = true }
-        out.append(.historyLoaded(channelID: channel, added: (snapshot.timelines[channel]?.count ?? 0) - before, hasMore: hasMore))
+        out.append(.historyLoaded(channelID: channel, added: snapshot.count(in: channel) - before, hasMore: hasMore))
     }
 
     // MARK: Typing and presence

@@ -131,8 +131,17 @@ public struct ChatClient: Sendable {
         /// copy has already spent, and an older edit must not replace a newer text.
         /// Optional so older snapshots still read.
         public var editedAt: [ChatID: String]?
+        /// Where older messages are set aside (nil: all stay in memory), and how many are
+        /// there (`ChatClient+Timelines`). Not encoded: see `TimelineArchive`.
+        public internal(set) var archive: TimelineArchiveSlot?
+        public internal(set) var messagesSetAside = 0
 
         public init(seed: StreamSeed) { generator = seed.generator() }
+
+        enum CodingKeys: String, CodingKey {
+            case baseURL, username, userID, deviceID, accessToken, refreshToken, accessTokenStaleAt, keys, generator, channels, timelines,
+                 formerTimelines, ownPlaintexts, pending, deviceSets, seenWithoutTimeline, heldGroup, editedAt
+        }
     }
 
     /// A user's addressable devices and the version of that list.
@@ -270,9 +279,7 @@ public struct ChatClient: Sendable {
     public var nextDeadline: Instant? { timers.nextDeadline }
 
     /// A channel's delivered messages, in order.
-    public func timeline(_ channel: String) -> [ChatClientMessage] {
-        snapshot.timelines[channel] ?? []
-    }
+    public func timeline(_ channel: String) -> [ChatClientMessage] { snapshot.timeline(channel) }
 }
 
 public enum ClientInput: Sendable {

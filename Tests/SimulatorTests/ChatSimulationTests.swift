@@ -4,6 +4,8 @@ import LabKernel
 import LabStore
 import LabTestSupport
 import SecureChatServer
+import SecureChatClient
+import ServerStorage
 @testable import Simulator
 
 @Suite("Chat simulation")
@@ -120,7 +122,7 @@ struct ChatChurnSimulationTests {
         for row in chat { #expect(row.checks > 0 && row.violations == 0, "\(row.name): \(row.firstViolation ?? "")") }
     }
 
-    @Test("the server's history set aside in a file (older messages, spent refresh tokens) gives the same run, byte for byte, as all of it in memory (edits, deletes, history pages, logouts)")
+    @Test("the server's and the phones' history set aside in files (older messages, spent refresh tokens) gives the same run, byte for byte, as all of it in memory (edits, deletes, history pages, leaving and rejoining, logouts)")
     func historySetAside() async throws {
         let dir = TestPaths.scratchDirectory()
         var inMemory = try Self.scenario(devices: 40)
@@ -132,6 +134,11 @@ struct ChatChurnSimulationTests {
         let state = try #require(world.chat?.server.state)
         #expect(state.messages.count > 2 * state.messages.rows.count, "most messages were set aside")
         #expect(state.refreshTokens.count > 2 * state.refreshTokens.rows.count, "most refresh tokens were set aside")
+        let clients = try #require(world.chat?.clients.values)
+        let held = clients.reduce(0) { $0 + $1.snapshot.timelines.values.reduce(0) { $0 + $1.count } }
+        #expect(clients.reduce(0) { $0 + $1.snapshot.messagesSetAside } > 2 * held, "most of the phones' messages were set aside")
+        #expect((world.chat?.timelineArchive?.messageCount ?? 0) >= clients.reduce(0) { $0 + $1.snapshot.messagesSetAside },
+                "the file holds them (and those of the stores that signing in anew replaced)")
         for kind in ["history", "edit", "delete", "logout"] { #expect(ChatSimulationTests.total(world, "chat.actions", "kind=\(kind)") > 0, "\(kind)") }
         let a = try await DeterminismTests.digest(of: inMemory, in: dir, name: "memory.sqlite")
         let b = try await DeterminismTests.digest(of: setAside, in: dir, name: "set-aside.sqlite")

@@ -88,8 +88,12 @@ public struct ChatStack {
     var server: ChatServer
     /// Where the server sets its older messages aside (nil: it keeps them all in memory).
     var archive: SQLiteChatArchive?
-    /// Why the archive stopped taking messages (the run cannot be trusted past it).
-    var archiveFailure: String? { archive?.failure }
+    /// Where the phones' chat clients set their older messages aside (nil: they keep them
+    /// all in memory), and how many snapshots have rows there.
+    var timelineArchive: SQLiteTimelineArchive?
+    var timelineOwners = 0
+    /// Why an archive stopped taking rows (the run cannot be trusted past it).
+    var archiveFailure: String? { archive?.failure ?? timelineArchive?.failure }
     /// The server's capacity model in front of the core, and what waits for or holds its workers.
     var serving: ServerQueue<Transit>
     /// Each chatting device's link to the server.
@@ -190,6 +194,7 @@ public struct ChatStack {
             server.state.refreshTokens.setAside(into: archive)
             self.archive = archive
         }
+        if settings.setsHistoryAside { timelineArchive = try? SQLiteTimelineArchive() }
         serving = ServerQueue(settings.server, seed: seed.child("service"))
         var plan = seed.child("plan").generator()
         var chatting: [Int] = []
@@ -212,7 +217,8 @@ public struct ChatStack {
         for (user, list) in devicesOfUser.enumerated() {
             for (position, device) in list.enumerated() {
                 userOfDevice[device] = user
-                clients[device] = ChatClient(snapshot: ChatClient.Snapshot(seed: fleet.deviceSeed(device).child("chat-client")))
+                clients[device] = ChatClient(snapshot: Self.freshSnapshot(fleet.deviceSeed(device).child("chat-client"), settings: settings,
+                                                                         archive: timelineArchive, owners: &timelineOwners))
                 // With churn, a user's last phone (of two or three) is one they add later.
                 let later = settings.churn.addsPerUserDay > 0 && list.count > 1 && position == list.count - 1
                 if !later { active.insert(device) }
@@ -327,5 +333,17 @@ struct ChatInvariants {
         noPlaintextOnServer = ledger.register("chat.no_plaintext_on_server")
         removedReadNothing = devicesLeave ? ledger.register("chat.removed_devices_read_nothing_after") : nil
         sendsSettle = ledger.register("chat.sends_settle")
+    }
+}
+
+extension ChatStack {
+    /// A new client's empty store: with the phones' archive, its older messages go there.
+    static func freshSnapshot(_ seed: StreamSeed, settings: ChatSettings, archive: SQLiteTimelineArchive?, owners: inout Int) -> ChatClient.Snapshot {
+        var snapshot = ChatClient.Snapshot(seed: seed)
+        if let archive {
+            snapshot.setAside(into: archive, owner: owners, keepingPerChannel: settings.messagesInMemoryPerChannel)
+            owners += 1
+        }
+        return snapshot
     }
 }

@@ -27,10 +27,11 @@ public struct ChatSettings: Sendable, Decodable {
     /// The d3chat server's worker pool: every request, socket open and client frame takes
     /// a worker for a service time.
     public var server = ServerCapacity(workers: 8, serviceTime: .lognormal(median: 0.002, sigma: 0.5), queueLimit: 5_000)
-    /// Whether the server sets its history aside in a temporary file: messages older than
-    /// each channel's newest `messagesInMemoryPerChannel` (`MessageTable`), and refresh
-    /// tokens once rotated or revoked (`RefreshTokenTable`). Results are the same either
-    /// way (a test compares them), so a scenario does not set these.
+    /// Whether the server and the phones set their history aside in temporary files:
+    /// messages older than each channel's newest `messagesInMemoryPerChannel`, on the
+    /// server (`MessageTable`) and in each phone's timelines (`ChatClient+Timelines`), and
+    /// the server's refresh tokens once rotated or revoked (`RefreshTokenTable`). Results
+    /// are the same either way (a test compares them), so a scenario does not set these.
     public var setsHistoryAside = true
     public var messagesInMemoryPerChannel = 4
 
