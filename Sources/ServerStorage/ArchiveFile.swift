@@ -17,7 +17,10 @@ final class ArchiveFile {
     init(_ name: String, schema: String) throws(SQLiteError) {
         self.name = name
         database = try SQLiteDatabase(path: "")  // "": SQLite's private temporary database
-        try database.execute("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF;" + schema)
+        // One transaction for the archive's life: a statement on its own would be a
+        // transaction of its own, and committing each one cost as much as the statement.
+        // Pages the cache cannot hold spill to the file; nothing is ever rolled back.
+        try database.execute("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA locking_mode = EXCLUSIVE;" + schema + "; BEGIN;")
     }
 
     /// Runs `body` unless an earlier call failed; keeps its failure.
