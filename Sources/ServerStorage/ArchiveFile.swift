@@ -1,12 +1,13 @@
 import LabStore
 
-/// The database an archive sets rows aside into (`SQLiteChatArchive`, `SQLiteSyncArchive`):
+/// The database an archive sets rows aside into (`SQLiteChatArchive`, `SQLiteSyncArchive`,
+/// `SQLiteTimelineArchive`):
 /// SQLite's private, temporary database, which it keeps in a file of its own, deletes when
 /// the archive goes, and of which it holds only the page cache (2 MiB) in memory, so a
 /// simulated day of a fleet's history costs disk, not the process's memory.
 ///
-/// Nothing in it needs to survive a crash of the process, so it has no journal and is
-/// never synced. A failed statement is kept (`failure`) and later calls do nothing: the
+/// Nothing in it needs to survive a crash of the process, so it has no journal, is never
+/// synced and never committed (one transaction for its life). A failed statement is kept (`failure`) and later calls do nothing: the
 /// run that owns the archive ends with the failure rather than go on with rows missing.
 final class ArchiveFile {
     let database: SQLiteDatabase
