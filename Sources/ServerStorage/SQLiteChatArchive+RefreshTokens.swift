@@ -37,8 +37,7 @@ extension SQLiteChatArchive {
 
     public func removeToken(_ tokenHash: String) {
         attempt {
-            try database.run("DELETE FROM refresh_tokens WHERE hash = ?", [.text(tokenHash)])
-            tokenCount -= database.changes
+            tokenCount -= try file.run("DELETE FROM refresh_tokens WHERE hash = ?", [.text(tokenHash)])
         }
     }
 
@@ -54,8 +53,7 @@ extension SQLiteChatArchive {
 
     public func removeExpired(now: Instant) {
         attempt {
-            try database.run("DELETE FROM refresh_tokens WHERE expires_at <= ?", [.integer(now.nanoseconds)])
-            tokenCount -= database.changes
+            tokenCount -= try file.run("DELETE FROM refresh_tokens WHERE expires_at <= ?", [.integer(now.nanoseconds)])
         }
     }
 

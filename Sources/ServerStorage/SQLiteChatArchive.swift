@@ -60,15 +60,13 @@ public final class SQLiteChatArchive: MessageArchive, RefreshTokenArchive, @unch
 
     public func removeMessage(_ id: String) {
         attempt {
-            try database.run("DELETE FROM messages WHERE id = ?", [.text(id)])
-            messageCount -= database.changes
+            messageCount -= try file.run("DELETE FROM messages WHERE id = ?", [.text(id)])
         }
     }
 
     public func removeChannel(_ channel: String) {
         attempt {
-            try database.run("DELETE FROM messages WHERE channel = ?", [.text(channel)])
-            messageCount -= database.changes
+            messageCount -= try file.run("DELETE FROM messages WHERE channel = ?", [.text(channel)])
         }
     }
 
