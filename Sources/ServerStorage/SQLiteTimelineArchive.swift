@@ -12,7 +12,11 @@ public import SecureChatClient
 public final class SQLiteTimelineArchive: TimelineArchive, @unchecked Sendable {
     let file: ArchiveFile
     public var failure: String? { file.failure }
-    public private(set) var messageCount = 0
+    /// How many messages are set aside, all owners together (a count of the table: a
+    /// replaced row is not told apart from a new one when it is written).
+    public var messageCount: Int {
+        file.attempt { Int(try file.rows("SELECT count(*) FROM messages", []) { $0.int64(at: 0) }.first ?? 0) } ?? 0
+    }
 
     public init() throws(SQLiteError) {
         file = try ArchiveFile("the chat clients' timeline archive", schema: """
@@ -32,8 +36,6 @@ public final class SQLiteTimelineArchive: TimelineArchive, @unchecked Sendable {
                 .textOrNull(message.senderDeviceID), .text(message.text), .text(message.createdAt), .integer(message.edited ? 1 : 0),
                 .integer(message.deleted ? 1 : 0),
             ])
-            // A replacement deletes the row it replaces: SQLite counts both.
-            if file.database.changes == 1 { messageCount += 1 }
         }
     }
 
