@@ -70,7 +70,7 @@ struct FullStackTests {
         let readAfter = relaunched.filter { device in
             let client = after.chat!.clients[device]!
             return client.snapshot.channels.keys.contains { channel in
-                client.timeline(channel).contains { (after.chat!.sent[ChatStack.original($0.text)]?.at ?? .zero) > killAt }
+                client.timeline(channel).contains { (after.chat!.sent.sentAt(ChatStack.original($0.text)) ?? .zero) > killAt }
             }
         }
         #expect(!readAfter.isEmpty, "relaunched chat clients caught up with what was sent after the kill")

@@ -147,23 +147,19 @@ extension ChatStack {
         active.remove(device)
         retiredAt[device] = now
         unaddress(device)
-        // What it had not got out yet goes with it (logging out drops the outbox).
-        let prefix = ".d\(ordinal[device]!)."
-        for (text, record) in sent where !record.acked && text.contains(prefix) { sent[text] = nil }
+        sent.dropUnacknowledged(from: ordinal[device]!)
     }
 
     /// The device's identity is gone from the server: nothing sent to it is expected of it
     /// any more, and it is not addressable until a login uploads new keys.
     mutating func unaddress(_ device: Int) {
         keysAt[device] = nil
-        for text in sent.keys where sent[text]!.pending.contains(device) { sent[text]!.pending.remove(device) }
+        sent.excuse(device)
     }
 
     /// The device no longer has to read what was sent in `channel` (its user left).
     mutating func forget(_ device: Int, in channel: String, fleet: inout Fleet) {
-        for text in sent.keys where sent[text]!.channel == channel && sent[text]!.pending.contains(device) {
-            sent[text]!.pending.remove(device)
-        }
+        sent.excuse(device, in: channel)
     }
 
     /// Instead of a new message, sometimes an edit or a deletion of the device's latest
@@ -181,7 +177,7 @@ extension ChatStack {
         }
         if userStreams[user].chance(actions.deleteShare) {
             count("delete", fleet: &fleet)
-            sent[own.text] = nil  // a deleted message is expected of nobody
+            sent.forget(own.text)  // a deleted message is expected of nobody
             feed(device, .delete(messageID: own.id), now: now, queue: &queue, fleet: &fleet)
             return true
         }

@@ -43,7 +43,7 @@ extension ChatStack {
         // the tables in their own order and report the violation of the smallest key (the
         // same every run), without a sorted copy of the keys or the records.
         var unread = UnorderedChecks<String>(), unsettled = UnorderedChecks<String>()
-        for (text, record) in sim.sent where now - record.at > .minutes(10) {
+        for (text, record) in sim.sent.open where now - record.at > .minutes(10) {
             // Only what the server accepted is expected of readers; what it refused (the user
             // had left by the time the queue sent it) settles as a refusal.
             if record.acked {
@@ -51,11 +51,15 @@ extension ChatStack {
                 unread.check(text, missing.isEmpty, "\(text): connected devices \(missing.sorted()) never decrypted it")
             }
             // Nothing waits for ever in a connected sender's queue.
-            let sender = Int(text.split(separator: ".")[1].dropFirst()).map { sim.chatting[$0] } ?? -1
+            let sender = SentMessages.number(of: text).map { sim.chatting[$0.ordinal] } ?? -1
             let stuck = !record.acked && caughtUp.contains(sender)
                 && (sim.clients[sender]?.snapshot.pending.contains { ChatStack.original($0.text) == text } ?? false)
             unsettled.check(text, !stuck, "\(text): still queued at its connected sender \(sender) after \(now - record.at)")
         }
+        // Every check on a message done with has passed.
+        let settled = sim.sent.settled(before: now - .minutes(10))
+        unread.passed(settled)
+        unsettled.passed(settled)
         unread.record(ids.everyMemberReads, into: &fleet.invariants)
         unsettled.record(ids.sendsSettle, into: &fleet.invariants)
         for device in sim.clients.keys.sorted() {
@@ -79,7 +83,7 @@ extension ChatStack {
         if let invariant = ids.removedReadNothing {
             for (device, retired) in sim.retiredAt.sorted(by: { $0.key < $1.key }) {
                 let late = (sim.clients[device].map { client in client.snapshot.channels.keys.flatMap { client.timeline($0) } } ?? [])
-                    .filter { (sim.sent[ChatStack.original($0.text)]?.at ?? .zero) > retired }
+                    .filter { (sim.sent.sentAt(ChatStack.original($0.text)) ?? .zero) > retired }
                 fleet.invariants.check(invariant, late.isEmpty, "device \(device), removed at \(retired), holds \(late.map(\.text).sorted().prefix(3))")
             }
         }

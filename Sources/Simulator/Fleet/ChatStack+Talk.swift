@@ -78,9 +78,7 @@ extension ChatStack {
         // moment of sending), but the sender's, whose keys and membership have had time to
         // reach a connected sender (`readerGrace`).
         let readers = readers(of: channel, sender: device, now: now, fleet: &fleet)
-        sequence[device, default: 0] += 1
-        let text = "u\(user).d\(ordinal[device]!).\(sequence[device]!)"
-        sent[text] = ChatStack.Sent(at: now, group: toGroup, channel: channel, pending: readers)
+        let text = sent.send(user: user, ordinal: ordinal[device]!, at: now, group: toGroup, channel: channel, readers: readers)
         if userStreams[user].chance(settings.typingShare) {
             feed(device, .typing(channelID: channel, started: true), now: now, queue: &queue, fleet: &fleet)
         }

@@ -112,25 +112,23 @@ extension ChatStack {
 
     /// A message reached its reader (or its sender's acknowledgement came back).
     mutating func delivered(_ message: ChatClientMessage, on device: Int, now: Instant, fleet: inout Fleet) {
-        let key = ChatStack.original(message.text)
-        // The record is changed where it is (found once): a copy taken out and put back
-        // would hold a second reference to its set of readers, and removing one would copy
-        // the set.
-        guard let slot = sent.index(forKey: key) else { return }
-        let at = sent.values[slot].at
+        let arrival = sent.arrived(ChatStack.original(message.text), on: device, own: message.senderDeviceID == clients[device]?.deviceID)
+        let at: Instant
+        switch arrival {
+        case .unexpected: return
+        case .acknowledged(let sentAt, _), .read(let sentAt, _), .again(let sentAt): at = sentAt
+        }
         if let retired = retiredAt[device], let invariant = invariants.removedReadNothing {
             fleet.invariants.check(invariant, at <= retired, "device \(device), removed at \(retired), decrypted \(message.text) sent at \(at)")
         }
-        let kind = sent.values[slot].group ? 1 : 0
-        if message.senderDeviceID == clients[device]?.deviceID {
-            guard !sent.values[slot].acked else { return }
-            sent.values[slot].acked = true
-            fleet.recorder.add(metrics.messages[kind])
-            fleet.recorder.observe(metrics.ackLatency[kind], UInt64(max(0, (now - at).nanoseconds)))
-        } else if sent.values[slot].pending.remove(device) != nil {
-            // Read by all: the set's storage goes (the record stays for the end-of-run checks).
-            if sent.values[slot].pending.isEmpty { sent.values[slot].pending = [] }
-            fleet.recorder.observe(metrics.deliveryLatency[kind], UInt64(max(0, (now - at).nanoseconds)))
+        switch arrival {
+        case .acknowledged(_, let group):
+            fleet.recorder.add(metrics.messages[group ? 1 : 0])
+            fleet.recorder.observe(metrics.ackLatency[group ? 1 : 0], UInt64(max(0, (now - at).nanoseconds)))
+        case .read(_, let group):
+            fleet.recorder.observe(metrics.deliveryLatency[group ? 1 : 0], UInt64(max(0, (now - at).nanoseconds)))
+        case .unexpected, .again:
+            break
         }
     }
 

@@ -62,15 +62,6 @@ public struct ChatStack {
         }
     }
 
-    /// A message a user sent, and the devices still to read it.
-    struct Sent {
-        var at: Instant
-        var group: Bool
-        var channel: String
-        var acked = false
-        var pending: Set<Int>
-    }
-
     /// What happens later because of an action: a member adds a leaver back, a phone that
     /// was logged out or removed signs in again.
     enum FollowUp {
@@ -148,8 +139,7 @@ public struct ChatStack {
     var groupChannel: [Int: String] = [:]
     var groupsOfUser: [Int: [Int]] = [:]
     var dmPartners: [Int: [Int]] = [:]
-    var sent: [String: Sent] = [:]
-    var sequence: [Int: Int] = [:]
+    var sent = SentMessages()
     /// Server user id → user index.
     var userIndex: [String: Int] = [:]
     /// Client counters already recorded, per device (of its current run).

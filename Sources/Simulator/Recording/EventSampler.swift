@@ -90,6 +90,9 @@ struct UnorderedChecks<Key: Comparable> {
         if first.map({ key < $0.key }) ?? true { first = (key, violation()) }
     }
 
+    /// `count` checks that passed.
+    mutating func passed(_ count: Int) { checks += count }
+
     /// Adds them to invariant `index` of `ledger`.
     func record(_ index: Int, into ledger: inout InvariantLedger) {
         ledger.record(index, checks: checks, violations: violations, first: first?.violation)
