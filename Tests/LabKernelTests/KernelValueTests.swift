@@ -1,9 +1,23 @@
+import Foundation
 import Testing
 import LabKernel
 
 @Suite("Timer tables, power states and JSON values")
 struct KernelValueTests {
     enum Timer: Hashable, Sendable { case retry, heartbeat, timeout }
+
+    @Test("32 bytes as a value: the same bytes back, base64 in and out as the keys' texts, nothing but 32 bytes accepted")
+    func bytes32() throws {
+        let bytes = (0..<32).map { UInt8($0 * 7 + 1) }
+        let value = try #require(Bytes32(bytes))
+        #expect(value.bytes == bytes && Bytes32(hex: value.hex) == value && value.hex == bytes.hexString)
+        #expect(Bytes32(Array(bytes.dropLast())) == nil && Bytes32(bytes + [0]) == nil && Bytes32(hex: "00") == nil)
+        #expect(value < Bytes32([2] + Array(bytes.dropFirst()))!, "byte order")
+        let coded = try JSONEncoder().encode([value])
+        #expect(String(decoding: coded, as: UTF8.self) == "[\"\(Base64.encode(bytes).replacingOccurrences(of: "/", with: "\\/"))\"]")
+        #expect(try JSONDecoder().decode([Bytes32].self, from: coded) == [value])
+        #expect(throws: DecodingError.self) { try JSONDecoder().decode([Bytes32].self, from: Data("[\"AAAA\"]".utf8)) }
+    }
 
     @Test("a timer table keeps one deadline per timer and fires due timers earliest first")
     func timerTable() {

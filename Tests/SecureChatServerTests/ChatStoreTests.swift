@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import LabCrypto
 import LabKernel
 import LabTestSupport
 @testable import SecureChatServer
@@ -29,6 +30,11 @@ struct ChatStoreTests {
                                           token: alice.access).jsonBody?["id"]?.stringValue ?? "") }
         }
         try step { $0.send("DELETE", "/channels/messages/\(ids[1])", token: alice.access) }
+        // Bob's keys: three one-time keys, one of them handed out (the same text as uploaded).
+        try step { _ = try? $0.uploadKeys(bob, "bob", oneTime: 3) }
+        var handed: String?
+        try step { handed = $0.send("GET", "/keys/\(bob.deviceID)/bundle", token: alice.access).jsonBody?["one_time_pre_key"]?.stringValue }
+        #expect(handed == Base64.encode(SHA256.hash("bob otk 0")))
         try step { $0.send("POST", "/auth/logout", ["refresh_token": .string(bob.refresh)]) }
         try step { $0.send("PATCH", "/admin/settings", ["registration_open": false], token: alice.access) }
         let loaded = try store.load()
@@ -41,5 +47,6 @@ struct ChatStoreTests {
         #expect(loaded.messageByClientID == live.messageByClientID && loaded.settings == live.settings)
         #expect(loaded.userIDByName == live.userIDByName && loaded.channelsOfUser == live.channelsOfUser && loaded.dmByPair == live.dmByPair)
         #expect(loaded.audit == live.audit && loaded.audit.count == 1)
+        #expect(loaded.bundles.rows == live.bundles.rows && live.bundles[bob.deviceID]?.oneTimeKeys.count == 2, "the key bundle and its two keys left")
     }
 }

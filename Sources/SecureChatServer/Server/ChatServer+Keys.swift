@@ -44,10 +44,18 @@ extension ChatServer {
     }
 
     /// A public key on the wire: standard base64 of 32 bytes (Ed25519 or X25519).
-    func requireKey(_ text: String, _ loc: [String], bytes: Int = 32) throws {
+    @discardableResult
+    func requireKey(_ text: String, _ loc: [String], bytes: Int = 32) throws -> [UInt8] {
         guard let decoded = Base64.decode(text), decoded.count == bytes else {
             throw ChatAPIError.validation(loc, "Input should be base64 of \(bytes) bytes", type: "value_error")
         }
+        return decoded
+    }
+
+    /// The one-time pre-keys of a request, each checked: 32 bytes in canonical base64 (so
+    /// it is handed out as the same text).
+    func requireOneTimeKeys(_ keys: [String]) throws -> [Bytes32] {
+        try keys.enumerated().map { index, key in Bytes32(try requireKey(key, ["body", "one_time_pre_keys", String(index)]))! }
     }
 
     // MARK: Key bundles
@@ -66,12 +74,11 @@ extension ChatServer {
         } catch { throw ChatAPIError.field(error) }
         try requireUUID(deviceID, ["body", "device_id"])
         guard state.devices[deviceID]?.userID == caller.userID else { throw ChatAPIError(404, "Device not found") }
+        try requireKey(identity, ["body", "identity_key"])
+        try requireKey(signedPreKey, ["body", "signed_pre_key"])
+        try requireKey(signature, ["body", "signed_pre_key_signature"], bytes: 64)
         let record = KeyBundleRecord(deviceID: deviceID, userID: caller.userID, identityKey: identity, signedPreKey: signedPreKey,
-                                     signedPreKeySignature: signature, oneTimeKeys: oneTime)
-        try requireKey(record.identityKey, ["body", "identity_key"])
-        try requireKey(record.signedPreKey, ["body", "signed_pre_key"])
-        try requireKey(record.signedPreKeySignature, ["body", "signed_pre_key_signature"], bytes: 64)
-        for (index, key) in record.oneTimeKeys.enumerated() { try requireKey(key, ["body", "one_time_pre_keys", String(index)]) }
+                                     signedPreKeySignature: signature, oneTimeKeys: try requireOneTimeKeys(oneTime))
         guard Ed25519.verify(signature: Base64.decode(record.signedPreKeySignature)!, message: Base64.decode(record.signedPreKey)!,
                              publicKey: Base64.decode(record.identityKey)!) else {
             throw ChatAPIError.validation(["body", "signed_pre_key_signature"], "The signature does not verify under identity_key")
@@ -91,9 +98,9 @@ extension ChatServer {
             keys = try Self.oneTimeKeys(f)
         } catch { throw ChatAPIError.field(error) }
         try requireUUID(deviceID, ["body", "device_id"])
-        for (index, key) in keys.enumerated() { try requireKey(key, ["body", "one_time_pre_keys", String(index)]) }
+        let checked = try requireOneTimeKeys(keys)
         guard state.devices[deviceID]?.userID == caller.userID, state.bundles[deviceID] != nil else { throw ChatAPIError(404, "Key bundle not found") }
-        state.bundles[deviceID]!.oneTimeKeys += keys
+        state.bundles[deviceID]!.oneTimeKeys += checked
         return .json(201, ["status": "ok", "count": .number(Double(state.bundles[deviceID]!.oneTimeKeys.count))])
     }
 
@@ -120,7 +127,7 @@ extension ChatServer {
         return ["device_id": .string(deviceID), "user_id": .string(bundle.userID), "identity_key": .string(bundle.identityKey),
                 "device_set_version": .number(Double(state.users[bundle.userID]?.deviceSetVersion ?? 0)),
                 "signed_pre_key": .string(bundle.signedPreKey), "signed_pre_key_signature": .string(bundle.signedPreKeySignature),
-                "one_time_pre_key": oneTime.map { .string($0) } ?? .null, "one_time_pre_key_count": .number(Double(count))]
+                "one_time_pre_key": oneTime.map { .string(Base64.encode($0.bytes)) } ?? .null, "one_time_pre_key_count": .number(Double(count))]
     }
 
     /// `GET /keys/{user_id}/bundles`: one per device with keys (any user: a first DM

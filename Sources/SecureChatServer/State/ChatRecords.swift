@@ -111,7 +111,10 @@ public struct KeyBundleRecord: Sendable, Equatable, Codable {
     public var identityKey: String
     public var signedPreKey: String
     public var signedPreKeySignature: String
-    public var oneTimeKeys: [String]
+    /// As 32-byte values, not their base64 texts: a server holds tens of them for every
+    /// device, and a text of 44 characters is a heap object of 80 bytes. (Stored in base64,
+    /// as they came.)
+    public var oneTimeKeys: [Bytes32]
 }
 
 public struct ChatChannel: Sendable, Equatable, Codable {

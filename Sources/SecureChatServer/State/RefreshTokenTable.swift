@@ -197,37 +197,4 @@ public protocol RefreshTokenArchive: AnyObject, Sendable {
 }
 
 /// A SHA-256, held as four words: a key that costs no allocation.
-public struct TokenDigest: Hashable, Comparable, Sendable {
-    let words: (UInt64, UInt64, UInt64, UInt64)
-
-    public init?(hex: String) {
-        guard hex.utf8.count == 64, let bytes = [UInt8](hex: hex) else { return nil }
-        self.init(bytes)
-    }
-
-    init(_ bytes: [UInt8]) {
-        func word(_ at: Int) -> UInt64 { bytes[at..<at + 8].reduce(0) { $0 << 8 | UInt64($1) } }
-        words = (word(0), word(8), word(16), word(24))
-    }
-
-    /// The lowercase hex text it was made from.
-    public var hex: String {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(32)
-        for word in [words.0, words.1, words.2, words.3] {
-            for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: word >> UInt64(shift))) }
-        }
-        return bytes.hexString
-    }
-
-    public static func == (a: TokenDigest, b: TokenDigest) -> Bool { a.words == b.words }
-
-    public static func < (a: TokenDigest, b: TokenDigest) -> Bool { a.words < b.words }
-
-    public func hash(into hasher: inout Hasher) {
-        hasher.combine(words.0)
-        hasher.combine(words.1)
-        hasher.combine(words.2)
-        hasher.combine(words.3)
-    }
-}
+public typealias TokenDigest = Bytes32
