@@ -7,8 +7,7 @@ public import LabKernel
 public struct ChatKeyStore: Sendable, Codable {
     public var identity: IdentityKey
     public var signedPreKey: PreKey
-    /// One-time pre-keys by their base64 public key.
-    public var oneTimeKeys: [String: PreKey] = [:]
+    public var oneTimeKeys = OneTimePreKeys()
     var nextPreKeyID: UInt32 = 2
     /// Sessions per peer device, newest first (at most three: simultaneous first messages
     /// leave two, and the one that decrypts is promoted).
@@ -36,11 +35,9 @@ public struct ChatKeyStore: Sendable, Codable {
     public mutating func makeOneTimeKeys(_ count: Int, generator: inout SeededGenerator) throws(ChatCryptoError) -> [String] {
         var out: [String] = []
         for _ in 0..<count {
-            let key = try PreKey(id: nextPreKeyID, seed: generator.bytes(32))
+            let publicKey = try oneTimeKeys.add(id: nextPreKeyID, seed: generator.bytes(32))
             nextPreKeyID += 1
-            let name = Base64.encode(key.publicKey)
-            oneTimeKeys[name] = key
-            out.append(name)
+            out.append(Base64.encode(publicKey))
         }
         return out
     }
@@ -101,14 +98,14 @@ public struct ChatKeyStore: Sendable, Codable {
         guard prekey.signedPreKey == signedPreKey.publicKey else { throw .malformed("the message was sent to a signed pre-key this device no longer has") }
         var oneTime: PreKey?
         if let key = prekey.oneTimeKey {
-            guard let stored = oneTimeKeys[Base64.encode(key)] else { throw .replay(iteration: 0) }
+            guard let stored = try oneTimeKeys.key(publicKey: key) else { throw .replay(iteration: 0) }
             oneTime = stored
         }
         let agreement = try X3DH.respond(identity: identity, signedPreKey: signedPreKey, oneTimePreKey: oneTime,
                                          initiatorIdentity: prekey.identityKey, initiatorEphemeral: prekey.ephemeralKey)
         var ratchet = RatchetSession(responder: agreement, signedPreKey: signedPreKey)
         let plaintext = try ratchet.decrypt(item.wire)
-        if let key = prekey.oneTimeKey { oneTimeKeys[Base64.encode(key)] = nil }  // used once, then gone
+        if let key = prekey.oneTimeKey { oneTimeKeys.remove(publicKey: key) }
         remember(PairwiseSession(ratchet: ratchet, prekey: nil), for: device)
         return plaintext
     }
