@@ -263,7 +263,7 @@ extension ChatClient {
     /// unread ones may lie between; in a channel that held nothing, no held message is old
     /// enough, so paging goes on to the start.
     func reachesHeld(_ item: JSONValue, in channel: String) -> Bool {
-        guard let id = item["id"]?.stringValue, snapshot.holds(ChatID(id), in: channel) || seenOnly.contains(id) else { return false }
+        guard let id = item["id"]?.stringValue, snapshot.holds(ChatID(id), in: channel) || seenOnly.contains(ChatID(id)) else { return false }
         guard let anchored = catchUpAnchors[channel], let created = item["created_at"]?.stringValue else { return true }
         guard let anchor = anchored else { return false }
         return ChatTime(created) <= anchor

@@ -6,8 +6,9 @@ extension ChatClient {
     /// A message from a page or the socket: once per id, decrypted, placed in its
     /// channel's timeline by `created_at` (then id), and handed to the app.
     mutating func ingest(_ json: JSONValue, _ out: inout [ClientEffect]) {
-        guard let id = json["id"]?.stringValue, let channel = json["channel_id"]?.stringValue, !snapshot.holds(ChatID(id), in: channel),
-              !seenOnly.contains(id) else { return }
+        guard let id = json["id"]?.stringValue, let channel = json["channel_id"]?.stringValue else { return }
+        let compactID = ChatID(id)
+        guard !snapshot.holds(compactID, in: channel), !seenOnly.contains(compactID) else { return }
         let version = json["protocol_version"]?.numberValue ?? 1
         let content = json["content"]?.stringValue ?? ""
         let senderDevice = json["sender_device_id"]?.stringValue
@@ -86,7 +87,8 @@ extension ChatClient {
 
     static let maxHeldPerSender = 200
 
-    mutating func markSeen(_ id: String) {
+    mutating func markSeen(_ text: String) {
+        let id = ChatID(text)
         guard seenOnly.insert(id).inserted else { return }
         if snapshot.seenWithoutTimeline == nil { snapshot.seenWithoutTimeline = [] }
         snapshot.seenWithoutTimeline!.append(id)

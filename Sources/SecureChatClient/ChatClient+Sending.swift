@@ -18,13 +18,13 @@ extension ChatClient {
             sendStage = .working
             return request(.members(channel: channel.id), "GET", "/channels/\(channel.id)/members", nil, now: now, &out)
         }
-        let users = Set(channel.members + [me]).sorted()
+        let users = Set(channel.members.map(\.text) + [me]).sorted()
         if let user = users.first(where: { snapshot.deviceSets[$0] == nil || staleDeviceSets.contains($0) }) {
             sendStage = .working
             stats.deviceSetFetches += 1
             return request(.deviceSet(user: user), "GET", "/users/\(user)/devices", nil, now: now, &out)
         }
-        let recipients = users.flatMap { snapshot.deviceSets[$0]?.devices ?? [] }.filter { $0 != myDevice }
+        let recipients = users.flatMap { snapshot.deviceSets[$0]?.devices.map(\.text) ?? [] }.filter { $0 != myDevice }
         if let device = recipients.first(where: { !hasSession($0) && bundles[$0] == nil }) {
             sendStage = .working
             return request(.bundle(device: device), "GET", "/keys/\(device)/bundle", nil, now: now, &out)
@@ -109,9 +109,10 @@ extension ChatClient {
         switch purpose {
         case .members(let channel):
             guard response.status == 200 else { return dropHead(response, &out) }
-            let members = (body?.arrayValue ?? []).compactMap { $0["user_id"]?.stringValue }
+            let members = (body?.arrayValue ?? []).compactMap { $0["user_id"]?.stringValue.map(ChatID.init) }
             // Someone new to this channel's list: their devices are checked afresh.
-            staleDeviceSets.formUnion(members.filter { !(snapshot.channels[channel]?.members.contains($0) ?? false) && snapshot.deviceSets[$0] != nil })
+            staleDeviceSets.formUnion(members.filter { !(snapshot.channels[channel]?.members.contains($0) ?? false) && snapshot.deviceSets[$0.text] != nil }
+                .map(\.text))
             snapshot.channels[channel]?.members = members
             snapshot.channels[channel]?.membersFetched = true
             snapshot.channels[channel]?.membersFetchedAt = now
@@ -121,14 +122,14 @@ extension ChatClient {
         case .bundle(let device):
             if response.status == 200, let body, let bundle = Self.bundle(body) {
                 bundles[device] = bundle
-            } else if let owner = snapshot.deviceSets.first(where: { $0.value.devices.contains(device) })?.key {
+            } else if let owner = snapshot.deviceSets.first(where: { $0.value.devices.contains(ChatID(device)) })?.key {
                 staleDeviceSets.insert(owner)  // the device is gone: ask for the owner's set again
             }
         case .post where response.status == 409, .edit where response.status == 409:
             // The server's device set differs from ours: ask again for every member's, then
             // encrypt and send the same message (same client_message_id) again.
             if let channel = snapshot.pending.first(where: { $0.blocked == nil })?.channelID, let info = snapshot.channels[channel] {
-                staleDeviceSets.formUnion(info.members + [snapshot.userID ?? ""])
+                staleDeviceSets.formUnion(info.members.map(\.text) + [snapshot.userID ?? ""])
             }
         case .post(let clientID, let distribution):
             postAnswered(clientID: clientID, distribution: distribution, response, &out)
@@ -155,9 +156,9 @@ extension ChatClient {
     /// a device no longer listed is encrypted to no more; its session stays, to read what
     /// it sent before it went and is still on its way (catch-up after time away).
     mutating func deviceSetArrived(_ user: String, _ body: JSONValue) {
-        let devices = (body["devices"]?.arrayValue ?? []).compactMap { $0["device_id"]?.stringValue }
+        let devices = (body["devices"]?.arrayValue ?? []).compactMap { $0["device_id"]?.stringValue.map(ChatID.init) }
         let version = body["version"]?.numberValue.map(Int.init) ?? 0
-        for gone in snapshot.deviceSets[user]?.devices ?? [] where !devices.contains(gone) { bundles[gone] = nil }
+        for gone in snapshot.deviceSets[user]?.devices ?? [] where !devices.contains(gone) { bundles[gone.text] = nil }
         snapshot.deviceSets[user] = DeviceSet(version: version, devices: devices)
         staleDeviceSets.remove(user)
     }

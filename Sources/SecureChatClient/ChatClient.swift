@@ -46,7 +46,7 @@ public struct ChatClient: Sendable {
     /// The devices the distribution in flight goes to.
     var pendingDistribution: Set<String> = []
     /// Ids handled without a timeline entry (key distributions), so they are not redone.
-    var seenOnly: Set<String> = []
+    var seenOnly: Set<ChatID> = []
     /// Each channel's newest held message when this run's catch-up began (the socket opened,
     /// or a push's `.catchUp`), nil for a channel that held none: only a held message this
     /// old shows a page reached what the device had, since messages the socket delivers
@@ -120,7 +120,9 @@ public struct ChatClient: Sendable {
         /// Ids handled without a timeline entry (key distributions), newest last, at most
         /// `ChatClient.seenLimit`: a catch-up after a restart must not open them again
         /// (their ratchet keys are spent). Optional so older snapshots still read.
-        public var seenWithoutTimeline: [String]?
+        /// As 16-byte ids, written as their texts: a device sees a distribution for every
+        /// sender key that reaches it, and keeps up to 2,000.
+        public var seenWithoutTimeline: [ChatID]?
         /// Group messages waiting for their sender's distribution, per `channel|device`, as
         /// JSON text: stored, because a catch-up that reaches newer messages will not fetch
         /// them again.
@@ -144,10 +146,11 @@ public struct ChatClient: Sendable {
         }
     }
 
-    /// A user's addressable devices and the version of that list.
+    /// A user's addressable devices and the version of that list. The ids are 16-byte
+    /// values (written as their texts): a phone keeps every peer's list for its life.
     public struct DeviceSet: Sendable, Equatable, Codable {
         public var version: Int
-        public var devices: [String]
+        public var devices: [ChatID]
     }
 
     /// Where an unfinished catch-up has to page back to: the `created_at` of the newest
@@ -167,7 +170,8 @@ public struct ChatClient: Sendable {
         /// A page of it has been fetched: from then on, catching up goes back all the way
         /// to what this device has (before that, a channel shows its newest page).
         public var synced: Bool?
-        public var members: [String] = []
+        /// The members' user ids (16-byte values, written as their texts).
+        public var members: [ChatID] = []
         public var membersFetched = false
         /// When the member list was last fetched (a group send refreshes it after a minute,
         /// and at once after a membership event).

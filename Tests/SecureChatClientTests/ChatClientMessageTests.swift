@@ -69,6 +69,22 @@ struct ChatClientMessageTests {
         #expect(back.timelines == snapshot.timelines && back.messageCount == 1)
     }
 
+    @Test("member lists, device sets and ids seen without a timeline are stored as the server's texts, and read back equal")
+    func idsStoredAsTexts() throws {
+        var snapshot = ChatClient.Snapshot(seed: StreamSeed(1))
+        let user = "0a1b2c3d-4e5f-4a6b-8c7d-8e9fa0b1c2d3", device = "1a1b2c3d-4e5f-4a6b-8c7d-8e9fa0b1c2d3", odd = "Not-A-UUID"
+        snapshot.channels["c"] = ChatClient.ChannelInfo(id: "c", isDM: false, members: [ChatID(user), ChatID(odd)])
+        snapshot.deviceSets[user] = ChatClient.DeviceSet(version: 3, devices: [ChatID(device), ChatID(odd)])
+        snapshot.seenWithoutTimeline = [ChatID(device)]
+        let data = try JSONEncoder().encode(snapshot)
+        let object = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        #expect(((object["channels"] as? [String: [String: Any]])?["c"]?["members"] as? [String]) == [user, odd])
+        #expect(((object["deviceSets"] as? [String: [String: Any]])?[user]?["devices"] as? [String]) == [device, odd])
+        #expect(object["seenWithoutTimeline"] as? [String] == [device])
+        let back = try JSONDecoder().decode(ChatClient.Snapshot.self, from: data)
+        #expect(back.channels == snapshot.channels && back.deviceSets == snapshot.deviceSets && back.seenWithoutTimeline == snapshot.seenWithoutTimeline)
+    }
+
     @Test("timelines keep delivery in created_at order, find messages by id, and a left channel's messages stay delivered")
     func timelines() {
         var snapshot = ChatClient.Snapshot(seed: StreamSeed(2))
