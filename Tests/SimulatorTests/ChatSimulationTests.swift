@@ -128,7 +128,7 @@ struct ChatChurnSimulationTests {
         var inMemory = try Self.scenario(devices: 40)
         inMemory.chat!.setsHistoryAside = false
         var setAside = inMemory
-        setAside.chat!.messagesInMemoryPerChannel = (1, 1)
+        setAside.chat!.messagesInMemoryPerChannel = 1
         setAside.chat!.setsHistoryAside = true
         let world = await WorkflowSimulationTests.run(setAside)
         let state = try #require(world.chat?.server.state)

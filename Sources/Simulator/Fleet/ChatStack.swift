@@ -180,7 +180,7 @@ public struct ChatStack {
         server = ChatServer(config: config, seed: seed.child("core"), wallClock: fleet.engineClock)
         // Without a temporary file the messages stay in memory: the same run, larger.
         if settings.setsHistoryAside, let archive = try? SQLiteChatArchive() {
-            server.state.messages.setAside(into: archive, keepingPerChannel: settings.messagesInMemoryPerChannel.server)
+            server.state.messages.setAside(into: archive, keepingPerChannel: settings.messagesInMemoryPerChannel)
             server.state.refreshTokens.setAside(into: archive)
             self.archive = archive
         }
@@ -331,7 +331,7 @@ extension ChatStack {
     static func freshSnapshot(_ seed: StreamSeed, settings: ChatSettings, archive: SQLiteTimelineArchive?, owners: inout Int) -> ChatClient.Snapshot {
         var snapshot = ChatClient.Snapshot(seed: seed)
         if let archive {
-            snapshot.setAside(into: archive, owner: owners, keepingPerChannel: settings.messagesInMemoryPerChannel.phone)
+            snapshot.setAside(into: archive, owner: owners, keepingPerChannel: settings.messagesInMemoryPerChannel)
             owners += 1
         }
         return snapshot
