@@ -34,7 +34,7 @@ public struct ChatSettings: Sendable, Decodable {
     /// are the same either way (a test compares them), so a scenario does not set these.
     public var setsHistoryAside = true
     /// Four. Fewer trade time for little memory (docs/benchmarks.md): at 10,000 full-stack
-    /// phones × 24 h the server keeping 2 saved 1.6 KiB a phone and cost 15 % more time;
+    /// phones × 24 h the server keeping 2 saved 1.8 KiB a phone and cost 8–15 % more time;
     /// at 1,000, the phones keeping 2 saved 0.3 KB a phone and cost 5 %.
     public var messagesInMemoryPerChannel = 4
 
