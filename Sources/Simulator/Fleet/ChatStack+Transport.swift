@@ -113,11 +113,7 @@ extension ChatStack {
     /// A message reached its reader (or its sender's acknowledgement came back).
     mutating func delivered(_ message: ChatClientMessage, on device: Int, now: Instant, fleet: inout Fleet) {
         let arrival = sent.arrived(ChatStack.original(message.text), on: device, own: message.senderDeviceID == clients[device]?.deviceID)
-        let at: Instant
-        switch arrival {
-        case .unexpected: return
-        case .acknowledged(let sentAt, _), .read(let sentAt, _), .again(let sentAt): at = sentAt
-        }
+        guard let at = arrival.sentAt else { return }
         if let retired = retiredAt[device], let invariant = invariants.removedReadNothing {
             fleet.invariants.check(invariant, at <= retired, "device \(device), removed at \(retired), decrypted \(message.text) sent at \(at)")
         }

@@ -30,6 +30,14 @@ struct SentMessages {
         case read(sentAt: Instant, group: Bool)
         /// Nothing new: a copy seen before, or one for a device not among its readers.
         case again(sentAt: Instant)
+
+        /// When the message was sent; nil for one not expected.
+        var sentAt: Instant? {
+            switch self {
+            case .unexpected: return nil
+            case .acknowledged(let at, _), .read(let at, _), .again(let at): return at
+            }
+        }
     }
 
     /// Send times by sender ordinal, then by number - 1. A message no longer expected has
@@ -55,12 +63,17 @@ struct SentMessages {
         return (ordinal, number)
     }
 
-    /// When a message still expected was sent; nil for any other text.
-    func sentAt(_ text: String) -> Instant? {
+    /// Where a user's message's send time is in `times`; nil for any other text.
+    private func place(of text: String) -> (ordinal: Int, index: Int)? {
         guard let (ordinal, number) = Self.number(of: text), times.indices.contains(ordinal),
               times[ordinal].indices.contains(number - 1) else { return nil }
-        let at = times[ordinal][number - 1]
-        return at == Self.gone ? nil : at
+        return (ordinal, number - 1)
+    }
+
+    /// When a message still expected was sent; nil for any other text.
+    func sentAt(_ text: String) -> Instant? {
+        guard let (ordinal, index) = place(of: text), times[ordinal][index] != Self.gone else { return nil }
+        return times[ordinal][index]
     }
 
     /// A copy of the message `text` reached `device`, its sender's (`own`) or a reader's.
@@ -88,9 +101,8 @@ struct SentMessages {
     /// The message is expected of nobody any more.
     mutating func forget(_ text: String) {
         open[text] = nil
-        guard let (ordinal, number) = Self.number(of: text), times.indices.contains(ordinal),
-              times[ordinal].indices.contains(number - 1) else { return }
-        times[ordinal][number - 1] = Self.gone
+        guard let (ordinal, index) = place(of: text) else { return }
+        times[ordinal][index] = Self.gone
     }
 
     /// What the device with `ordinal` had not got out yet goes with it (logging out drops
