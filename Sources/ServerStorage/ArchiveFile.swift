@@ -46,6 +46,12 @@ final class ArchiveFile {
         return rows
     }
 
+    /// How many rows `table` has, or those `filter` (a `WHERE` clause) selects; 0 once a
+    /// call has failed.
+    func count(_ table: String, _ filter: String = "", _ bindings: [SQLiteValue] = []) -> Int {
+        attempt { Int(try rows("SELECT count(*) FROM \(table) \(filter)", bindings) { $0.int64(at: 0) }.first ?? 0) } ?? 0
+    }
+
     /// Runs a statement that returns no rows; how many rows it changed.
     @discardableResult
     func run(_ sql: String, _ bindings: [SQLiteValue]) throws -> Int {

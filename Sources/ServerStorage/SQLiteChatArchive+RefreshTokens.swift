@@ -17,7 +17,6 @@ extension SQLiteChatArchive {
 
     public func put(_ record: RefreshRecord) {
         attempt {
-            let exists = try token(record.tokenHash) != nil
             let statement = try database.statement(static: """
                 INSERT OR REPLACE INTO refresh_tokens (hash, family, user, device, expires_at, state, rotated_at, successor, confirmed)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -27,7 +26,6 @@ extension SQLiteChatArchive {
                                 record.rotatedAt.map { .integer($0.nanoseconds) } ?? .null, SQLiteValue.textOrNull(record.successor),
                                 record.confirmed.map { .integer($0 ? 1 : 0) } ?? .null])
             try statement.execute()
-            if !exists { tokenCount += 1 }
         }
     }
 
@@ -37,7 +35,7 @@ extension SQLiteChatArchive {
 
     public func removeToken(_ tokenHash: String) {
         attempt {
-            tokenCount -= try file.run("DELETE FROM refresh_tokens WHERE hash = ?", [.text(tokenHash)])
+            try file.run("DELETE FROM refresh_tokens WHERE hash = ?", [.text(tokenHash)])
         }
     }
 
@@ -53,7 +51,7 @@ extension SQLiteChatArchive {
 
     public func removeExpired(now: Instant) {
         attempt {
-            tokenCount -= try file.run("DELETE FROM refresh_tokens WHERE expires_at <= ?", [.integer(now.nanoseconds)])
+            try file.run("DELETE FROM refresh_tokens WHERE expires_at <= ?", [.integer(now.nanoseconds)])
         }
     }
 

@@ -36,12 +36,7 @@ public final class SQLiteSyncArchive: SyncHistoryArchive, @unchecked Sendable {
 
     /// How many rows of each kind are set aside.
     public var counts: (statuses: Int, approvals: Int, commands: Int) {
-        file.attempt {
-            let count = { (table: String) throws -> Int in
-                Int(try self.file.rows("SELECT count(*) FROM \(table)", []) { $0.int64(at: 0) }.first ?? 0)
-            }
-            return (try count("statuses"), try count("approvals"), try count("commands"))
-        } ?? (0, 0, 0)
+        (file.count("statuses"), file.count("approvals"), file.count("commands"))
     }
 
     // MARK: Statuses
@@ -162,7 +157,7 @@ public final class SQLiteSyncArchive: SyncHistoryArchive, @unchecked Sendable {
 
     private func count(_ table: String, tenant: String?, state: ApprovalRecord.State?) -> Int {
         let (filter, bindings) = Self.filter(tenant: tenant, state: state)
-        return file.attempt { Int(try file.rows("SELECT count(*) FROM \(table) \(filter)", bindings) { $0.int64(at: 0) }.first ?? 0) } ?? 0
+        return file.count(table, filter, bindings)
     }
 
     /// Deletes the rows of `table` that `condition` (with one integer) picks; their ids.

@@ -14,9 +14,7 @@ public final class SQLiteTimelineArchive: TimelineArchive, @unchecked Sendable {
     public var failure: String? { file.failure }
     /// How many messages are set aside, all owners together (a count of the table: a
     /// replaced row is not told apart from a new one when it is written).
-    public var messageCount: Int {
-        file.attempt { Int(try file.rows("SELECT count(*) FROM messages", []) { $0.int64(at: 0) }.first ?? 0) } ?? 0
-    }
+    public var messageCount: Int { file.count("messages") }
 
     public init() throws(SQLiteError) {
         file = try ArchiveFile("the chat clients' timeline archive", schema: """
@@ -49,10 +47,7 @@ public final class SQLiteTimelineArchive: TimelineArchive, @unchecked Sendable {
     }
 
     public func count(in channel: String, former: Bool, owner: Int) -> Int {
-        file.attempt {
-            Int(try file.rows("SELECT count(*) FROM messages WHERE owner = ? AND channel = ? AND former = ?",
-                              [.integer(Int64(owner)), .text(channel), .integer(former ? 1 : 0)]) { $0.int64(at: 0) }.first ?? 0)
-        } ?? 0
+        file.count("messages", "WHERE owner = ? AND channel = ? AND former = ?", [.integer(Int64(owner)), .text(channel), .integer(former ? 1 : 0)])
     }
 
     public func retire(_ channel: String, owner: Int) {
