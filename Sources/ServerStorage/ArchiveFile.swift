@@ -3,7 +3,7 @@ import LabStore
 /// The database an archive sets rows aside into (`SQLiteChatArchive`, `SQLiteSyncArchive`,
 /// `SQLiteTimelineArchive`):
 /// SQLite's private, temporary database, which it keeps in a file of its own, deletes when
-/// the archive goes, and of which it holds only the page cache (2 MiB) in memory, so a
+/// the archive goes, and of which it holds only a page cache of `cacheKiB` in memory, so a
 /// simulated day of a fleet's history costs disk, not the process's memory.
 ///
 /// Nothing in it needs to survive a crash of the process, so it has no journal, is never
@@ -21,8 +21,13 @@ final class ArchiveFile {
         // One transaction for the archive's life: a statement on its own would be a
         // transaction of its own, and committing each one cost as much as the statement.
         // Pages the cache cannot hold spill to the file; nothing is ever rolled back.
-        try database.execute("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA locking_mode = EXCLUSIVE;" + schema + "; BEGIN;")
+        try database.execute("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA locking_mode = EXCLUSIVE; PRAGMA cache_size = -\(Self.cacheKiB);"
+                             + schema + "; BEGIN;")
     }
+
+    /// The page cache of each archive. SQLite's default is 2 MiB; pages it cannot hold
+    /// are read back from the operating system's cache of the file, not from disk.
+    static let cacheKiB = 512
 
     /// Runs `body` unless an earlier call failed; keeps its failure.
     @discardableResult
