@@ -95,7 +95,7 @@ extension ChatStack {
     /// The set-up phases are over: each client now follows its app.
     mutating func provisioned(fleet: inout Fleet, now: Instant, queue: inout EventQueue<FleetWorld.Event>) {
         provisioning = false
-        for device in clients.keys.sorted() { follow(device, fleet: &fleet, now: now, queue: &queue) }
+        for device in clients.devices { follow(device, fleet: &fleet, now: now, queue: &queue) }
     }
 
     /// A push reached the phone (any stack's) and the app runs: chat catches up in the

@@ -62,7 +62,7 @@ extension ChatStack {
         unsettled.passed(settled)
         unread.record(ids.everyMemberReads, into: &fleet.invariants)
         unsettled.record(ids.sendsSettle, into: &fleet.invariants)
-        for device in sim.clients.keys.sorted() {
+        for device in sim.clients.devices {
             let client = sim.clients[device]!
             let failures = sim.totalStats(device).decryptionFailures
             fleet.invariants.check(ids.noDecryptionFailure, failures == 0,

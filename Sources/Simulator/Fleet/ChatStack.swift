@@ -109,7 +109,8 @@ public struct ChatStack {
     var statsBefore: [Int: ChatClient.Stats] = [:]
     /// When the server last pushed each device: pushes collapse within `pushCollapse`.
     var lastPushAt: [Int: Instant] = [:]
-    var clients: [Int: ChatClient] = [:]
+    /// Each chatting device's client.
+    var clients: DeviceTable<ChatClient>
     var userOfDevice: [Int: Int] = [:]
     /// The chatting devices in order, and each one's place in that order: its name on the
     /// chat server (`d<ordinal>`) and in message texts, so a population that does not chat
@@ -192,6 +193,7 @@ public struct ChatStack {
             chatting += fleet.devices.indices.filter { Int(fleet.classOfDevice[$0]) == index }
         }
         self.chatting = chatting
+        clients = DeviceTable(members: chatting, fleetSize: fleet.devices.count)
         for (index, device) in chatting.enumerated() { ordinal[device] = index }
         var cursor = 0
         while cursor < chatting.count {
