@@ -288,8 +288,8 @@ extension ChatClient {
     mutating func removeChannel(_ id: String, _ out: inout [ClientEffect]) {
         guard snapshot.channels.removeValue(forKey: id) != nil else { return }
         snapshot.retireTimeline(id)
-        snapshot.keys?.senderChains[id] = nil
-        snapshot.keys?.distributedTo[id] = nil
+        snapshot.keys?.senderChains[ChatID(id)] = nil
+        snapshot.keys?.distributedTo[ChatID(id)] = nil
         snapshot.pending.removeAll { $0.channelID == id }
         out.append(.channelRemoved(id))
     }

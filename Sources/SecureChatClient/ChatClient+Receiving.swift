@@ -31,7 +31,7 @@ extension ChatClient {
             guard let plaintext = openPairwise(content, id: id, &out) else { return }
             text = plaintext
         } else {
-            let key = "\(channel)|\(senderDevice ?? "")"
+            let key = SenderKeyOwner(channel: ChatID(channel), device: ChatID(senderDevice ?? ""))
             switch openGroup(content, key: key, id: id, &out) {
             case .plaintext(let plaintext): text = plaintext
             case .otherChain:
@@ -58,7 +58,7 @@ extension ChatClient {
     mutating func deliver(_ json: JSONValue, text: String, _ out: inout [ClientEffect]) {
         guard let id = json["id"]?.stringValue, let channel = json["channel_id"]?.stringValue else { return }
         let origin = origin(in: channel, senderID: ChatID(json["sender_id"]?.stringValue ?? ""),
-                            senderDeviceID: json["sender_device_id"]?.stringValue.map(ChatID.init))
+                            senderDeviceID: json["sender_device_id"]?.stringValue.map { ChatID($0) })
         let message = ChatClientMessage(id: ChatID(id), origin: origin, text: text, createdAt: ChatTime(json["created_at"]?.stringValue ?? ""),
                                         edited: json["edited_at"]?.stringValue != nil, deleted: false)
         snapshot.insert(message, in: channel)
@@ -118,7 +118,7 @@ extension ChatClient {
         guard var keys = snapshot.keys else { return nil }
         if item.prekey != nil { stats.handshakes += 1 }
         do {
-            let plaintext = try keys.decrypt(item, from: envelope.from)
+            let plaintext = try keys.decrypt(item, from: ChatID(envelope.from))
             snapshot.keys = keys
             stats.decrypted += 1
             return plaintext
@@ -137,7 +137,7 @@ extension ChatClient {
         guard let bytes = openEnvelope(content, id: id, &out) else { return }
         do {
             let distribution = try SenderKeyDistribution(bytes: bytes)
-            let key = "\(channel)|\(device)"
+            let key = SenderKeyOwner(channel: ChatID(channel), device: ChatID(device))
             var chains = snapshot.keys?.receivers[key] ?? []
             chains.insert(SenderKeyReceiver(channelID: channel, distribution: distribution), at: 0)
             snapshot.keys?.receivers[key] = Array(chains.prefix(ChatKeyStore.maxChainsPerSender))
@@ -154,7 +154,7 @@ extension ChatClient {
     /// Opens a group message with the sender's chains this device holds, newest first.
     /// The wire names no chain, so a signature that verifies under none of them means a
     /// chain whose distribution has not come (or never will): not a failure.
-    mutating func openGroup(_ content: String, key: String, id: String, _ out: inout [ClientEffect]) -> GroupOpening {
+    mutating func openGroup(_ content: String, key: SenderKeyOwner, id: String, _ out: inout [ClientEffect]) -> GroupOpening {
         guard let wire = Base64.decode(content) else {
             fail(id, "not base64", &out)
             return .unreadable
@@ -189,7 +189,7 @@ extension ChatClient {
         if snapshot.channels[message.channelID]?.isDM ?? false {
             guard let text = openPairwise(content, id: id, &out) else { return }
             message.text = text
-        } else if case .plaintext(let text) = openGroup(content, key: "\(message.channelID)|\(message.senderDeviceID ?? "")", id: id, &out) {
+        } else if case .plaintext(let text) = openGroup(content, key: SenderKeyOwner(channel: ChatID(message.channelID), device: ChatID(message.senderDeviceID ?? "")), id: id, &out) {
             message.text = text
         } else if Base64.decode(content) == nil {
             message.text = content

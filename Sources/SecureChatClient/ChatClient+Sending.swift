@@ -24,10 +24,11 @@ extension ChatClient {
             stats.deviceSetFetches += 1
             return request(.deviceSet(user: user), "GET", "/users/\(user)/devices", nil, now: now, &out)
         }
-        let recipients = users.flatMap { snapshot.deviceSets[$0]?.devices.map(\.text) ?? [] }.filter { $0 != myDevice }
+        let thisDevice = ChatID(myDevice)
+        let recipients = users.flatMap { snapshot.deviceSets[$0]?.devices ?? [] }.filter { $0 != thisDevice }
         if let device = recipients.first(where: { !hasSession($0) && bundles[$0] == nil }) {
             sendStage = .working
-            return request(.bundle(device: device), "GET", "/keys/\(device)/bundle", nil, now: now, &out)
+            return request(.bundle(device: device.text), "GET", "/keys/\(device.text)/bundle", nil, now: now, &out)
         }
         if channel.isDM {
             guard let content = envelope(Array(head.text.utf8), to: recipients, clientID: head.clientID, &out) else { return }
@@ -35,45 +36,46 @@ extension ChatClient {
         }
         // A member or a device left: a new chain, so what we send next is not readable
         // with the key they hold.
-        if let reached = snapshot.keys?.distributedTo[channel.id], !reached.isSubset(of: Set(recipients)) {
-            snapshot.keys?.senderChains[channel.id] = nil
-            snapshot.keys?.distributedTo[channel.id] = []
+        let channelID = ChatID(channel.id)
+        if let reached = snapshot.keys?.distributedTo[channelID], !reached.isSubset(of: Set(recipients)) {
+            snapshot.keys?.senderChains[channelID] = nil
+            snapshot.keys?.distributedTo[channelID] = []
             stats.senderKeyRotations += 1
         }
-        if snapshot.keys?.senderChains[channel.id] == nil {
+        if snapshot.keys?.senderChains[channelID] == nil {
             do {
-                snapshot.keys?.senderChains[channel.id] = try SenderKeyChain(channelID: channel.id, chainKey: snapshot.generator.bytes(32),
+                snapshot.keys?.senderChains[channelID] = try SenderKeyChain(channelID: channel.id, chainKey: snapshot.generator.bytes(32),
                                                                              signingSeed: snapshot.generator.bytes(32))
             } catch { return block(head.clientID, "\(error)", &out) }
         }
-        let undistributed = recipients.filter { !(snapshot.keys?.distributedTo[channel.id]?.contains($0) ?? false) }
-        if !undistributed.isEmpty, let chain = snapshot.keys?.senderChains[channel.id] {
+        let undistributed = recipients.filter { !(snapshot.keys?.distributedTo[channelID]?.contains($0) ?? false) }
+        if !undistributed.isEmpty, let chain = snapshot.keys?.senderChains[channelID] {
             guard let content = envelope(chain.distribution.bytes, to: undistributed, clientID: head.clientID, &out) else { return }
             var marker = head
             // Its own idempotency key, naming the chain (its signing key) and how far it has
             // gone: after a rotation the new chain's first distribution is a new message,
             // not a repeat the server would answer with the old chain's.
             let chainID = Array(chain.distribution.signingPublicKey.prefix(6)).hexString
-            marker.clientID = head.clientID + "-d\(chainID)-\(snapshot.keys?.distributedTo[channel.id]?.count ?? 0)"
+            marker.clientID = head.clientID + "-d\(chainID)-\(snapshot.keys?.distributedTo[channelID]?.count ?? 0)"
             marker.edits = nil
             pendingDistribution = Set(undistributed)
             return post(marker, content: content, contentType: ChatEnvelope.distributionContentType, distribution: true, now: now, &out)
         }
-        guard let wire = snapshot.keys?.senderChains[channel.id]?.encrypt(Array(head.text.utf8)) else { return block(head.clientID, "no keys", &out) }
+        guard let wire = snapshot.keys?.senderChains[channelID]?.encrypt(Array(head.text.utf8)) else { return block(head.clientID, "no keys", &out) }
         stats.signatures += 1
         post(head, content: Base64.encode(wire), contentType: "text", distribution: false, now: now, &out)
     }
 
-    func hasSession(_ device: String) -> Bool { snapshot.keys?.sessions[device]?.contains { $0.ratchet.canSend } ?? false }
+    func hasSession(_ device: ChatID) -> Bool { snapshot.keys?.sessions[device]?.contains { $0.ratchet.canSend } ?? false }
 
     /// A pairwise envelope for `devices`, or nil (and the send blocked) when encryption fails.
-    mutating func envelope(_ plaintext: [UInt8], to devices: [String], clientID: String, _ out: inout [ClientEffect]) -> String? {
+    mutating func envelope(_ plaintext: [UInt8], to devices: [ChatID], clientID: String, _ out: inout [ClientEffect]) -> String? {
         guard var keys = snapshot.keys, let myDevice = snapshot.deviceID else { block(clientID, "no keys", &out); return nil }
         var items: [String: ChatEnvelope.Item] = [:]
         do {
             for device in devices {
                 if !hasSession(device) { stats.handshakes += 1 }
-                items[device] = try keys.encrypt(plaintext, for: device, bundle: bundles[device], generator: &snapshot.generator)
+                items[device.text] = try keys.encrypt(plaintext, for: device, bundle: bundles[device], generator: &snapshot.generator)
             }
         } catch {
             block(clientID, "\(error)", &out)
@@ -109,7 +111,7 @@ extension ChatClient {
         switch purpose {
         case .members(let channel):
             guard response.status == 200 else { return dropHead(response, &out) }
-            let members = (body?.arrayValue ?? []).compactMap { $0["user_id"]?.stringValue.map(ChatID.init) }
+            let members = (body?.arrayValue ?? []).compactMap { $0["user_id"]?.stringValue.map { ChatID($0) } }
             // Someone new to this channel's list: their devices are checked afresh.
             staleDeviceSets.formUnion(members.filter { !(snapshot.channels[channel]?.members.contains($0) ?? false) && snapshot.deviceSets[$0.text] != nil }
                 .map(\.text))
@@ -121,7 +123,7 @@ extension ChatClient {
             deviceSetArrived(user, body)
         case .bundle(let device):
             if response.status == 200, let body, let bundle = Self.bundle(body) {
-                bundles[device] = bundle
+                bundles[ChatID(device)] = bundle
             } else if let owner = snapshot.deviceSets.first(where: { $0.value.devices.contains(ChatID(device)) })?.key {
                 staleDeviceSets.insert(owner)  // the device is gone: ask for the owner's set again
             }
@@ -156,9 +158,9 @@ extension ChatClient {
     /// a device no longer listed is encrypted to no more; its session stays, to read what
     /// it sent before it went and is still on its way (catch-up after time away).
     mutating func deviceSetArrived(_ user: String, _ body: JSONValue) {
-        let devices = (body["devices"]?.arrayValue ?? []).compactMap { $0["device_id"]?.stringValue.map(ChatID.init) }
+        let devices = (body["devices"]?.arrayValue ?? []).compactMap { $0["device_id"]?.stringValue.map { ChatID($0) } }
         let version = body["version"]?.numberValue.map(Int.init) ?? 0
-        for gone in snapshot.deviceSets[user]?.devices ?? [] where !devices.contains(gone) { bundles[gone.text] = nil }
+        for gone in snapshot.deviceSets[user]?.devices ?? [] where !devices.contains(gone) { bundles[gone] = nil }
         snapshot.deviceSets[user] = DeviceSet(version: version, devices: devices)
         staleDeviceSets.remove(user)
     }
@@ -168,7 +170,7 @@ extension ChatClient {
         guard response.status == 200 || response.status == 201 else { return dropHead(response, &out) }
         if distribution {
             let channel = body?["channel_id"]?.stringValue ?? ""
-            snapshot.keys?.distributedTo[channel, default: []].formUnion(pendingDistribution)
+            snapshot.keys?.distributedTo[ChatID(channel), default: []].formUnion(pendingDistribution)
             if let id = body?["id"]?.stringValue { markSeen(id) }
             return
         }

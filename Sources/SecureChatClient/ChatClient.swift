@@ -40,11 +40,11 @@ public struct ChatClient: Sendable {
     var resyncPages: [String] = []
     var resyncChannels = false
     /// Bundles fetched for the current send, by device.
-    var bundles: [String: PreKeyBundle] = [:]
+    var bundles: [ChatID: PreKeyBundle] = [:]
     /// Users whose device set must be fetched again before the next send to them.
     var staleDeviceSets: Set<String> = []
     /// The devices the distribution in flight goes to.
-    var pendingDistribution: Set<String> = []
+    var pendingDistribution: Set<ChatID> = []
     /// Ids handled without a timeline entry (key distributions), so they are not redone.
     var seenOnly: Set<ChatID> = []
     /// Each channel's newest held message when this run's catch-up began (the socket opened,
@@ -126,7 +126,7 @@ public struct ChatClient: Sendable {
         /// Group messages waiting for their sender's distribution, per `channel|device`, as
         /// JSON text: stored, because a catch-up that reaches newer messages will not fetch
         /// them again.
-        public var heldGroup: [String: [String]]?
+        public var heldGroup: [SenderKeyOwner: [String]]?
         /// The `edited_at` of the version held of each edited message. A `message.edit`
         /// event for that version or an older one is not opened: a catch-up page can bring
         /// an edited message before the socket's event for the edit, whose key the page's

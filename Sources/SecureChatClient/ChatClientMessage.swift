@@ -20,7 +20,7 @@ public struct ChatClientMessage: Sendable, Equatable {
     public var text: String
 
     public init(id: String, channelID: String, senderID: String, senderDeviceID: String?, text: String, createdAt: String, edited: Bool, deleted: Bool) {
-        self.init(id: ChatID(id), origin: MessageOrigin(channelID: ChatID(channelID), senderID: ChatID(senderID), senderDeviceID: senderDeviceID.map(ChatID.init)),
+        self.init(id: ChatID(id), origin: MessageOrigin(channelID: ChatID(channelID), senderID: ChatID(senderID), senderDeviceID: senderDeviceID.map { ChatID($0) }),
                   text: text, createdAt: ChatTime(createdAt), edited: edited, deleted: deleted)
     }
 
@@ -119,26 +119,46 @@ public enum ChatID: Hashable, Comparable, Sendable {
     }
 }
 
-extension ChatID: Codable, CodingKeyRepresentable {
-    public init(from decoder: any Decoder) throws { self.init(try decoder.singleValueContainer().decode(String.self)) }
+extension ChatID: ExpressibleByStringLiteral {
+    public init(stringLiteral text: String) { self.init(text) }
+}
+
+/// A value a snapshot stores as a text: as a value and as a dictionary key, so what is
+/// held compactly reads and writes as the texts it was made from.
+public protocol StoredAsText: Codable, CodingKeyRepresentable {
+    /// Nil for a text that is not one.
+    init?(_ text: String)
+    var text: String { get }
+}
+
+extension StoredAsText {
+    public init(from decoder: any Decoder) throws {
+        let text = try decoder.singleValueContainer().decode(String.self)
+        guard let value = Self(text) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "not a \(Self.self): '\(text)'"))
+        }
+        self = value
+    }
 
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.singleValueContainer()
         try c.encode(text)
     }
 
-    // As a dictionary key it is written as its text, so a snapshot reads as before.
-    public var codingKey: any CodingKey { ChatIDKey(stringValue: text) }
+    public var codingKey: any CodingKey { TextKey(stringValue: text) }
 
     public init?<T: CodingKey>(codingKey: T) { self.init(codingKey.stringValue) }
-
-    struct ChatIDKey: CodingKey {
-        var stringValue: String
-        var intValue: Int? { nil }
-        init(stringValue: String) { self.stringValue = stringValue }
-        init?(intValue: Int) { nil }
-    }
 }
+
+/// A dictionary key written as a text.
+struct TextKey: CodingKey {
+    var stringValue: String
+    var intValue: Int? { nil }
+    init(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { nil }
+}
+
+extension ChatID: StoredAsText {}
 
 /// When the server stored a message: its RFC 3339 text with milliseconds (as the servers
 /// here write it) as milliseconds since the Unix epoch, any other form as its text. `text`

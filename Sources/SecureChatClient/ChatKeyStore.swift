@@ -11,13 +11,15 @@ public struct ChatKeyStore: Sendable, Codable {
     var nextPreKeyID: UInt32 = 2
     /// Sessions per peer device, newest first (at most three: simultaneous first messages
     /// leave two, and the one that decrypts is promoted).
-    public var sessions: [String: [PairwiseSession]] = [:]
+    /// The ids are held as `ChatID`s (16 bytes for the server's UUIDs, where each text was
+    /// a heap string of its own) and stored as the same texts.
+    public var sessions: [ChatID: [PairwiseSession]] = [:]
     /// Our sender chain per group channel, and the devices it was distributed to.
-    public var senderChains: [String: SenderKeyChain] = [:]
-    public var distributedTo: [String: Set<String>] = [:]
-    /// Receivers per `channel|sender device`, newest first: a sender's chain before its
+    public var senderChains: [ChatID: SenderKeyChain] = [:]
+    public var distributedTo: [ChatID: Set<ChatID>] = [:]
+    /// Receivers per channel and sender device, newest first: a sender's chain before its
     /// last rotations is kept (at most `maxChainsPerSender`) for messages that arrive late.
-    public var receivers: [String: [SenderKeyReceiver]] = [:]
+    public var receivers: [SenderKeyOwner: [SenderKeyReceiver]] = [:]
     public static let maxChainsPerSender = 8
 
     public struct PairwiseSession: Sendable, Codable {
@@ -54,7 +56,7 @@ public struct ChatKeyStore: Sendable, Codable {
     // MARK: Pairwise
 
     /// Encrypts for one peer device, starting a session from its bundle when there is none.
-    public mutating func encrypt(_ plaintext: [UInt8], for device: String, bundle: PreKeyBundle?,
+    public mutating func encrypt(_ plaintext: [UInt8], for device: ChatID, bundle: PreKeyBundle?,
                                  generator: inout SeededGenerator) throws(ChatCryptoError) -> ChatEnvelope.Item {
         if sessions[device]?.first(where: { $0.ratchet.canSend }) == nil {
             guard let bundle else { throw .malformed("no session with device \(device) and no key bundle for it") }
@@ -75,14 +77,14 @@ public struct ChatKeyStore: Sendable, Codable {
     }
 
     /// A new session becomes the newest for its device; at most three are kept.
-    mutating func remember(_ session: PairwiseSession, for device: String) {
+    mutating func remember(_ session: PairwiseSession, for device: ChatID) {
         sessions[device, default: []].insert(session, at: 0)
         sessions[device] = Array(sessions[device]!.prefix(3))
     }
 
     /// Decrypts an envelope item from a peer device: existing sessions first (newest
     /// first), then a new responder session from the item's X3DH data.
-    public mutating func decrypt(_ item: ChatEnvelope.Item, from device: String) throws(ChatCryptoError) -> [UInt8] {
+    public mutating func decrypt(_ item: ChatEnvelope.Item, from device: ChatID) throws(ChatCryptoError) -> [UInt8] {
         var lastError = ChatCryptoError.malformed("no session with device \(device) and no X3DH data in the message")
         for index in (sessions[device] ?? []).indices {
             do {
@@ -108,5 +110,25 @@ public struct ChatKeyStore: Sendable, Codable {
         if let key = prekey.oneTimeKey { oneTimeKeys.remove(publicKey: key) }
         remember(PairwiseSession(ratchet: ratchet, prekey: nil), for: device)
         return plaintext
+    }
+}
+
+/// A sender's chains in a channel are kept under the channel and the sender's device,
+/// stored as the text `channel|device`.
+public struct SenderKeyOwner: Hashable, Sendable, StoredAsText {
+    public var channel: ChatID
+    public var device: ChatID
+
+    public init(channel: ChatID, device: ChatID) {
+        self.channel = channel
+        self.device = device
+    }
+
+    public var text: String { "\(channel.text)|\(device.text)" }
+
+    /// Splits at the first `|` (a UUID has none); nil for a text without one.
+    public init?(_ text: String) {
+        guard let bar = text.firstIndex(of: "|") else { return nil }
+        self.init(channel: ChatID(String(text[..<bar])), device: ChatID(String(text[text.index(after: bar)...])))
     }
 }

@@ -137,7 +137,7 @@ struct ActionAndDeviceTests {
 
         // The tablet is lost: bob deletes it from his phone.
         let tablet = net.clients["bob-tablet"]!.deviceID!
-        let tabletReceiver = net.clients["bob-tablet"]!.snapshot.keys!.receivers["\(group)|\(net.clients["alice"]!.deviceID!)"]?.first
+        let tabletReceiver = net.clients["bob-tablet"]!.snapshot.keys!.receivers[SenderKeyOwner(channel: ChatID(group), device: ChatID(net.clients["alice"]!.deviceID!))]?.first
         let delete = net.server.handle(HTTPRequestMessage(method: "DELETE", target: "/api/v1/devices/\(tablet)",
                                                           headers: ["authorization": "Bearer \(net.clients["bob"]!.snapshot.accessToken!)"]), now: net.now)
         #expect(delete.response.status == 204)

@@ -1,3 +1,4 @@
+import ChatCrypto
 import Foundation
 import LabKernel
 @testable import SecureChatClient
@@ -50,7 +51,7 @@ struct ChatClientMessageTests {
     func order() {
         var generator = StreamSeed(4).generator()
         let texts = (0..<200).map { n in n % 5 == 0 ? "id-\(n)" : UUIDText.random(using: &generator) }
-        #expect(texts.map(ChatID.init).sorted().map(\.text) == texts.sorted())
+        #expect(texts.map { ChatID($0) }.sorted().map(\.text) == texts.sorted())
         let times = (0..<200).map { n in n % 7 == 0 ? "2026-11-27T0\(n % 10):00:00Z" : RFC3339.format(unixMilliseconds: 1_795_000_000_000 + Int64(n * 7919 % 5000)) }
         #expect(times.map(ChatTime.init).sorted().map(\.text) == times.sorted())
     }
@@ -83,6 +84,35 @@ struct ChatClientMessageTests {
         #expect(object["seenWithoutTimeline"] as? [String] == [device])
         let back = try JSONDecoder().decode(ChatClient.Snapshot.self, from: data)
         #expect(back.channels == snapshot.channels && back.deviceSets == snapshot.deviceSets && back.seenWithoutTimeline == snapshot.seenWithoutTimeline)
+    }
+
+    @Test("the key store's sessions, chains and receivers are stored under the ids' texts, and a restored session still talks")
+    func keyStoreIdsStoredAsTexts() throws {
+        var generator = StreamSeed(3).generator()
+        var alice = try ChatKeyStore(generator: &generator), bob = try ChatKeyStore(generator: &generator)
+        let channel: ChatID = "2a1b2c3d-4e5f-4a6b-8c7d-8e9fa0b1c2d3", bobDevice: ChatID = "1a1b2c3d-4e5f-4a6b-8c7d-8e9fa0b1c2d3"
+        let aliceDevice: ChatID = "0a1b2c3d-4e5f-4a6b-8c7d-8e9fa0b1c2d3", odd: ChatID = "Not-A-UUID"
+        let bundle = PreKeyBundle(identity: bob.identity, signedPreKey: bob.signedPreKey, oneTimePreKey: nil)
+        let first = try alice.encrypt(Array("one".utf8), for: bobDevice, bundle: bundle, generator: &generator)
+        #expect(try bob.decrypt(first, from: aliceDevice) == Array("one".utf8))
+        let chain = try SenderKeyChain(channelID: channel.text, chainKey: generator.bytes(32), signingSeed: generator.bytes(32))
+        alice.senderChains[channel] = chain
+        alice.distributedTo[channel] = [bobDevice, odd]
+        let owner = SenderKeyOwner(channel: channel, device: odd)
+        alice.receivers[owner] = [SenderKeyReceiver(channelID: channel.text, distribution: chain.distribution)]
+
+        let data = try JSONEncoder().encode(alice)
+        let object = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        #expect((object["sessions"] as? [String: Any])?.keys.sorted() == [bobDevice.text])
+        #expect((object["senderChains"] as? [String: Any])?.keys.sorted() == [channel.text])
+        #expect((object["distributedTo"] as? [String: [String]])?[channel.text]?.sorted() == [bobDevice.text, odd.text].sorted())
+        #expect((object["receivers"] as? [String: Any])?.keys.sorted() == ["\(channel.text)|Not-A-UUID"])
+
+        var back = try JSONDecoder().decode(ChatKeyStore.self, from: data)
+        #expect(back.distributedTo == alice.distributedTo && Array(back.receivers.keys) == [owner] && Array(back.senderChains.keys) == [channel])
+        let second = try back.encrypt(Array("two".utf8), for: bobDevice, bundle: nil, generator: &generator)
+        #expect(try bob.decrypt(second, from: aliceDevice) == Array("two".utf8), "the restored session is the one Bob holds")
+        #expect(SenderKeyOwner("no-bar") == nil && SenderKeyOwner("a|b|c") == SenderKeyOwner(channel: "a", device: "b|c"))
     }
 
     @Test("timelines keep delivery in created_at order, find messages by id, and a left channel's messages stay delivered")

@@ -181,7 +181,7 @@ struct ClientTests {
         net.run("alice", .send(channelID: group, text: "just us two"))
         #expect(net.texts("bob", group) == ["all three of us", "just us two"])
         let wire = try #require(net.server.state.messages.values.first { $0.senderID == net.userID("alice") && $0.createdAt > net.now - .seconds(1) }?.content)
-        var receiver = try #require(carolKeys.receivers["\(group)|\(net.clients["alice"]!.deviceID!)"]?.first)
+        var receiver = try #require(carolKeys.receivers[SenderKeyOwner(channel: ChatID(group), device: ChatID(net.clients["alice"]!.deviceID!))]?.first)
         #expect(throws: (any Error).self) { try receiver.decrypt(Base64.decode(wire) ?? []) }
     }
 
