@@ -86,11 +86,8 @@ extension SyncStack {
         let slot = workflows.engines[device]!
         for id in report.applied {
             fleet.recorder.add(metrics.commands[.applied])
-            if let key = UUIDValue(id) {
-                fleet.invariants.check(ids.appliedOnce, appliedCommands.insert(key).inserted, "command \(id) applied twice on device \(device)")
-            } else {
-                fleet.invariants.check(ids.appliedOnce, false, "command '\(id)' applied on device \(device) is not one the server made (not a UUID)")
-            }
+            let first = appliedCommands.insert(id).inserted
+            fleet.invariants.check(ids.appliedOnce, first, "command \(id) applied twice on device \(device)")
             if let created = commandCreated.removeValue(forKey: id) {
                 fleet.recorder.observe(metrics.commandLatency[created.pushed ? .yes : .no], UInt64(max(0, (now - created.at).nanoseconds)))
             }

@@ -77,9 +77,7 @@ public struct SyncStack {
     var commandCreated: [String: (at: Instant, pushed: Bool)] = [:]
     /// complete_step commands: the gate they resolve, for the approval round trip.
     var commandGate: [String: String] = [:]
-    /// Every command a device applied, kept to the run's end for `appliedOnce`: by its 16
-    /// bytes, as the server's ids are UUIDs (as texts, a day's were a kilobyte a phone).
-    var appliedCommands: Set<UUIDValue> = []
+    var appliedCommands: Set<String> = []
     var operatorTasks: [UInt32: (approval: String, value: String)] = [:]
     var nextOperatorTask: UInt32 = 0
 
