@@ -119,8 +119,11 @@ public enum ChatID: Hashable, Comparable, Sendable {
     }
 }
 
-extension ChatID: ExpressibleByStringLiteral {
+extension ChatID: ExpressibleByStringLiteral, CustomStringConvertible {
     public init(stringLiteral text: String) { self.init(text) }
+
+    /// The text, so that a message naming an id reads as the server wrote it.
+    public var description: String { text }
 }
 
 /// A value a snapshot stores as a text: as a value and as a dictionary key, so what is

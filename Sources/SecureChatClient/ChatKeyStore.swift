@@ -115,7 +115,7 @@ public struct ChatKeyStore: Sendable, Codable {
 
 /// A sender's chains in a channel are kept under the channel and the sender's device,
 /// stored as the text `channel|device`.
-public struct SenderKeyOwner: Hashable, Sendable, StoredAsText {
+public struct SenderKeyOwner: Hashable, Sendable, StoredAsText, CustomStringConvertible {
     public var channel: ChatID
     public var device: ChatID
 
@@ -125,6 +125,7 @@ public struct SenderKeyOwner: Hashable, Sendable, StoredAsText {
     }
 
     public var text: String { "\(channel.text)|\(device.text)" }
+    public var description: String { text }
 
     /// Splits at the first `|` (a UUID has none); nil for a text without one.
     public init?(_ text: String) {

@@ -112,6 +112,7 @@ struct ChatClientMessageTests {
         #expect(back.distributedTo == alice.distributedTo && Array(back.receivers.keys) == [owner] && Array(back.senderChains.keys) == [channel])
         let second = try back.encrypt(Array("two".utf8), for: bobDevice, bundle: nil, generator: &generator)
         #expect(try bob.decrypt(second, from: aliceDevice) == Array("two".utf8), "the restored session is the one Bob holds")
+        #expect("\(bobDevice) \(owner)" == "\(bobDevice.text) \(channel.text)|Not-A-UUID", "ids read as their texts in messages")
         #expect(SenderKeyOwner("no-bar") == nil && SenderKeyOwner("a|b|c") == SenderKeyOwner(channel: "a", device: "b|c"))
     }
 
