@@ -81,6 +81,39 @@ struct ServeFaultsTests {
         #expect(logs.contains("fault: the chat server is down (server-crash)") && logs.contains("fault over: starting the chat server again"))
     }
 
+    @Test("a brownout holds the frames a client sends on an open socket, as it holds requests, and keeps their order",
+          .timeLimit(.minutes(2)))
+    func brownoutHoldsFrames() async throws {
+        let data = TestPaths.scratchDirectory("serve-faults-frames").path
+        let plan = TestPaths.scratchDirectory("serve-faults-frames-plan").appendingPathComponent("faults.yaml")
+        // The chat server's service time is 2 ms at the median: ×500 holds each about 1 s.
+        try "faults:\n  - {kind: server-slowdown, server: chat, at: 0s, duration: 1h, factor: 500}\n".write(to: plan, atomically: true, encoding: .utf8)
+        let served = try await ServedFleetlab.start(data: data, extra: ["--faults", plan.path])
+        defer { served.stop() }
+        let json = ["content-type": "application/json"]
+        let account = Data(#"{"username":"framed","password":"long enough pass"}"#.utf8)
+        let registered = try await HTTPProbe.request("POST", served.chatURL + "/api/v1/auth/register", body: account, headers: json)
+        let token = try #require((registered.json as? [String: Any])?["access_token"] as? String, "\(registered.status) \(registered.text)")
+        let ticketed = try await HTTPProbe.request("POST", served.chatURL + "/api/v1/auth/ws-ticket", headers: ["authorization": "Bearer \(token)"])
+        let ticket = try #require((ticketed.json as? [String: Any])?["ticket"] as? String, "\(ticketed.status) \(ticketed.text)")
+        let port = try #require(URLComponents(string: served.chatURL)?.port)
+        // Two frames the server answers with an error each, sent together: each answer comes
+        // only after its hold, and in the order sent.
+        let (answers, waited) = try await offPool { () throws -> ([String], Double) in
+            let socket = try WebSocketProbe(port: port, target: "/ws?ticket=\(ticket)")
+            let start = Date()
+            try socket.send(#"{"type":"first"}"#)
+            try socket.send(#"{"type":"second"}"#)
+            var answers: [String] = []
+            while answers.count < 2, let frame = try socket.receive(timeout: 20) {
+                if case .text(let text) = frame, text.contains("Unknown message type") { answers.append(text) }
+            }
+            return (answers, Date().timeIntervalSince(start))
+        }
+        #expect(answers.count == 2 && answers[0].contains("'first'") && answers[1].contains("'second'"), "\(answers)")
+        #expect(waited > 0.3, "two frames in a ×500 brownout were answered in \(waited) s")
+    }
+
     @Test("saving the plan again plays it from that moment: a fault written at 0s starts at once, `faults: []` ends it, and a file that does not read keeps the plan before it",
           .timeLimit(.minutes(2)))
     func planSavedAgain() async throws {

@@ -22,8 +22,9 @@ import Synchronization
 /// in force, each request is, by a draw, answered 503 with `Retry-After` before its server
 /// sees it, as the simulated server answers when it sheds a request. A WebSocket upgrade is
 /// drawn the same way, and one an errors window fails opens only to be closed with 1013
-/// (try again later), as the simulated server turns a socket away. Upgrades are not held
-/// in a slowdown: the decision stays synchronous, on the connection's event loop, as
+/// (try again later), as the simulated server turns a socket away. A text frame a client
+/// sends on an open socket is held in a slowdown as a request is (the simulator's frames
+/// wait for a worker too), but upgrades are not: the decision stays synchronous, on the connection's event loop, as
 /// Hummingbird runs a synchronous upgrade check (an asynchronous one waits for Swift's
 /// cooperative pool, which a busy process may not give it in time).
 public enum FaultInjection {
@@ -79,9 +80,15 @@ public enum FaultInjection {
     /// slowdown in force says, then answers for the server when an errors window fails it
     /// (nil: the server handles it).
     static func play() async -> HTTPResponseMessage? {
-        let delay = slowdownDelay(now: Date())
-        if delay > 0 { try? await Task.sleep(for: .seconds(delay)) }
+        try? await hold()
         return failsRequest(now: Date()) ? injectedError : nil
+    }
+
+    /// Holds a request or a frame as a slowdown in force says, before its server takes it
+    /// (throws only when the waiting task is cancelled: a socket's reader at shutdown).
+    static func hold() async throws {
+        let delay = slowdownDelay(now: Date())
+        if delay > 0 { try await Task.sleep(for: .seconds(delay)) }
     }
 
     typealias Upgrade = ShouldUpgradeResult<WebSocketDataHandler<HTTP1WebSocketUpgradeChannel.Context>>

@@ -12,7 +12,9 @@ enum SocketCommand: Sendable {
 /// drains `commands` to the wire in order, a reader hands each text frame to `received`,
 /// and when the client goes `ended` runs (the server forgets the connection and finishes
 /// `commands`). A server that shuts down closes the socket (1001) and stops reading, so a
-/// client that never answers the close cannot hold the shutdown up.
+/// client that never answers the close cannot hold the shutdown up. In a brownout
+/// (`fleetlab serve --faults`) each frame waits before the core sees it, as a request does
+/// (`FaultInjection`); the frames after it wait behind it, so their order is kept.
 func runSocket(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter, commands: AsyncStream<SocketCommand>,
                closer: AsyncStream<SocketCommand>.Continuation, maxMessage: Int,
                received: @escaping @Sendable (String) -> Void, ended: () -> Void) async {
@@ -30,6 +32,7 @@ func runSocket(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWrite
         do {
             for try await message in inbound.messages(maxSize: maxMessage) {
                 guard case .text(let text) = message else { continue }
+                try await FaultInjection.hold()
                 received(text)
             }
         } catch {}
