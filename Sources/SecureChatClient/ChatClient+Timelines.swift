@@ -32,6 +32,12 @@ extension ChatClient.Snapshot {
         return setAside + (timelines[channel] ?? [])
     }
 
+    /// Drops what this snapshot set aside, for a store that is being replaced (a new
+    /// install): the archive outlives the snapshot, and would keep its rows to the end.
+    public func forgetSetAside() {
+        if let archive { archive.archive.forget(owner: archive.owner) }
+    }
+
     /// Sets older messages aside into `archive` from now on, under `owner` (a number no
     /// other snapshot given that archive uses), keeping each channel's newest
     /// `keptPerChannel` (at least 1) in memory.
@@ -166,6 +172,9 @@ public protocol TimelineArchive: AnyObject, Sendable {
     func count(in channel: String, former: Bool, owner: Int) -> Int
     /// Marks the owner's messages of a channel former: the device left it.
     func retire(_ channel: String, owner: Int)
+    /// Drops every message of the owner: its store was replaced (the app installed anew)
+    /// and nothing reads them again.
+    func forget(owner: Int)
 }
 
 /// A snapshot's archive, the number its rows are kept under, and how many of each

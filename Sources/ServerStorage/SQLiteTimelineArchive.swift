@@ -54,6 +54,10 @@ public final class SQLiteTimelineArchive: TimelineArchive, @unchecked Sendable {
         file.attempt { try file.run("UPDATE messages SET former = 1 WHERE owner = ? AND channel = ?", [.integer(Int64(owner)), .text(channel)]) }
     }
 
+    public func forget(owner: Int) {
+        file.attempt { try file.run("DELETE FROM messages WHERE owner = ?", [.integer(Int64(owner))]) }
+    }
+
     private func rows(_ clauses: String, _ bindings: [SQLiteValue]) -> [(message: ChatClientMessage, channel: String, former: Bool)] {
         file.attempt {
             try file.rows("SELECT \(Self.columns) FROM messages \(clauses)", bindings) { row in

@@ -31,6 +31,8 @@ struct TimelineSetAsideTests {
         func retire(_ channel: String, owner: Int) {
             for (id, row) in rows[owner] ?? [:] where row.channel == channel { rows[owner]![id]!.former = true }
         }
+
+        func forget(owner: Int) { rows[owner] = nil }
     }
 
     static func message(_ n: Int, in channel: String, at ms: Int64) -> ChatClientMessage {

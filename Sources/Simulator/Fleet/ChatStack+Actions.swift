@@ -115,6 +115,7 @@ extension ChatStack {
         let incarnation = (self.incarnation[device] ?? 0) + 1
         self.incarnation[device] = incarnation
         let seed = fleet.deviceSeed(device).child("chat-client").child(incarnation)
+        clients[device]?.snapshot.forgetSetAside()
         clients[device] = ChatClient(snapshot: Self.freshSnapshot(seed, settings: settings, archive: timelineArchive, owners: &timelineOwners))
         active.insert(device)
         loggingOut.remove(device)
