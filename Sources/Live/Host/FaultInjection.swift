@@ -24,9 +24,10 @@ import Synchronization
 /// drawn the same way, and one an errors window fails opens only to be closed with 1013
 /// (try again later), as the simulated server turns a socket away. A text frame a client
 /// sends on an open socket is held in a slowdown as a request is (the simulator's frames
-/// wait for a worker too), but upgrades are not: the decision stays synchronous, on the connection's event loop, as
-/// Hummingbird runs a synchronous upgrade check (an asynchronous one waits for Swift's
-/// cooperative pool, which a busy process may not give it in time).
+/// wait for a worker too), but upgrades are not: the decision stays synchronous, on the
+/// connection's event loop, as Hummingbird runs a synchronous upgrade check (an
+/// asynchronous one waits for Swift's cooperative pool, which a busy process may not
+/// give it in time).
 public enum FaultInjection {
     static let trapPath: String? = ProcessInfo.processInfo.environment["FLEETLAB_FAULT_TRAP_PATH"].flatMap { $0.isEmpty ? nil : $0 }
 
