@@ -4,7 +4,10 @@ import LabKernel
 import LabStore
 import LabTestSupport
 
-@Suite("fleetlab serve --faults")
+/// One at a time: each test starts a whole `fleetlab serve` (a worker process per server),
+/// and on CI's two cores four at once beside the rest of the suite starved the load test
+/// past its time limit.
+@Suite("fleetlab serve --faults", .serialized)
 struct ServeFaultsTests {
     /// What `/version` says of one server.
     func listing(_ served: ServedFleetlab, _ name: String) async throws -> [String: Any] {
