@@ -31,7 +31,7 @@ extension ChatClient {
             guard let plaintext = openPairwise(content, id: id, &out) else { return }
             text = plaintext
         } else {
-            let key = SenderKeyOwner(channel: ChatID(channel), device: ChatID(senderDevice ?? ""))
+            let key = SenderKeyOwner(channel: channel, senderDevice: senderDevice)
             switch openGroup(content, key: key, id: id, &out) {
             case .plaintext(let plaintext): text = plaintext
             case .otherChain:
@@ -137,7 +137,7 @@ extension ChatClient {
         guard let bytes = openEnvelope(content, id: id, &out) else { return }
         do {
             let distribution = try SenderKeyDistribution(bytes: bytes)
-            let key = SenderKeyOwner(channel: ChatID(channel), device: ChatID(device))
+            let key = SenderKeyOwner(channel: channel, senderDevice: device)
             var chains = snapshot.keys?.receivers[key] ?? []
             chains.insert(SenderKeyReceiver(channelID: channel, distribution: distribution), at: 0)
             snapshot.keys?.receivers[key] = Array(chains.prefix(ChatKeyStore.maxChainsPerSender))
@@ -189,7 +189,7 @@ extension ChatClient {
         if snapshot.channels[message.channelID]?.isDM ?? false {
             guard let text = openPairwise(content, id: id, &out) else { return }
             message.text = text
-        } else if case .plaintext(let text) = openGroup(content, key: SenderKeyOwner(channel: ChatID(message.channelID), device: ChatID(message.senderDeviceID ?? "")), id: id, &out) {
+        } else if case .plaintext(let text) = openGroup(content, key: SenderKeyOwner(channel: message.channelID, senderDevice: message.senderDeviceID), id: id, &out) {
             message.text = text
         } else if Base64.decode(content) == nil {
             message.text = content
@@ -203,4 +203,10 @@ extension ChatClient {
         if let editedAt { snapshot.noteEdit(edited.compactID, at: editedAt) }
         out.append(.delivered(message))
     }
+}
+
+extension SenderKeyOwner {
+    /// Whose chains open a group message: its channel and sender device as the wire names
+    /// them (a message naming no device: the empty id).
+    init(channel: String, senderDevice: String?) { self.init(channel: ChatID(channel), device: ChatID(senderDevice ?? "")) }
 }
