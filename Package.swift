@@ -174,7 +174,7 @@ let package = Package(
 
         .target(name: "LabTestSupport", dependencies: ["LabKernel", "SecureChatClient", "SecureChatServer", "AgentRuntimeWire", "AgentRuntimeServer", "AgentRuntimeClient",
                                                  "AIBridgeWire", "AIBridgeRelay", "AIBridgeDaemon", "AIBridgeClient", "DesktopBridgeWire", "DesktopBridgeServer", "DesktopBridgeClient",
-                                                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+                                                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
                                                  .product(name: "NIOSSL", package: "swift-nio-ssl")], path: "Tests/LabTestSupport",
                 swiftSettings: strictSettings),
         .testTarget(name: "LabKernelTests", dependencies: ["LabKernel", "LabTestSupport"], swiftSettings: strictSettings),

@@ -14,25 +14,29 @@ import Synchronization
 /// Requests and answers are the cores' own `HTTPRequestMessage` and `HTTPResponseMessage`,
 /// so a client core's effects go on the wire as they are. `https://` servers are reached
 /// over TLS (`tls`: whose certificates it trusts), as a load test against a staging
-/// deployment needs; the reference servers on loopback are plain `http://`.
+/// deployment needs, through a forward proxy when `proxies` names one; the reference
+/// servers on loopback are plain `http://`.
 public final class HTTPClient: Sendable {
     /// The event loops its connections run on.
     public let group: any EventLoopGroup
     /// How it checks an `https://` server's certificate (and its sockets' `wss://`).
     public let tls: ClientTLS
+    /// Which servers it reaches through a proxy (and its sockets).
+    public let proxies: ProxyRoutes
     /// Idle connections by `host:port`, ready for their next request.
     let idle = Mutex<[String: [Connection]]>([:])
     /// Idle connections kept per host at most.
     let idlePerHost: Int
 
-    public convenience init(idlePerHost: Int = 8, tls: ClientTLS = .system) {
-        self.init(group: MultiThreadedEventLoopGroup.singleton, idlePerHost: idlePerHost, tls: tls)
+    public convenience init(idlePerHost: Int = 8, tls: ClientTLS = .system, proxies: ProxyRoutes = .direct) {
+        self.init(group: MultiThreadedEventLoopGroup.singleton, idlePerHost: idlePerHost, tls: tls, proxies: proxies)
     }
 
-    public init(group: any EventLoopGroup, idlePerHost: Int = 8, tls: ClientTLS = .system) {
+    public init(group: any EventLoopGroup, idlePerHost: Int = 8, tls: ClientTLS = .system, proxies: ProxyRoutes = .direct) {
         self.group = group
         self.idlePerHost = idlePerHost
         self.tls = tls
+        self.proxies = proxies
     }
 
     /// Sends `request` to the server at `baseURL` (`http://host:port` or `https://…`), its `path` and
@@ -80,7 +84,7 @@ public final class HTTPClient: Sendable {
         let deadline = NIODeadline.now() + TimeAmount(timeout)
         let connection = try await connection(to: endpoint, deadline: deadline)
         let channel = connection.channel
-        let head = Self.head(of: request, to: endpoint)
+        let head = Self.head(of: request, to: endpoint, via: proxies.isDirect ? nil : proxies.proxy(for: endpoint.host, secure: endpoint.secure))
         let body = request.body
         let promise = channel.eventLoop.makePromise(of: HTTPResponseMessage.self)
         // The answer is expected before the request goes out, both on the channel's loop:
@@ -106,8 +110,10 @@ public final class HTTPClient: Sendable {
 
     /// `request`'s head as it goes on the wire to `endpoint`: its path and query as the
     /// target, the Host header, its own headers in name order, its Content-Length, and
-    /// `Connection: close` when the connection serves this request only.
-    static func head(of request: HTTPRequestMessage, to endpoint: Endpoint, closing: Bool = false) -> HTTPRequestHead {
+    /// `Connection: close` when the connection serves this request only. Sent to a `proxy`
+    /// (plain `http://` only: an `https://` server's requests go through a tunnel as they
+    /// are), the target is in absolute form, with the proxy's credentials when it has some.
+    static func head(of request: HTTPRequestMessage, to endpoint: Endpoint, closing: Bool = false, via proxy: HTTPProxy? = nil) -> HTTPRequestHead {
         var headers = HTTPHeaders()
         headers.add(name: "Host", value: endpoint.authority)
         for (name, value) in request.headers.sorted(by: { $0.key < $1.key }) where name != "host" && name != "content-length" {
@@ -115,7 +121,9 @@ public final class HTTPClient: Sendable {
         }
         headers.add(name: "Content-Length", value: String(request.body.count))
         if closing { headers.add(name: "Connection", value: "close") }
-        let target = request.path + (request.query.isEmpty ? "" : "?" + request.query.sorted { $0.key < $1.key }
+        let forwarded = proxy != nil && !endpoint.secure
+        if forwarded, let authorization = proxy?.authorization { headers.add(name: "Proxy-Authorization", value: authorization) }
+        let target = (forwarded ? "http://" + endpoint.authority : "") + request.path + (request.query.isEmpty ? "" : "?" + request.query.sorted { $0.key < $1.key }
             .map { PercentEncoding.encode($0.key) + "=" + PercentEncoding.encode($0.value) }.joined(separator: "&"))
         return HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: request.method), uri: target, headers: headers)
     }
@@ -141,9 +149,19 @@ public final class HTTPClient: Sendable {
     }
 
     /// A new connection to `endpoint` (TLS first when it is `https://`), HTTP/1.1 on it and
-    /// `handler` last, on the calling thread's loop when that is one of the group's.
+    /// `handler` last, on the calling thread's loop when that is one of the group's. Through
+    /// a proxy: to the proxy, and for `https://` through a tunnel it opens.
     func connect<Handler: ChannelHandler & Sendable>(to endpoint: Endpoint, timeout: TimeAmount, then handler: Handler) async throws -> any Channel {
         let tls = endpoint.secure ? self.tls : nil
+        let proxy = proxies.proxy(for: endpoint.host, secure: endpoint.secure)
+        if let proxy, let tls {
+            return try await proxy.tunnel(to: endpoint.host, port: endpoint.port, group: group, deadline: NIODeadline.now() + timeout) { channel in
+                try channel.pipeline.syncOperations.addHandler(tls.handler(host: endpoint.host))
+                try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                try channel.pipeline.syncOperations.addHandler(handler)
+            }
+        }
+        let (host, port) = proxy.map { ($0.host, $0.port) } ?? (endpoint.host, endpoint.port)
         do {
             return try await ClientBootstrap(group: group.any())
                 .connectTimeout(timeout)
@@ -155,11 +173,11 @@ public final class HTTPClient: Sendable {
                         try channel.pipeline.syncOperations.addHandler(handler)
                     }
                 }
-                .connect(to: try Self.address(endpoint.host, endpoint.port)).get()
+                .connect(to: try Self.address(host, port)).get()
         } catch ChannelError.connectTimeout {
-            throw HTTPClientError.timedOut("connecting to \(endpoint.key)")
+            throw HTTPClientError.timedOut("connecting to \(proxy.map { "proxy \($0)" } ?? endpoint.key)")
         } catch {
-            throw HTTPClientError.unreachable("\(endpoint.key): \(error)")
+            throw HTTPClientError.unreachable("\(proxy.map { "proxy \($0)" } ?? endpoint.key): \(error)")
         }
     }
 
@@ -208,6 +226,8 @@ public enum HTTPClientError: Error, CustomStringConvertible, Equatable {
     case timedOut(String)
     /// The connection closed before a whole answer arrived.
     case closed
+    /// The proxy answered a tunnel's CONNECT with this status (0: not an HTTP answer).
+    case proxyRefused(status: Int)
 
     public var description: String {
         switch self {
@@ -215,6 +235,7 @@ public enum HTTPClientError: Error, CustomStringConvertible, Equatable {
         case .unreachable(let what): return "cannot connect to \(what)"
         case .timedOut(let what): return "no answer in time: \(what)"
         case .closed: return "the connection closed before the answer was complete"
+        case .proxyRefused(let status): return "the proxy refused the tunnel (HTTP \(status))"
         }
     }
 }
@@ -238,6 +259,7 @@ public enum ExchangeFailure {
         case .unreachable: return "unreachable"
         case .closed: return "connection closed"
         case .badURL: return "bad URL"
+        case .proxyRefused(let status): return "proxy refused (HTTP \(status))"
         case nil: return "\(type(of: error))"
         }
     }

@@ -4,8 +4,8 @@ import NIOPosix
 import NIOWebSocket
 
 /// A small WebSocket client on SwiftNIO for the live drivers (the agent runtime's
-/// phones, bench and load-test clients): plain `ws://` on loopback, one upgrade with a
-/// deadline, text frames out (masked, as a client must) and in, pings answered, a close
+/// phones, bench and load-test clients): plain `ws://` on loopback, `wss://` with `tls`, either
+/// through a proxy's tunnel (`HTTPProxy`), one upgrade with a deadline, text frames out (masked, as a client must) and in, pings answered, a close
 /// echoed. What arrives is an `AsyncStream` of events that ends when the socket does.
 public final class WebSocketConnection: Sendable {
     public enum Event: Sendable, Equatable {
@@ -59,13 +59,15 @@ public enum WebSocketClientError: Error, CustomStringConvertible, Equatable {
 public enum WebSocketClient {
     /// Opens `target` (path and query) on `host:port`, over TLS (`wss://`) when `tls` is
     /// given; throws when the server refuses the upgrade or nothing answers within `timeout`.
-    public static func connect(host: String, port: Int, target: String, timeout: Duration = .seconds(10), tls: ClientTLS? = nil) async throws
-        -> WebSocketConnection {
-        try await connect(host: host, port: port, target: target, timeout: timeout, group: MultiThreadedEventLoopGroup.singleton, tls: tls)
+    public static func connect(host: String, port: Int, target: String, timeout: Duration = .seconds(10), tls: ClientTLS? = nil,
+                               proxy: HTTPProxy? = nil) async throws -> WebSocketConnection {
+        try await connect(host: host, port: port, target: target, timeout: timeout, group: MultiThreadedEventLoopGroup.singleton, tls: tls, proxy: proxy)
     }
 
+    /// Through `proxy` when given: a tunnel to `host:port` it opens (`CONNECT`), then the
+    /// same upgrade.
     public static func connect(host: String, port: Int, target: String, timeout: Duration,
-                               group: any EventLoopGroup, tls: ClientTLS? = nil) async throws -> WebSocketConnection {
+                               group: any EventLoopGroup, tls: ClientTLS? = nil, proxy: HTTPProxy? = nil) async throws -> WebSocketConnection {
         let (events, continuation) = AsyncStream<WebSocketConnection.Event>.makeStream()
         let loop = group.any()
         let upgraded = loop.makePromise(of: Void.self)
@@ -78,30 +80,34 @@ public enum WebSocketClient {
             }
         }
         let deadline = NIODeadline.now() + TimeAmount(timeout)
+        let handlers: @Sendable (any Channel) throws -> Void = { channel in
+            if let tls { try channel.pipeline.syncOperations.addHandler(tls.handler(host: host)) }
+            // Frames that come in the same read as the 101 go on to the frame decoder.
+            try channel.pipeline.syncOperations.addHTTPClientHandlers(leftOverBytesStrategy: .forwardBytes,
+                                                                      withClientUpgrade: (upgraders: [upgrader], completionHandler: { _ in
+                upgraded.succeed(())
+            }))
+            try channel.pipeline.syncOperations.addHandler(watcher)
+        }
         let channel: any Channel
         do {
-            channel = try await ClientBootstrap(group: loop)
-                .connectTimeout(TimeAmount(timeout))
-                .channelOption(.socketOption(.tcp_nodelay), value: 1)
-                .channelInitializer { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        if let tls { try channel.pipeline.syncOperations.addHandler(tls.handler(host: host)) }
-                        // Frames that come in the same read as the 101 go on to the frame decoder.
-                        try channel.pipeline.syncOperations.addHTTPClientHandlers(leftOverBytesStrategy: .forwardBytes,
-                                                                                  withClientUpgrade: (upgraders: [upgrader], completionHandler: { _ in
-                            upgraded.succeed(())
-                        }))
-                        try channel.pipeline.syncOperations.addHandler(watcher)
-                    }
-                }
-                .connect(to: try HTTPClient.address(host, port)).get()
+            if let proxy {
+                channel = try await proxy.tunnel(to: host, port: port, group: loop, deadline: deadline, pipeline: handlers)
+            } else {
+                channel = try await ClientBootstrap(group: loop)
+                    .connectTimeout(TimeAmount(timeout))
+                    .channelOption(.socketOption(.tcp_nodelay), value: 1)
+                    .channelInitializer { channel in channel.eventLoop.makeCompletedFuture { try handlers(channel) } }
+                    .connect(to: try HTTPClient.address(host, port)).get()
+            }
         } catch {
             // Nothing will answer the upgrade: its promise ends here (an unkept promise is a
             // leak NIO traps on).
-            let failure = if case ChannelError.connectTimeout = error {
-                WebSocketClientError.timedOut("connecting to \(host):\(port)")
-            } else {
-                WebSocketClientError.unreachable("\(host):\(port): \(error)")
+            let failure: any Error = switch error {
+            case ChannelError.connectTimeout: WebSocketClientError.timedOut("connecting to \(host):\(port)")
+            // The proxy's own answer is the reason (HTTPClientError: reached, refused, timed out).
+            case let proxied as HTTPClientError: proxied
+            default: WebSocketClientError.unreachable("\(host):\(port): \(error)")
             }
             upgraded.fail(failure)
             throw failure

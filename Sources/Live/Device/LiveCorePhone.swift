@@ -140,7 +140,8 @@ public actor LiveCorePhone<Core: LiveDrivenCore> {
                 Task { [endpoint, http] in
                     do {
                         let connection = try await WebSocketClient.connect(host: endpoint.host, port: endpoint.port, target: target, timeout: .seconds(10),
-                                                                           group: http.group, tls: endpoint.secure ? http.tls : nil)
+                                                                           group: http.group, tls: endpoint.secure ? http.tls : nil,
+                                                                           proxy: http.proxies.proxy(for: endpoint.host, secure: endpoint.secure))
                         await self.opened(connection, run: run)
                         for await event in connection.events {
                             switch event {

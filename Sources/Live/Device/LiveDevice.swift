@@ -210,7 +210,7 @@ public final class LiveDevice<Store: WorkflowStore>: @unchecked Sendable {
     public func subscribeToPush(onEnd: @escaping @Sendable (String) -> Void = { _ in }) async throws {
         pushChannel?.close()
         let wakes = self.wakes
-        pushChannel = try await PushChannelClient.connect(baseURL: baseURL, deviceID: deviceID, apiKey: apiKey, tls: http.tls,
+        pushChannel = try await PushChannelClient.connect(baseURL: baseURL, deviceID: deviceID, apiKey: apiKey, tls: http.tls, proxies: http.proxies,
                                                           onWake: { wake in wakes.list.withLock { $0.append(wake) } }, onEnd: onEnd)
     }
 

@@ -22,24 +22,37 @@ public final class PushChannelClient: Sendable {
     }
 
     public static func connect(baseURL: String, deviceID: String, apiKey: String, timeout: TimeAmount = .seconds(5),
-                               idleLimit: TimeAmount = .seconds(45), tls: ClientTLS = .system, onWake: @escaping @Sendable (JSONValue) -> Void,
+                               idleLimit: TimeAmount = .seconds(45), tls: ClientTLS = .system, proxies: ProxyRoutes = .direct,
+                               onWake: @escaping @Sendable (JSONValue) -> Void,
                                onEnd: @escaping @Sendable (String) -> Void = { _ in }) async throws -> PushChannelClient {
         guard let endpoint = try? HTTPClient.Endpoint(baseURL) else { throw Refused(description: "\(baseURL) is not an http:// or https:// URL") }
         let (host, port, secure) = (endpoint.host, endpoint.port, endpoint.secure)
         let group = MultiThreadedEventLoopGroup.singleton
         let head = group.next().makePromise(of: Void.self)
         let reader = EventStreamReader(head: head, onWake: onWake, onEnd: onEnd)
-        let channel = try await ClientBootstrap(group: group)
-            .connectTimeout(timeout)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    if secure { try channel.pipeline.syncOperations.addHandler(tls.handler(host: host)) }
-                    try channel.pipeline.syncOperations.addHTTPClientHandlers()
-                    try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: idleLimit))
-                    try channel.pipeline.syncOperations.addHandler(reader)
-                }
+        let handlers: @Sendable (any Channel) throws -> Void = { channel in
+            if secure { try channel.pipeline.syncOperations.addHandler(tls.handler(host: host)) }
+            try channel.pipeline.syncOperations.addHTTPClientHandlers()
+            try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: idleLimit))
+            try channel.pipeline.syncOperations.addHandler(reader)
+        }
+        // Through a proxy the stream goes in a tunnel: a forwarding proxy may hold an
+        // answer until it is complete, and this one never is.
+        let channel: any Channel
+        do {
+            channel = if let proxy = proxies.proxy(for: host, secure: secure) {
+                try await proxy.tunnel(to: host, port: port, group: group, deadline: .now() + timeout, pipeline: handlers)
+            } else {
+                try await ClientBootstrap(group: group)
+                    .connectTimeout(timeout)
+                    .channelInitializer { channel in channel.eventLoop.makeCompletedFuture { try handlers(channel) } }
+                    .connect(to: try HTTPClient.address(host, port)).get()
             }
-            .connect(to: try HTTPClient.address(host, port)).get()
+        } catch {
+            // No answer will come: the head's promise ends here (NIO traps on one left unkept).
+            head.fail(error)
+            throw error
+        }
         let target = "/api/v1/mobile/push/stream?device_id=" + PercentEncoding.encode(deviceID)
         var headers = HTTPHeaders([("Host", "\(host):\(port)"), ("Accept", "text/event-stream"), ("x-api-key", apiKey),
                                    ("x-device-id", deviceID)])

@@ -28,6 +28,8 @@ public final class AIBridgeDaemonDriver: @unchecked Sendable {
     let port: Int
     /// The relay's tunnel over TLS (`https://` relay, `wss://` tunnel).
     let tls: ClientTLS?
+    /// The proxy whose tunnel reaches the relay, if any.
+    let proxy: HTTPProxy?
     var socket: WebSocketConnection?
     var socketRun = 0
     let timer = DeadlineTimer()
@@ -41,7 +43,7 @@ public final class AIBridgeDaemonDriver: @unchecked Sendable {
     /// over TLS, checked by `tls`); the tunnel is its `/v1/tunnel`. The identity key and the
     /// id are kept under `dataDirectory` (made on first start).
     public convenience init(relay: String, dataDirectory: String, daemonID: String? = nil, chat: BridgeDaemon.ChatProvider? = nil,
-                            tls: ClientTLS = .system, report: @escaping @Sendable (Event) -> Void) throws {
+                            tls: ClientTLS = .system, proxies: ProxyRoutes = .direct, report: @escaping @Sendable (Event) -> Void) throws {
         try FileManager.default.createDirectory(atPath: dataDirectory, withIntermediateDirectories: true)
         let identity = try SecretKeyFile.loadOrCreate(at: (dataDirectory as NSString).appendingPathComponent("ai-daemon.key")).bytes
         let idPath = (dataDirectory as NSString).appendingPathComponent("ai-daemon.id")
@@ -54,19 +56,20 @@ public final class AIBridgeDaemonDriver: @unchecked Sendable {
             id = "daemon-" + SystemRandom.bytes(6).hexString
             try Data(id.utf8).write(to: URL(fileURLWithPath: idPath))
         }
-        try self.init(relay: relay, identity: identity, daemonID: id, chat: chat, tls: tls, report: report)
+        try self.init(relay: relay, identity: identity, daemonID: id, chat: chat, tls: tls, proxies: proxies, report: report)
     }
 
     /// A daemon whose identity lives only in memory: a load test's desktops, each a daemon
     /// the relay meets for the first time. `identity` is the Ed25519 seed (32 bytes).
     public init(relay: String, identity: [UInt8], daemonID: String, chat: BridgeDaemon.ChatProvider? = nil, tls: ClientTLS = .system,
-                report: @escaping @Sendable (Event) -> Void) throws {
+                proxies: ProxyRoutes = .direct, report: @escaping @Sendable (Event) -> Void) throws {
         guard let endpoint = try? HTTPClient.Endpoint(relay, requiringPort: true) else {
             throw SecretKeyFile.Failure(description: "the relay's URL takes http://host:port or https://host[:port], got \(relay)")
         }
         host = endpoint.host
         port = endpoint.port
         self.tls = endpoint.secure ? tls : nil
+        proxy = proxies.proxy(for: endpoint.host, secure: endpoint.secure)
         self.report = report
         self.daemonID = daemonID
         var config = BridgeDaemon.Config(daemonID: daemonID)
@@ -109,9 +112,9 @@ public final class AIBridgeDaemonDriver: @unchecked Sendable {
         case .connect:
             socketRun += 1
             let run = socketRun
-            Task { [host, port, tls] in
+            Task { [host, port, tls, proxy] in
                 do {
-                    let connection = try await WebSocketClient.connect(host: host, port: port, target: "/v1/tunnel", tls: tls)
+                    let connection = try await WebSocketClient.connect(host: host, port: port, target: "/v1/tunnel", tls: tls, proxy: proxy)
                     guard self.adopt(connection, run: run) else { return connection.close() }
                     self.feed(.tunnelOpened)
                     self.report(.connected(true))

@@ -1,0 +1,223 @@
+import Foundation
+import LabKernel
+public import NIOCore
+import NIOPosix
+
+/// A forward HTTP proxy between the live clients and their servers, as a staging
+/// deployment reached from a corporate network needs (k6 and curl read the same settings).
+///
+/// An `http://` server is asked through the proxy in absolute form (`POST
+/// http://host:port/path`), one keep-alive connection to the proxy per server. An
+/// `https://` server and every WebSocket (`ws://`, `wss://`) go through a tunnel: `CONNECT
+/// host:port`, and once the proxy answers 2xx the connection carries TLS and HTTP as it
+/// would directly. A user and password in the proxy's URL go out as `Proxy-Authorization:
+/// Basic`; they are not printed (`description` leaves them out) nor written to results.
+public struct HTTPProxy: Sendable, Equatable, CustomStringConvertible {
+    public let host: String
+    public let port: Int
+    /// `Basic …` when the URL carries a user (and password).
+    let authorization: String?
+
+    /// `http://[user:password@]host[:port]` (port 80 when none is given, as for any
+    /// `http://` URL). A proxy spoken to over TLS (`https://`) is refused.
+    public init(_ url: String) throws {
+        guard let parsed = URL(string: url.contains("://") ? url : "http://" + url), let host = parsed.host, !host.isEmpty else {
+            throw HTTPClientError.badURL(HTTPProxy.redacted(url))
+        }
+        guard parsed.scheme == "http" else { throw HTTPClientError.badURL("\(HTTPProxy.redacted(url)): a proxy is spoken to in plain HTTP (http://host:port)") }
+        self.host = host
+        port = parsed.port ?? 80
+        if let user = parsed.user(percentEncoded: false) {
+            let pair = user + ":" + (parsed.password(percentEncoded: false) ?? "")
+            authorization = "Basic " + Base64.encode(Array(pair.utf8))
+        } else {
+            authorization = nil
+        }
+    }
+
+    /// The proxy without its credentials, for summaries and errors.
+    public var description: String { "http://" + HTTPClient.authority(host, port, secure: false) }
+
+    /// Whether the proxy is told who is asking.
+    public var authenticates: Bool { authorization != nil }
+
+    /// `text` with any `user:password@` taken out (a URL that failed to parse is still
+    /// quoted in the error, but not its secret).
+    static func redacted(_ text: String) -> String {
+        guard let at = text.lastIndex(of: "@") else { return text }
+        let start = text.range(of: "://")?.upperBound ?? text.startIndex
+        return String(text[..<start]) + "…@" + String(text[text.index(after: at)...])
+    }
+}
+
+/// Which servers the live clients reach through which proxy: one for every server
+/// (`--proxy`), or the environment's `HTTP_PROXY` (for `http://` and `ws://`) and
+/// `HTTPS_PROXY` (for `https://` and `wss://`), lowercase names too, as curl and Go read
+/// them. `NO_PROXY` lists servers reached directly: a host, a domain (`example.com` and
+/// `.example.com` both cover its subdomains), an address, or `*` for all. Under the
+/// environment's proxies, loopback servers are always reached directly (Go's rule), so a
+/// machine's proxy settings do not reroute a test of `fleetlab serve`.
+public struct ProxyRoutes: Sendable, Equatable {
+    public var http: HTTPProxy?
+    public var https: HTTPProxy?
+    public var bypass: [String]
+    /// Loopback servers skip the proxy (the environment's proxies, not `--proxy`).
+    public var bypassLoopback: Bool
+
+    public static let direct = ProxyRoutes(http: nil, https: nil, bypass: [], bypassLoopback: true)
+
+    public init(http: HTTPProxy?, https: HTTPProxy?, bypass: [String], bypassLoopback: Bool) {
+        self.http = http
+        self.https = https
+        self.bypass = bypass.map { $0.lowercased() }
+        self.bypassLoopback = bypassLoopback
+    }
+
+    /// Every server through `proxy`, but those `noProxy` (a `NO_PROXY` list) names.
+    public static func every(_ proxy: HTTPProxy, noProxy: String?) -> ProxyRoutes {
+        ProxyRoutes(http: proxy, https: proxy, bypass: list(noProxy), bypassLoopback: false)
+    }
+
+    /// The proxies `environment` names (none: `.direct`).
+    public static func environment(_ environment: [String: String]) throws -> ProxyRoutes {
+        func value(_ name: String) -> String? {
+            (environment[name] ?? environment[name.lowercased()]).flatMap { $0.isEmpty ? nil : $0 }
+        }
+        return ProxyRoutes(http: try value("HTTP_PROXY").map(HTTPProxy.init), https: try value("HTTPS_PROXY").map(HTTPProxy.init),
+                           bypass: list(value("NO_PROXY")), bypassLoopback: true)
+    }
+
+    static func list(_ text: String?) -> [String] {
+        (text ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+    }
+
+    /// Whether any server goes through a proxy.
+    public var isDirect: Bool { http == nil && https == nil }
+
+    /// The proxy for a server at `host` (`secure`: `https://` or `wss://`), or nil to go direct.
+    public func proxy(for host: String, secure: Bool) -> HTTPProxy? {
+        guard let proxy = secure ? https : http else { return nil }
+        let name = host.lowercased()
+        if bypassLoopback, name == "localhost" || name == "::1" || name.hasPrefix("127.") { return nil }
+        for entry in bypass {
+            if entry == "*" { return nil }
+            let domain = entry.hasPrefix(".") ? String(entry.dropFirst()) : entry
+            if name == domain || name.hasSuffix("." + domain) { return nil }
+        }
+        return proxy
+    }
+}
+
+extension HTTPProxy {
+    /// A connection through this proxy to `host:port` that then carries what `pipeline`
+    /// adds (TLS, HTTP), or throws `HTTPClientError.proxyRefused` when the proxy answers
+    /// the CONNECT with another status, `.timedOut` past `deadline`.
+    func tunnel(to host: String, port: Int, group: any EventLoopGroup, deadline: NIODeadline,
+                pipeline: @escaping @Sendable (any Channel) throws -> Void) async throws -> any Channel {
+        let loop = group.any()
+        let established = loop.makePromise(of: Void.self)
+        let tunnel = ProxyTunnel(target: HTTPClient.authority(host, port, secure: false), authorization: authorization,
+                                 established: established, pipeline: pipeline)
+        let channel: any Channel
+        do {
+            channel = try await ClientBootstrap(group: loop)
+                .connectTimeout(max(.zero, deadline - NIODeadline.now()))
+                .channelOption(.socketOption(.tcp_nodelay), value: 1)
+                .channelInitializer { channel in channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(tunnel) } }
+                .connect(to: try HTTPClient.address(self.host, self.port)).get()
+        } catch {
+            // Nothing will answer the CONNECT: its promise ends here (an unkept promise is a
+            // leak NIO traps on).
+            let failure = if case ChannelError.connectTimeout = error {
+                HTTPClientError.timedOut("connecting to proxy \(self)")
+            } else {
+                HTTPClientError.unreachable("proxy \(self): \(error)")
+            }
+            established.fail(failure)
+            throw failure
+        }
+        let timer = loop.scheduleTask(deadline: deadline) {
+            established.fail(HTTPClientError.timedOut("proxy \(self): CONNECT \(host):\(port)"))
+            channel.close(promise: nil)
+        }
+        defer { timer.cancel() }
+        do {
+            try await established.futureResult.get()
+        } catch {
+            channel.close(promise: nil)
+            throw error
+        }
+        return channel
+    }
+}
+
+/// The first handler of a connection to a proxy: sends `CONNECT target`, reads the
+/// proxy's answer, and on 2xx puts the connection's own handlers after it and leaves.
+final class ProxyTunnel: ChannelInboundHandler, RemovableChannelHandler, @unchecked Sendable {
+    // Unchecked: touched only on its channel's event loop.
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    let target: String
+    let authorization: String?
+    let established: EventLoopPromise<Void>
+    let pipeline: @Sendable (any Channel) throws -> Void
+    var answer = ByteBuffer()
+    /// A proxy's answer head is a status line and a few headers; more is not a proxy.
+    static let headLimit = 16 * 1024
+
+    init(target: String, authorization: String?, established: EventLoopPromise<Void>, pipeline: @escaping @Sendable (any Channel) throws -> Void) {
+        self.target = target
+        self.authorization = authorization
+        self.established = established
+        self.pipeline = pipeline
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        var request = "CONNECT \(target) HTTP/1.1\r\nHost: \(target)\r\n"
+        if let authorization { request += "Proxy-Authorization: \(authorization)\r\n" }
+        request += "\r\n"
+        context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(string: request)), promise: nil)
+        context.fireChannelActive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var bytes = unwrapInboundIn(data)
+        answer.writeBuffer(&bytes)
+        let view = answer.readableBytesView
+        guard let end = view.firstRange(of: [13, 10, 13, 10]) else {
+            if answer.readableBytes > Self.headLimit { fail(context, HTTPClientError.proxyRefused(status: 0)) }
+            return
+        }
+        // "HTTP/1.1 200 Connection established": the status is the second word.
+        let statusLine = String(decoding: view[view.startIndex..<(view.firstIndex(of: 13) ?? end.lowerBound)], as: UTF8.self)
+        let words = statusLine.split(separator: " ")
+        let status = words.count > 1 ? Int(words[1]) ?? 0 : 0
+        guard (200..<300).contains(status), statusLine.hasPrefix("HTTP/1.") else { return fail(context, HTTPClientError.proxyRefused(status: status)) }
+        answer.moveReaderIndex(forwardBy: end.upperBound - view.startIndex)
+        do {
+            try pipeline(context.channel)
+        } catch {
+            return fail(context, error)
+        }
+        established.succeed(())
+        // Bytes past the answer are the server's, for the handlers now after this one.
+        if answer.readableBytes > 0 { context.fireChannelRead(wrapInboundOut(answer)) }
+        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+    }
+
+    func fail(_ context: ChannelHandlerContext, _ error: any Error) {
+        established.fail(error)
+        context.close(promise: nil)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        established.fail(HTTPClientError.closed)
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        fail(context, error)
+    }
+}

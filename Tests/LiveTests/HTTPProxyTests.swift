@@ -1,0 +1,110 @@
+import Foundation
+import LabKernel
+import LabTestSupport
+import Testing
+@testable import Live
+
+@Suite("HTTP client through a forward proxy")
+struct HTTPProxyTests {
+    /// A sync server on a free loopback port for `body` (its server and base URL).
+    func withSyncServer(_ name: String, seed: UInt64, _ body: (MobileSyncLiveServer, String) async throws -> Void) async throws {
+        let server = try MobileSyncLiveServer(dataDirectory: TestPaths.scratchDirectory(name).path, seed: seed)
+        let host = LiveHost(configuration: .init(ports: [server.name: 0]), servers: [server])
+        let base = try #require(try await host.start().first).url
+        do { try await body(server, base) } catch {
+            try? await host.stop()
+            throw error
+        }
+        try await host.stop()
+    }
+
+    /// A phone's registration with the server's root key.
+    static func registration(of device: String, key: String) -> HTTPRequestMessage {
+        HTTPRequestMessage(method: "POST", target: "/api/v1/mobile/devices/register", headers: ["x-api-key": key, "content-type": "application/json"],
+                           body: Array(#"{"device_id":"\#(device)","platform":"android"}"#.utf8))
+    }
+
+    @Test("which servers go through which proxy: --proxy for all but NO_PROXY; the environment's per scheme, loopback always direct; credentials never printed")
+    func routes() throws {
+        let proxy = try HTTPProxy("http://alice:s3cret@proxy.corp.example:3128")
+        #expect(proxy.host == "proxy.corp.example" && proxy.port == 3128 && proxy.authenticates)
+        #expect(proxy.description == "http://proxy.corp.example:3128")
+        #expect(try HTTPProxy("proxy.corp.example").port == 80)
+        #expect(throws: HTTPClientError.badURL("https://…@proxy.corp.example: a proxy is spoken to in plain HTTP (http://host:port)")) {
+            try HTTPProxy("https://alice:s3cret@proxy.corp.example")
+        }
+
+        let every = ProxyRoutes.every(proxy, noProxy: "internal.example, .lan")
+        #expect(every.proxy(for: "sync.staging.example.com", secure: true) == proxy)
+        #expect(every.proxy(for: "127.0.0.1", secure: false) == proxy, "--proxy is asked for: loopback goes through it too")
+        #expect(every.proxy(for: "api.internal.example", secure: true) == nil && every.proxy(for: "internal.example", secure: false) == nil)
+        #expect(every.proxy(for: "printer.lan", secure: false) == nil && every.proxy(for: "notinternal.example", secure: false) == proxy)
+
+        let environment = try ProxyRoutes.environment(["https_proxy": "http://proxy.corp.example:3128", "NO_PROXY": "*.skip.example"])
+        #expect(environment.proxy(for: "sync.staging.example.com", secure: true)?.port == 3128)
+        #expect(environment.proxy(for: "sync.staging.example.com", secure: false) == nil, "no HTTP_PROXY: http:// goes direct")
+        #expect(environment.proxy(for: "127.0.0.1", secure: true) == nil && environment.proxy(for: "localhost", secure: true) == nil)
+        #expect(try ProxyRoutes.environment([:]) == .direct)
+        #expect(try ProxyRoutes.environment(["NO_PROXY": "*", "HTTPS_PROXY": "proxy:8080"]).proxy(for: "a.example", secure: true) == nil)
+    }
+
+    @Test("an http:// server through the proxy: each request in absolute form with the proxy's credentials, the push stream in a tunnel; without the credentials the proxy's 407 is the answer")
+    func forwarded() async throws {
+        try await withSyncServer("proxy-forwarded", seed: 3) { server, base in
+            let proxy = try ForwardProxy(credentials: "load:gen")
+            defer { proxy.stop() }
+            let register = { (n: Int) in Self.registration(of: "proxied-\(n)", key: server.rootAPIKey) }
+
+            let client = HTTPClient(proxies: .every(try HTTPProxy(proxy.url(credentials: "load:gen")), noProxy: nil))
+            defer { client.shutdown() }
+            for n in 0..<3 { #expect(try await client.send(register(n), to: base, timeout: .seconds(5)).status == 201) }
+            let port = try #require(URL(string: base)?.port)
+            #expect(proxy.carried.forwarded == 3 && proxy.carried.tunnels == 0 && proxy.carried.destinations == ["127.0.0.1:\(port)"])
+
+            // The push stream never ends, so it goes in a tunnel rather than being forwarded.
+            let push = try await PushChannelClient.connect(baseURL: base, deviceID: "proxied-0", apiKey: server.rootAPIKey, proxies: client.proxies,
+                                                           onWake: { _ in })
+            push.close()
+            #expect(proxy.carried.tunnels == 1 && proxy.carried.forwarded == 3)
+
+            let anonymous = HTTPClient(proxies: .every(try HTTPProxy(proxy.url()), noProxy: nil))
+            defer { anonymous.shutdown() }
+            #expect(try await anonymous.send(register(9), to: base, timeout: .seconds(5)).status == 407)
+            #expect(proxy.carried.refused == 1 && proxy.carried.forwarded == 3)
+        }
+    }
+
+    @Test("an https:// server through the proxy's CONNECT tunnel, TLS end to end; a tunnel the proxy refuses fails with its status, one to a proxy that is not there says so")
+    func tunnelled() async throws {
+        try await withSyncServer("proxy-tunnelled", seed: 4) { server, base in
+            let dir = TestPaths.scratchDirectory("proxy-tunnel-tls")
+            let certificates = try TestCertificates(in: dir)
+            let front = try TLSProxy(certificates: certificates, backendPort: try #require(URL(string: base)?.port))
+            defer { front.stop() }
+            let proxy = try ForwardProxy(credentials: "load:gen")
+            defer { proxy.stop() }
+            let register = { (n: Int) in Self.registration(of: "tunnelled-\(n)", key: server.rootAPIKey) }
+
+            let client = HTTPClient(tls: ClientTLS(caFile: certificates.ca), proxies: .every(try HTTPProxy(proxy.url(credentials: "load:gen")), noProxy: nil))
+            defer { client.shutdown() }
+            for n in 0..<3 { #expect(try await client.send(register(n), to: front.url, timeout: .seconds(5)).status == 201) }
+            #expect(proxy.carried.tunnels == 1 && proxy.carried.forwarded == 0, "one keep-alive tunnel carries the three requests")
+            #expect(proxy.carried.destinations == ["127.0.0.1:\(front.port)"])
+
+            let anonymous = HTTPClient(tls: ClientTLS(caFile: certificates.ca), proxies: .every(try HTTPProxy(proxy.url()), noProxy: nil))
+            defer { anonymous.shutdown() }
+            await #expect(throws: HTTPClientError.proxyRefused(status: 407)) { try await anonymous.send(register(9), to: front.url, timeout: .seconds(5)) }
+            #expect(ExchangeFailure.reason(HTTPClientError.proxyRefused(status: 407)) == "proxy refused (HTTP 407)")
+
+            let gone = try ServedFleetlab.freePort()
+            let nowhere = HTTPClient(tls: ClientTLS(caFile: certificates.ca), proxies: .every(try HTTPProxy("http://127.0.0.1:\(gone)"), noProxy: nil))
+            defer { nowhere.shutdown() }
+            await #expect {
+                try await nowhere.send(register(10), to: front.url, timeout: .seconds(5))
+            } throws: { error in
+                guard case HTTPClientError.unreachable(let what)? = error as? HTTPClientError else { return false }
+                return what.hasPrefix("proxy http://127.0.0.1:\(gone)")
+            }
+        }
+    }
+}
