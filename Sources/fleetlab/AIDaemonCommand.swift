@@ -34,6 +34,8 @@ struct AIDaemonCommand: AsyncParsableCommand {
 
     @OptionGroup var tlsOptions: ClientTLSOptions
 
+    @OptionGroup var proxyOptions: ClientProxyOptions
+
     func run() async throws {
         guard let span = TimeSpan(timeout), span > .zero, span <= .hours(1) else { throw CLIFailure.badInput("--timeout takes 1s…1h, got '\(timeout)'") }
         let say: @Sendable (String) -> Void = AIBridgeRelayLiveServer.printLine
@@ -41,7 +43,8 @@ struct AIDaemonCommand: AsyncParsableCommand {
         do {
             driver = try AIBridgeDaemonDriver(relay: relay, dataDirectory: data, daemonID: id,
                                               chat: command.isEmpty ? nil : .command(argv: command, timeout: span),
-                                              tls: try tlsOptions.make(httpsTargets: relay.hasPrefix("https://"))) { event in
+                                              tls: try tlsOptions.make(httpsTargets: relay.hasPrefix("https://")),
+                                              proxies: try proxyOptions.make()) { event in
                 switch event {
                 case .pin(let pin, let expires):
                     let time = ISO8601DateFormatter.string(from: expires, timeZone: .current, formatOptions: [.withTime, .withColonSeparatorInTime])

@@ -53,6 +53,8 @@ struct DeviceCommand: AsyncParsableCommand {
 
     @OptionGroup var tlsOptions: ClientTLSOptions
 
+    @OptionGroup var proxyOptions: ClientProxyOptions
+
     @Flag(name: .customLong("no-push"), help: "Do not subscribe to the push channel (sync on the cadence only).")
     var noPush = false
 
@@ -74,7 +76,7 @@ struct DeviceCommand: AsyncParsableCommand {
         guard let url = URL(string: base), url.scheme == "http" || url.scheme == "https", url.host != nil else {
             throw CLIFailure.badInput("--sync takes the server's base URL, such as http://127.0.0.1:7710, got '\(sync)'")
         }
-        let http = HTTPClient(tls: try tlsOptions.make(httpsTargets: url.scheme == "https"))
+        let http = HTTPClient(tls: try tlsOptions.make(httpsTargets: url.scheme == "https"), proxies: try proxyOptions.make())
         try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
         var config = MobileEngineConfig()
         config.tickIntervalMs = 250

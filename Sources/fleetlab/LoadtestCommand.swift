@@ -89,6 +89,8 @@ struct LoadtestCommand: AsyncParsableCommand {
 
     @OptionGroup var tlsOptions: ClientTLSOptions
 
+    @OptionGroup var proxyOptions: ClientProxyOptions
+
     @Option(name: .customLong("dashboard-port"), help: "Serve the dashboard of the results so far on 127.0.0.1:PORT while the run goes on (0: a free port; the URL is printed), refreshed every 2 s.")
     var dashboardPort: Int?
 
@@ -124,6 +126,7 @@ struct LoadtestCommand: AsyncParsableCommand {
         }
         guard !urls.isEmpty else { throw CLIFailure.badInput("name the server to drive: --target sync=http://host:port, agent=http://host:port, chat=http://host:port or ai-bridge=http://host:port") }
         let tls = try tlsOptions.make(httpsTargets: urls.values.contains { $0.hasPrefix("https://") })
+        let proxies = try proxyOptions.make()
         var keyOf: [String: String] = [:]
         for name in Self.stacks { keyOf[name] = ProcessInfo.processInfo.environment["FLEETLAB_KEY_\(name.uppercased())"] }
         for entry in keys {
@@ -166,7 +169,7 @@ struct LoadtestCommand: AsyncParsableCommand {
         let runTag = LoadRun.runTag(startingAt: UInt64(Date().timeIntervalSince1970 * 1000))
         var setup: TenantSetup.Outcome?
         if let syncURL = urls["sync"] {
-            setup = await TenantSetup.prepare(syncURL: syncURL, key: keyOf["sync"] ?? "", tenant: loaded.sync?.tenant ?? "fleet", runTag: runTag, tls: tls)
+            setup = await TenantSetup.prepare(syncURL: syncURL, key: keyOf["sync"] ?? "", tenant: loaded.sync?.tenant ?? "fleet", runTag: runTag, tls: tls, proxies: proxies)
         }
         let bucket = ([1, 5, 10, 30, 60, 300, 600, 900, 1_800, 3_600] as [Int64]).map { TimeSpan(nanoseconds: $0 * 1_000_000_000) }
             .first { runLength.nanoseconds / $0.nanoseconds <= 120 } ?? .hours(1)
@@ -188,6 +191,7 @@ struct LoadtestCommand: AsyncParsableCommand {
         settings.relaunchShare = relaunchShare
         settings.aiBridge = urls["ai-bridge"]
         settings.tls = tls
+        settings.proxies = proxies
         if let requestTimeout { settings.requestTimeout = .nanoseconds(requestTimeout.span.nanoseconds) }
         settings.loops = loops ?? LoadRun.defaultLoops
         let pipeline: ResultsPipeline
@@ -225,7 +229,7 @@ struct LoadtestCommand: AsyncParsableCommand {
 
         let results = try ResultsDatabase.open(at: resultsPath).load()
         let tenantNote = (setup?.createdTenant.map { " (tenant \($0), created for this run)" } ?? "")
-            + (tlsOptions.insecure ? " (TLS certificates not checked: --insecure)" : "")
+            + (tlsOptions.insecure ? " (TLS certificates not checked: --insecure)" : "") + proxies.note(for: urls.values)
         try OutputPaths.write(Dashboard.render(results), to: dashboardPath)
         let summary = LoadtestSummary(results: results, outcome: outcome, model: model,
                                       target: targetList + tenantNote, skipped: skipped, faults: loaded.faults,

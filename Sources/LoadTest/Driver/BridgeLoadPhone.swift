@@ -48,7 +48,7 @@ final class BridgeLoadPhone: Sendable {
         var identity = seed.child("desktop-identity").generator()
         desktop = try AIBridgeDaemonDriver(relay: relay, identity: identity.bytes(32), daemonID: "loadtest-\(runTag)-\(index)",
                                            chat: .scripted(think: settings.think, wordsPerChunk: settings.wordsPerChunk, every: settings.every),
-                                           tls: http.tls) { _ in }
+                                           tls: http.tls, proxies: http.proxies) { _ in }
         var config = BridgeClient.Config(relayURL: relay)
         let limit = TimeSpan(nanoseconds: requestTimeout.nanoseconds)
         (config.firstAnswer, config.idleLimit, config.pairLimit) = (limit, limit, limit)

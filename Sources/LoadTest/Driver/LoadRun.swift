@@ -43,6 +43,8 @@ public final class LoadRun: Sendable {
         public var requestTimeout: Duration = .seconds(10)
         /// Whose certificates an `https://` target's are checked against.
         public var tls = ClientTLS.system
+        /// Which targets are reached through a forward proxy.
+        public var proxies = ProxyRoutes.direct
         /// Event-loop threads the phones run on (`defaultLoops` unless set).
         public var loops = LoadRun.defaultLoops
         /// Distinguishes this run's phones on a server that kept earlier runs' devices.
@@ -132,7 +134,7 @@ public final class LoadRun: Sendable {
         let recorder = LoadRecorder()
         self.recorder = recorder
         group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, settings.loops))
-        let http = HTTPClient(group: group, idlePerHost: max(8, settings.model.devices), tls: settings.tls)
+        let http = HTTPClient(group: group, idlePerHost: max(8, settings.model.devices), tls: settings.tls, proxies: settings.proxies)
         self.http = http
         let sequences = (settings.scenario.workflows?.workloads ?? []).map { ($0.sequenceName, $0.sequenceJSON) }
         // The run's tag in every phone's stream: a server keeps what earlier runs sent (the

@@ -18,8 +18,8 @@ public enum TenantSetup {
     /// Creates `tenant` (or, if it exists, `tenant-<runTag>`) when `key` is the server's root
     /// key; a 401 or 403 means it is a tenant key, used as given.
     public static func prepare(syncURL: String, key: String, tenant: String, runTag: String, timeout: Duration = .seconds(10),
-                               tls: ClientTLS = .system) async -> Outcome {
-        let http = HTTPClient(tls: tls)
+                               tls: ClientTLS = .system, proxies: ProxyRoutes = .direct) async -> Outcome {
+        let http = HTTPClient(tls: tls, proxies: proxies)
         defer { http.shutdown() }
         for name in [tenant, "\(tenant)-\(runTag)"] {
             var body: [UInt8] = []
