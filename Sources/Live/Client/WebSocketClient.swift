@@ -4,9 +4,10 @@ import NIOPosix
 import NIOWebSocket
 
 /// A small WebSocket client on SwiftNIO for the live drivers (the agent runtime's
-/// phones, bench and load-test clients): plain `ws://` on loopback, `wss://` with `tls`, either
-/// through a proxy's tunnel (`HTTPProxy`), one upgrade with a deadline, text frames out (masked, as a client must) and in, pings answered, a close
-/// echoed. What arrives is an `AsyncStream` of events that ends when the socket does.
+/// phones, bench and load-test clients): plain `ws://` on loopback, `wss://` with `tls`,
+/// either through a proxy's tunnel (`HTTPProxy`); one upgrade with a deadline, text
+/// frames out (masked, as a client must) and in, pings answered, a close echoed. What
+/// arrives is an `AsyncStream` of events that ends when the socket does.
 public final class WebSocketConnection: Sendable {
     public enum Event: Sendable, Equatable {
         case text(String)
