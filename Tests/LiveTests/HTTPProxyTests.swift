@@ -34,6 +34,9 @@ struct HTTPProxyTests {
             try HTTPProxy("https://alice:s3cret@proxy.corp.example")
         }
 
+        #expect(HTTPProxy.connectTarget("chat.staging.example.com", 443) == "chat.staging.example.com:443")
+        #expect(HTTPProxy.connectTarget("::1", 80) == "[::1]:80", "a CONNECT names the port even when it is the scheme's")
+
         let every = ProxyRoutes.every(proxy, noProxy: "internal.example, .lan")
         #expect(every.proxy(for: "sync.staging.example.com", secure: true) == proxy)
         #expect(every.proxy(for: "127.0.0.1", secure: false) == proxy, "--proxy is asked for: loopback goes through it too")

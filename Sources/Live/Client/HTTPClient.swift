@@ -181,9 +181,11 @@ public final class HTTPClient: Sendable {
         }
     }
 
-    /// `host`, or `host:port` when `port` is not the scheme's default.
+    /// `host`, or `host:port` when `port` is not the scheme's default. An IPv6 literal goes
+    /// in brackets (`[::1]:7710`), as in a URL: Foundation hands the host out without them.
     static func authority(_ host: String, _ port: Int, secure: Bool) -> String {
-        port == (secure ? 443 : 80) ? host : "\(host):\(port)"
+        let name = host.contains(":") ? "[\(host)]" : host
+        return port == (secure ? 443 : 80) ? name : "\(name):\(port)"
     }
 
     /// The address to connect to. An IP literal (the usual case: loopback) is used as it

@@ -116,7 +116,7 @@ extension HTTPProxy {
                 pipeline: @escaping @Sendable (any Channel) throws -> Void) async throws -> any Channel {
         let loop = group.any()
         let established = loop.makePromise(of: Void.self)
-        let tunnel = ProxyTunnel(target: HTTPClient.authority(host, port, secure: false), authorization: authorization,
+        let tunnel = ProxyTunnel(target: Self.connectTarget(host, port), authorization: authorization,
                                  established: established, pipeline: pipeline)
         let channel: any Channel
         do {
@@ -148,6 +148,14 @@ extension HTTPProxy {
             throw error
         }
         return channel
+    }
+}
+
+extension HTTPProxy {
+    /// What a CONNECT names: always host and port (80 and 443 too), an IPv6 literal in
+    /// brackets.
+    static func connectTarget(_ host: String, _ port: Int) -> String {
+        (host.contains(":") ? "[\(host)]" : host) + ":\(port)"
     }
 }
 
