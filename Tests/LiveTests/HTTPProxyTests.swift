@@ -42,6 +42,11 @@ struct HTTPProxyTests {
         #expect(every.proxy(for: "127.0.0.1", secure: false) == proxy, "--proxy is asked for: loopback goes through it too")
         #expect(every.proxy(for: "api.internal.example", secure: true) == nil && every.proxy(for: "internal.example", secure: false) == nil)
         #expect(every.proxy(for: "printer.lan", secure: false) == nil && every.proxy(for: "notinternal.example", secure: false) == proxy)
+        let ranges = ProxyRoutes.every(proxy, noProxy: "10.0.0.0/8,192.168.1.0/25,fd00::/8")
+        #expect(ranges.proxy(for: "10.20.30.40", secure: true) == nil && ranges.proxy(for: "11.0.0.1", secure: true) == proxy)
+        #expect(ranges.proxy(for: "192.168.1.127", secure: false) == nil && ranges.proxy(for: "192.168.1.128", secure: false) == proxy)
+        #expect(ranges.proxy(for: "fd12::1", secure: true) == nil && ranges.proxy(for: "fe80::1", secure: true) == proxy)
+        #expect(ranges.proxy(for: "sync.staging.example.com", secure: true) == proxy, "a range holds addresses, not names")
 
         let environment = try ProxyRoutes.environment(["https_proxy": "http://proxy.corp.example:3128", "NO_PROXY": "*.skip.example"])
         #expect(environment.proxy(for: "sync.staging.example.com", secure: true)?.port == 3128)

@@ -54,7 +54,8 @@ public struct HTTPProxy: Sendable, Equatable, CustomStringConvertible {
 /// (`--proxy`), or the environment's `HTTP_PROXY` (for `http://` and `ws://`) and
 /// `HTTPS_PROXY` (for `https://` and `wss://`), lowercase names too, as curl and Go read
 /// them. `NO_PROXY` lists servers reached directly: a host, a domain (`example.com` and
-/// `.example.com` both cover its subdomains), an address, or `*` for all. Under the
+/// `.example.com` both cover its subdomains), an address, a range of addresses
+/// (`10.0.0.0/8`, `fd00::/8`, as Go reads them), or `*` for all. Under the
 /// environment's proxies, loopback servers are always reached directly (Go's rule), so a
 /// machine's proxy settings do not reroute a test of `fleetlab serve`.
 public struct ProxyRoutes: Sendable, Equatable {
@@ -100,11 +101,28 @@ public struct ProxyRoutes: Sendable, Equatable {
         let name = host.lowercased()
         if bypassLoopback, name == "localhost" || name == "::1" || name.hasPrefix("127.") { return nil }
         for entry in bypass {
-            if entry == "*" { return nil }
+            if entry == "*" || Self.address(name, isIn: entry) { return nil }
             let domain = entry.hasPrefix(".") ? String(entry.dropFirst()) : entry
             if name == domain || name.hasSuffix("." + domain) { return nil }
         }
         return proxy
+    }
+
+    /// Whether `host` is an IP address inside `range` (`10.0.0.0/8`, `fd00::/8`).
+    static func address(_ host: String, isIn range: String) -> Bool {
+        let parts = range.split(separator: "/")
+        guard parts.count == 2, let bits = Int(parts[1]), let network = bytes(of: String(parts[0])), let address = bytes(of: host),
+              address.count == network.count, (0...network.count * 8).contains(bits) else { return false }
+        for bit in 0..<bits where (address[bit / 8] ^ network[bit / 8]) & (0x80 >> UInt8(bit % 8)) != 0 { return false }
+        return true
+    }
+
+    /// An IPv4 or IPv6 literal's bytes (4 or 16), or nil for a name.
+    static func bytes(of literal: String) -> [UInt8]? {
+        var v4 = in_addr(), v6 = in6_addr()
+        if inet_pton(AF_INET, literal, &v4) == 1 { return withUnsafeBytes(of: &v4) { Array($0) } }
+        if inet_pton(AF_INET6, literal, &v6) == 1 { return withUnsafeBytes(of: &v6) { Array($0) } }
+        return nil
     }
 }
 
