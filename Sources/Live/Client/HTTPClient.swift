@@ -154,26 +154,19 @@ public final class HTTPClient: Sendable {
     func connect<Handler: ChannelHandler & Sendable>(to endpoint: Endpoint, timeout: TimeAmount, then handler: Handler) async throws -> any Channel {
         let tls = endpoint.secure ? self.tls : nil
         let proxy = proxies.proxy(for: endpoint.host, secure: endpoint.secure)
-        if let proxy, let tls {
-            return try await proxy.tunnel(to: endpoint.host, port: endpoint.port, group: group, deadline: NIODeadline.now() + timeout) { channel in
-                try channel.pipeline.syncOperations.addHandler(tls.handler(host: endpoint.host))
+        // `https://` goes through the proxy's tunnel; `http://` to the proxy itself, which
+        // forwards each request (`head(of:to:via:)` writes them in absolute form).
+        let tunnel = tls == nil ? nil : proxy
+        let forwarder = tls == nil ? proxy : nil
+        let (host, port) = forwarder.map { ($0.host, $0.port) } ?? (endpoint.host, endpoint.port)
+        do {
+            return try await Self.open(host, port, through: tunnel, on: group.any(), deadline: NIODeadline.now() + timeout) { channel in
+                if let tls { try channel.pipeline.syncOperations.addHandler(tls.handler(host: endpoint.host)) }
                 try channel.pipeline.syncOperations.addHTTPClientHandlers()
                 try channel.pipeline.syncOperations.addHandler(handler)
             }
-        }
-        let (host, port) = proxy.map { ($0.host, $0.port) } ?? (endpoint.host, endpoint.port)
-        do {
-            return try await ClientBootstrap(group: group.any())
-                .connectTimeout(timeout)
-                .channelOption(.socketOption(.tcp_nodelay), value: 1)
-                .channelInitializer { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        if let tls { try channel.pipeline.syncOperations.addHandler(tls.handler(host: endpoint.host)) }
-                        try channel.pipeline.syncOperations.addHTTPClientHandlers()
-                        try channel.pipeline.syncOperations.addHandler(handler)
-                    }
-                }
-                .connect(to: try Self.address(host, port)).get()
+        } catch let failure as HTTPClientError {
+            throw failure
         } catch ChannelError.connectTimeout {
             throw HTTPClientError.timedOut("connecting to \(proxy.map { "proxy \($0)" } ?? endpoint.key)")
         } catch {

@@ -126,23 +126,35 @@ public struct ProxyRoutes: Sendable, Equatable {
     }
 }
 
+extension HTTPClient {
+    /// A connection to `host:port` on `loop` that carries what `pipeline` adds (TLS, HTTP):
+    /// directly, or through `proxy`'s tunnel when one is given. A direct connection's
+    /// failures are NIO's, for the caller to name; a tunnel's are `HTTPClientError`s.
+    static func open(_ host: String, _ port: Int, through proxy: HTTPProxy?, on loop: any EventLoop, deadline: NIODeadline,
+                     pipeline: @escaping @Sendable (any Channel) throws -> Void) async throws -> any Channel {
+        if let proxy { return try await proxy.tunnel(to: host, port: port, on: loop, deadline: deadline, pipeline: pipeline) }
+        return try await ClientBootstrap(group: loop)
+            .connectTimeout(max(.zero, deadline - NIODeadline.now()))
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in channel.eventLoop.makeCompletedFuture { try pipeline(channel) } }
+            .connect(to: try address(host, port)).get()
+    }
+}
+
 extension HTTPProxy {
     /// A connection through this proxy to `host:port` that then carries what `pipeline`
     /// adds (TLS, HTTP), or throws `HTTPClientError.proxyRefused` when the proxy answers
     /// the CONNECT with another status, `.timedOut` past `deadline`.
-    func tunnel(to host: String, port: Int, group: any EventLoopGroup, deadline: NIODeadline,
+    func tunnel(to host: String, port: Int, on loop: any EventLoop, deadline: NIODeadline,
                 pipeline: @escaping @Sendable (any Channel) throws -> Void) async throws -> any Channel {
-        let loop = group.any()
         let established = loop.makePromise(of: Void.self)
         let tunnel = ProxyTunnel(target: Self.connectTarget(host, port), authorization: authorization,
                                  established: established, pipeline: pipeline)
         let channel: any Channel
         do {
-            channel = try await ClientBootstrap(group: loop)
-                .connectTimeout(max(.zero, deadline - NIODeadline.now()))
-                .channelOption(.socketOption(.tcp_nodelay), value: 1)
-                .channelInitializer { channel in channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(tunnel) } }
-                .connect(to: try HTTPClient.address(self.host, self.port)).get()
+            channel = try await HTTPClient.open(self.host, self.port, through: nil, on: loop, deadline: deadline) { channel in
+                try channel.pipeline.syncOperations.addHandler(tunnel)
+            }
         } catch {
             // Nothing will answer the CONNECT: its promise ends here (an unkept promise is a
             // leak NIO traps on).

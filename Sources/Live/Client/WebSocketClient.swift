@@ -92,15 +92,7 @@ public enum WebSocketClient {
         }
         let channel: any Channel
         do {
-            if let proxy {
-                channel = try await proxy.tunnel(to: host, port: port, group: loop, deadline: deadline, pipeline: handlers)
-            } else {
-                channel = try await ClientBootstrap(group: loop)
-                    .connectTimeout(TimeAmount(timeout))
-                    .channelOption(.socketOption(.tcp_nodelay), value: 1)
-                    .channelInitializer { channel in channel.eventLoop.makeCompletedFuture { try handlers(channel) } }
-                    .connect(to: try HTTPClient.address(host, port)).get()
-            }
+            channel = try await HTTPClient.open(host, port, through: proxy, on: loop, deadline: deadline, pipeline: handlers)
         } catch {
             // Nothing will answer the upgrade: its promise ends here (an unkept promise is a
             // leak NIO traps on).

@@ -40,14 +40,8 @@ public final class PushChannelClient: Sendable {
         // answer until it is complete, and this one never is.
         let channel: any Channel
         do {
-            channel = if let proxy = proxies.proxy(for: host, secure: secure) {
-                try await proxy.tunnel(to: host, port: port, group: group, deadline: .now() + timeout, pipeline: handlers)
-            } else {
-                try await ClientBootstrap(group: group)
-                    .connectTimeout(timeout)
-                    .channelInitializer { channel in channel.eventLoop.makeCompletedFuture { try handlers(channel) } }
-                    .connect(to: try HTTPClient.address(host, port)).get()
-            }
+            channel = try await HTTPClient.open(host, port, through: proxies.proxy(for: host, secure: secure), on: group.next(),
+                                                deadline: .now() + timeout, pipeline: handlers)
         } catch {
             // No answer will come: the head's promise ends here (NIO traps on one left unkept).
             head.fail(error)
