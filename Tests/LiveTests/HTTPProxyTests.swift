@@ -34,8 +34,8 @@ struct HTTPProxyTests {
             try HTTPProxy("https://alice:s3cret@proxy.corp.example")
         }
 
-        #expect(HTTPProxy.connectTarget("chat.staging.example.com", 443) == "chat.staging.example.com:443")
-        #expect(HTTPProxy.connectTarget("::1", 80) == "[::1]:80", "a CONNECT names the port even when it is the scheme's")
+        #expect(HTTPClient.hostPort("chat.staging.example.com", 443) == "chat.staging.example.com:443")
+        #expect(HTTPClient.hostPort("::1", 80) == "[::1]:80", "a CONNECT names the port even when it is the scheme's")
 
         let every = ProxyRoutes.every(proxy, noProxy: "internal.example, .lan")
         #expect(every.proxy(for: "sync.staging.example.com", secure: true) == proxy)

@@ -177,9 +177,13 @@ public final class HTTPClient: Sendable {
     /// `host`, or `host:port` when `port` is not the scheme's default. An IPv6 literal goes
     /// in brackets (`[::1]:7710`), as in a URL: Foundation hands the host out without them.
     static func authority(_ host: String, _ port: Int, secure: Bool) -> String {
-        let name = host.contains(":") ? "[\(host)]" : host
-        return port == (secure ? 443 : 80) ? name : "\(name):\(port)"
+        port == (secure ? 443 : 80) ? bracketed(host) : hostPort(host, port)
     }
+
+    /// `host:port`, port always given (a CONNECT's target), an IPv6 literal in brackets.
+    static func hostPort(_ host: String, _ port: Int) -> String { bracketed(host) + ":\(port)" }
+
+    static func bracketed(_ host: String) -> String { host.contains(":") ? "[\(host)]" : host }
 
     /// The address to connect to. An IP literal (the usual case: loopback) is used as it
     /// is; NIO's `connect(host:port:)` would resolve even that with `getaddrinfo` on

@@ -148,7 +148,7 @@ extension HTTPProxy {
     func tunnel(to host: String, port: Int, on loop: any EventLoop, deadline: NIODeadline,
                 pipeline: @escaping @Sendable (any Channel) throws -> Void) async throws -> any Channel {
         let established = loop.makePromise(of: Void.self)
-        let tunnel = ProxyTunnel(target: Self.connectTarget(host, port), authorization: authorization,
+        let tunnel = ProxyTunnel(target: HTTPClient.hostPort(host, port), authorization: authorization,
                                  established: established, pipeline: pipeline)
         let channel: any Channel
         do {
@@ -178,14 +178,6 @@ extension HTTPProxy {
             throw error
         }
         return channel
-    }
-}
-
-extension HTTPProxy {
-    /// What a CONNECT names: always host and port (80 and 443 too), an IPv6 literal in
-    /// brackets.
-    static func connectTarget(_ host: String, _ port: Int) -> String {
-        (host.contains(":") ? "[\(host)]" : host) + ":\(port)"
     }
 }
 
