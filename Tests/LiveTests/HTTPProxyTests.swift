@@ -65,7 +65,7 @@ struct HTTPProxyTests {
 
             let client = HTTPClient(proxies: .every(try HTTPProxy(proxy.url(credentials: "load:gen")), noProxy: nil))
             defer { client.shutdown() }
-            for n in 0..<3 { #expect(try await client.send(register(n), to: base, timeout: .seconds(5)).status == 201) }
+            for n in 0..<3 { #expect(try await client.send(register(n), to: base, timeout: .seconds(30)).status == 201) }
             let port = try #require(URL(string: base)?.port)
             #expect(proxy.carried.forwarded == 3 && proxy.carried.tunnels == 0 && proxy.carried.destinations == ["127.0.0.1:\(port)"])
 
@@ -77,7 +77,7 @@ struct HTTPProxyTests {
 
             let anonymous = HTTPClient(proxies: .every(try HTTPProxy(proxy.url()), noProxy: nil))
             defer { anonymous.shutdown() }
-            #expect(try await anonymous.send(register(9), to: base, timeout: .seconds(5)).status == 407)
+            #expect(try await anonymous.send(register(9), to: base, timeout: .seconds(30)).status == 407)
             #expect(proxy.carried.refused == 1 && proxy.carried.forwarded == 3)
         }
     }
@@ -95,7 +95,7 @@ struct HTTPProxyTests {
 
             let client = HTTPClient(tls: ClientTLS(caFile: certificates.ca), proxies: .every(try HTTPProxy(proxy.url(credentials: "load:gen")), noProxy: nil))
             defer { client.shutdown() }
-            for n in 0..<3 { #expect(try await client.send(register(n), to: front.url, timeout: .seconds(5)).status == 201) }
+            for n in 0..<3 { #expect(try await client.send(register(n), to: front.url, timeout: .seconds(30)).status == 201) }
             #expect(proxy.carried.tunnels == 1 && proxy.carried.forwarded == 0, "one keep-alive tunnel carries the three requests")
             #expect(proxy.carried.destinations == ["127.0.0.1:\(front.port)"])
 
