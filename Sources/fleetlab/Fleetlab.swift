@@ -41,6 +41,7 @@ struct CLIFailure: Error, CustomStringConvertible {
 @main
 enum FleetlabMain {
     static func main() async {
+        HugePages.adopt()
         do {
             var command = try Fleetlab.parseAsRoot()
             if var asyncCommand = command as? any AsyncParsableCommand {
