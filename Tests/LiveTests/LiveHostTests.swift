@@ -71,6 +71,24 @@ struct LiveHostTests {
         #expect(LiveEndpoint(name: "desktop", summary: "", host: "10.0.0.2", port: 9099, scheme: "wss").url == "wss://10.0.0.2:9099")
     }
 
+    @Test("bound to every interface, the printed host is the default route's address, one of this machine's, and reaches the server")
+    func reachableHost() async throws {
+        let printed = LiveHost.Configuration(host: "0.0.0.0").publicHost
+        let interfaces = NetworkAddress.interfaceIPv4s()
+        #expect(interfaces.contains(printed) || printed == "127.0.0.1", "\(printed) is not among \(interfaces)")
+        // The kernel's own answer, where iproute2 is installed: the route's source address.
+        if let route = try? CommandRunner.run("/usr/sbin/ip", ["-4", "route", "get", "203.0.113.1"]), route.status == 0,
+           let source = route.stdout.split(separator: " ").split(separator: "src").dropFirst().first?.first {
+            #expect(printed == String(source))
+        }
+        let host = LiveHost(configuration: .init(host: "0.0.0.0", ports: ["host": 0]), servers: [HostServer(version: "1")])
+        let endpoint = try #require(try await host.start().first)
+        let status = try? await HTTPProbe.get(endpoint.url + "/health").status
+        try await host.stop()
+        #expect(endpoint.host == printed)
+        #expect(status == 200, "the printed URL reaches the server")
+    }
+
     @Test("a taken port is a clear error before anything starts")
     func portTaken() async throws {
         let blocker = try TCPListener()

@@ -72,12 +72,12 @@ public final class LiveHost: Sendable {
         }
 
         /// Where clients reach the servers, printed and handed out: the advertised host, else
-        /// the bound address, else (bound to every interface) this machine's first network
-        /// address, so a phone on the same network can use what is printed.
+        /// the bound address, else (bound to every interface) the address of this machine's
+        /// default route, so a phone on the same network can use what is printed.
         public var publicHost: String {
             if let advertisedHost { return advertisedHost }
             guard host == "0.0.0.0" || host == "::" else { return host }
-            return NetworkAddress.firstIPv4() ?? "127.0.0.1"
+            return NetworkAddress.reachableIPv4() ?? "127.0.0.1"
         }
     }
 
