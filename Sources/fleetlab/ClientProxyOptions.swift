@@ -28,7 +28,8 @@ extension ProxyRoutes {
     func note(for urls: some Sequence<String>) -> String {
         let used = Set(urls.compactMap { text -> String? in
             guard let url = URL(string: text), let host = url.host else { return nil }
-            return proxy(for: host, secure: url.scheme == "https")?.description
+            let secure = url.scheme == "https" || url.scheme == "wss"
+            return proxy(for: host, port: url.port ?? (secure ? 443 : 80), secure: secure)?.description
         })
         return used.isEmpty ? "" : " (via proxy " + used.sorted().joined(separator: ", ") + ")"
     }

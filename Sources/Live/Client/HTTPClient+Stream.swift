@@ -27,7 +27,7 @@ extension HTTPClient {
         }
         reader.headArrived = { timer.cancel() }
         continuation.onTermination = { _ in channel.close(promise: nil) }
-        channel.write(HTTPClientRequestPart.head(Self.head(of: request, to: endpoint, closing: true, via: proxies.proxy(for: endpoint.host, secure: endpoint.secure))),
+        channel.write(HTTPClientRequestPart.head(Self.head(of: request, to: endpoint, closing: true, via: proxies.proxy(for: endpoint.host, port: endpoint.port, secure: endpoint.secure))),
                       promise: nil)
         if !request.body.isEmpty { channel.write(HTTPClientRequestPart.body(.byteBuffer(ByteBuffer(bytes: request.body))), promise: nil) }
         channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)

@@ -84,7 +84,7 @@ public final class HTTPClient: Sendable {
         let deadline = NIODeadline.now() + TimeAmount(timeout)
         let connection = try await connection(to: endpoint, deadline: deadline)
         let channel = connection.channel
-        let head = Self.head(of: request, to: endpoint, via: proxies.isDirect ? nil : proxies.proxy(for: endpoint.host, secure: endpoint.secure))
+        let head = Self.head(of: request, to: endpoint, via: proxies.isDirect ? nil : proxies.proxy(for: endpoint.host, port: endpoint.port, secure: endpoint.secure))
         let body = request.body
         let promise = channel.eventLoop.makePromise(of: HTTPResponseMessage.self)
         // The answer is expected before the request goes out, both on the channel's loop:
@@ -153,7 +153,7 @@ public final class HTTPClient: Sendable {
     /// a proxy: to the proxy, and for `https://` through a tunnel it opens.
     func connect<Handler: ChannelHandler & Sendable>(to endpoint: Endpoint, timeout: TimeAmount, then handler: Handler) async throws -> any Channel {
         let tls = endpoint.secure ? self.tls : nil
-        let proxy = proxies.proxy(for: endpoint.host, secure: endpoint.secure)
+        let proxy = proxies.proxy(for: endpoint.host, port: endpoint.port, secure: endpoint.secure)
         // `https://` goes through the proxy's tunnel; `http://` to the proxy itself, which
         // forwards each request (`head(of:to:via:)` writes them in absolute form).
         let tunnel = tls == nil ? nil : proxy

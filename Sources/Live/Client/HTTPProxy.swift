@@ -55,7 +55,8 @@ public struct HTTPProxy: Sendable, Equatable, CustomStringConvertible {
 /// `HTTPS_PROXY` (for `https://` and `wss://`), lowercase names too, as curl and Go read
 /// them. `NO_PROXY` lists servers reached directly: a host, a domain (`example.com` and
 /// `.example.com` both cover its subdomains), an address, a range of addresses
-/// (`10.0.0.0/8`, `fd00::/8`, as Go reads them), or `*` for all. Under the
+/// (`10.0.0.0/8`, `fd00::/8`), any of these but ranges with a port (`sync.lan:8443`,
+/// `[fd00::5]:443`: that port only), as Go reads them, or `*` for all. Under the
 /// environment's proxies, loopback servers are always reached directly (Go's rule), so a
 /// machine's proxy settings do not reroute a test of `fleetlab serve`.
 public struct ProxyRoutes: Sendable, Equatable {
@@ -95,17 +96,45 @@ public struct ProxyRoutes: Sendable, Equatable {
     /// Whether any server goes through a proxy.
     public var isDirect: Bool { http == nil && https == nil }
 
-    /// The proxy for a server at `host` (`secure`: `https://` or `wss://`), or nil to go direct.
-    public func proxy(for host: String, secure: Bool) -> HTTPProxy? {
+    /// The proxy for a server at `host:port` (`secure`: `https://` or `wss://`), or nil to
+    /// go direct.
+    public func proxy(for host: String, port: Int, secure: Bool) -> HTTPProxy? {
         guard let proxy = secure ? https : http else { return nil }
         let name = host.lowercased()
         if bypassLoopback, name == "localhost" || name == "::1" || name.hasPrefix("127.") { return nil }
         for entry in bypass {
             if entry == "*" || Self.address(name, isIn: entry) { return nil }
-            let domain = entry.hasPrefix(".") ? String(entry.dropFirst()) : entry
-            if name == domain || name.hasSuffix("." + domain) { return nil }
+            let (pattern, entryPort) = Self.split(entry)
+            if let entryPort, entryPort != port { continue }
+            if Self.host(pattern, matches: name) { return nil }
         }
         return proxy
+    }
+
+    /// Whether a `NO_PROXY` host covers `name`: an address the same address (in any of its
+    /// spellings); a domain, `example.com` or `.example.com`, that name and its subdomains.
+    static func host(_ pattern: String, matches name: String) -> Bool {
+        switch (bytes(of: pattern), bytes(of: name)) {
+        case let (address?, other?): return address == other
+        case (nil, nil):
+            let domain = pattern.hasPrefix(".") ? String(pattern.dropFirst()) : pattern
+            return name == domain || name.hasSuffix("." + domain)
+        case (_?, nil), (nil, _?): return false
+        }
+    }
+
+    /// A `NO_PROXY` entry's host and port, as Go reads them: `host:port`, `[::1]:8080` and
+    /// `10.0.0.1:80` name one port; `host`, `::1` (an IPv6 literal without brackets has
+    /// more than one colon) and `[::1]` every port.
+    static func split(_ entry: String) -> (host: String, port: Int?) {
+        if entry.hasPrefix("["), let close = entry.firstIndex(of: "]") {
+            let host = String(entry[entry.index(after: entry.startIndex)..<close])
+            let rest = entry[entry.index(after: close)...]
+            return (host, rest.hasPrefix(":") ? Int(rest.dropFirst()) : nil)
+        }
+        let parts = entry.split(separator: ":", omittingEmptySubsequences: false)
+        guard parts.count == 2, let port = Int(parts[1]) else { return (entry, nil) }
+        return (String(parts[0]), port)
     }
 
     /// Whether `host` is an IP address inside `range` (`10.0.0.0/8`, `fd00::/8`).

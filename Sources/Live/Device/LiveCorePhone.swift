@@ -141,7 +141,7 @@ public actor LiveCorePhone<Core: LiveDrivenCore> {
                     do {
                         let connection = try await WebSocketClient.connect(host: endpoint.host, port: endpoint.port, target: target, timeout: .seconds(10),
                                                                            group: http.group, tls: endpoint.secure ? http.tls : nil,
-                                                                           proxy: http.proxies.proxy(for: endpoint.host, secure: endpoint.secure))
+                                                                           proxy: http.proxies.proxy(for: endpoint.host, port: endpoint.port, secure: endpoint.secure))
                         await self.opened(connection, run: run)
                         for await event in connection.events {
                             switch event {

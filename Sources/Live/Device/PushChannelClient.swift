@@ -40,7 +40,7 @@ public final class PushChannelClient: Sendable {
         // answer until it is complete, and this one never is.
         let channel: any Channel
         do {
-            channel = try await HTTPClient.open(host, port, through: proxies.proxy(for: host, secure: secure), on: group.next(),
+            channel = try await HTTPClient.open(host, port, through: proxies.proxy(for: host, port: port, secure: secure), on: group.next(),
                                                 deadline: .now() + timeout, pipeline: handlers)
         } catch {
             // No answer will come: the head's promise ends here (NIO traps on one left unkept).

@@ -69,7 +69,7 @@ public final class AIBridgeDaemonDriver: @unchecked Sendable {
         host = endpoint.host
         port = endpoint.port
         self.tls = endpoint.secure ? tls : nil
-        proxy = proxies.proxy(for: endpoint.host, secure: endpoint.secure)
+        proxy = proxies.proxy(for: endpoint.host, port: endpoint.port, secure: endpoint.secure)
         self.report = report
         self.daemonID = daemonID
         var config = BridgeDaemon.Config(daemonID: daemonID)
