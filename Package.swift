@@ -204,7 +204,7 @@ let package = Package(
             "Live", "LabTestSupport", "LabKernel", "LabCrypto", "MobileSyncServer", "Orch8Wire", "DeviceWorkflows", "WorkflowHost", "SecureChatServer", "SecureChatClient",
             "AgentRuntimeWire", "AgentRuntimeServer", "AgentRuntimeClient", "DesktopBridgeWire", "DesktopBridgeServer",
             .product(name: "Hummingbird", package: "hummingbird"), .product(name: "NIOCore", package: "swift-nio"),
-            .product(name: "NIOPosix", package: "swift-nio"), .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"), .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ], swiftSettings: strictSettings),
         // One test body per protocol, run on the simulated and the loopback driver.
         .testTarget(name: "ConformanceTests", dependencies: [

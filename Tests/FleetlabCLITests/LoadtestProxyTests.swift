@@ -52,4 +52,30 @@ struct LoadtestProxyTests {
                                                          "--proxy", "https://load:gen@127.0.0.1:\(proxy.port)"], in: dir)
         #expect(bad.status == 2 && bad.stderr.contains("--proxy") && !bad.stderr.contains("load:gen"), "\(bad.stderr)")
     }
+
+    @Test("--proxy socks5://: sync, chat over https:// and its wss:// sockets all in SOCKS5 tunnels, with the proxy's user and password; nothing fails, nothing secret printed")
+    func socks() async throws {
+        let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("load-socks-serve").path,
+                                                    extra: ["--chat-auth-per-minute", "100000"])
+        defer { served.stop() }
+        let dir = TestPaths.scratchDirectory("loadtest-socks")
+        let certificates = try TestCertificates(in: dir)
+        let chat = try TLSProxy(certificates: certificates, backendPort: LoadtestTLSTests.port(of: served.chatURL))
+        let proxy = try SOCKSProxy(credentials: "load:gen")
+        defer { chat.stop(); proxy.stop() }
+        let scenario = try writeScenario(loadScenario(extra: "chat: {groups: 0}"), in: dir, name: "load.yaml")
+        let run = try await CommandRunner.fleetlabAsync(["loadtest", scenario, "--target", "sync=\(served.syncURL)", "--target", "chat=\(chat.url)",
+                                                         "--ca-file", certificates.ca, "--duration", "2s", "--devices", "4", "--think", "200ms", "--quiet",
+                                                         "--proxy", proxy.url(credentials: "load:gen"), "--out", "socks"],
+                                                        in: dir, environment: ["FLEETLAB_KEY_SYNC": served.rootKey])
+        #expect(run.status == 0, "\(run.stdout)\(run.stderr)")
+        let results = try ResultsDatabase.open(at: dir.appendingPathComponent("socks/results.sqlite").path).load()
+        #expect(results.total(allLabelsOf: "http.failures") == 0)
+        #expect(results.histogram(try #require(results.metric(named: "chat.delivery_latency", labels: "kind=dm"))).totalCount >= 4)
+        let carried = proxy.carried
+        #expect(carried.tunnels >= 8 && carried.refused == 0, "\(carried)")
+        #expect(carried.destinations == ["127.0.0.1:\(LoadtestTLSTests.port(of: served.syncURL))", "127.0.0.1:\(chat.port)"])
+        #expect(run.stdout.contains("(via proxy socks5://127.0.0.1:\(proxy.port))"), "\(run.stdout)")
+        #expect(!run.stdout.contains("load:gen") && !run.stderr.contains("load:gen"))
+    }
 }

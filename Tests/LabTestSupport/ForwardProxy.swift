@@ -8,51 +8,16 @@ import Synchronization
 /// and a staging deployment: `CONNECT host:port` opens a tunnel (answered 200, then bytes
 /// both ways), and a request in absolute form (`POST http://host:port/path`) is forwarded
 /// in origin form on a connection of its own to that server. With `credentials` set, a
-/// request without that `Proxy-Authorization: Basic` is answered 407. It counts what it
-/// carried, so a test can tell traffic went through it.
-public final class ForwardProxy: @unchecked Sendable {
-    // Unchecked: the channel is set once in init and only closed after.
-    public let port: Int
-    let listener: any Channel
-    let tally = Tally()
-
-    /// The counts, shared by the connections' handlers.
-    final class Tally: Sendable {
-        let counts = Mutex(Counts())
-    }
-
-    public struct Counts: Sendable, Equatable {
-        /// Tunnels opened (CONNECT answered 200).
-        public var tunnels = 0
-        /// Requests forwarded in origin form.
-        public var forwarded = 0
-        /// Requests answered 407.
-        public var refused = 0
-        /// The `host:port` each tunnel and forwarded request went to.
-        public var destinations: Set<String> = []
-    }
-
+/// request without that `Proxy-Authorization: Basic` is answered 407.
+public final class ForwardProxy: LoopbackProxy, @unchecked Sendable {
     /// `credentials`: `user:password` the proxy insists on, or nil for none.
     public init(credentials: String? = nil) throws {
         let expected = credentials.map { "Basic " + Data($0.utf8).base64EncodedString() }
-        let tally = self.tally
-        listener = try ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelInitializer { inbound in
-                inbound.eventLoop.makeCompletedFuture { try inbound.pipeline.syncOperations.addHandler(Sniffer(expected: expected, tally: tally)) }
-            }
-            .bind(host: "127.0.0.1", port: 0).wait()
-        port = listener.localAddress?.port ?? 0
+        try super.init { tally in Sniffer(expected: expected, tally: tally) }
     }
 
     /// `http://127.0.0.1:PORT`, with `user:password@` when given.
-    public func url(credentials: String? = nil) -> String { "http://" + (credentials.map { $0 + "@" } ?? "") + "127.0.0.1:\(port)" }
-
-    public var carried: Counts { tally.counts.withLock { $0 } }
-
-    public func stop() { listener.close(promise: nil) }
-
-    deinit { stop() }
+    public func url(credentials: String? = nil) -> String { url("http", credentials: credentials) }
 
     /// Reads a connection's first request head and decides: tunnel, forward, or 407.
     final class Sniffer: ChannelInboundHandler, RemovableChannelHandler, @unchecked Sendable {
@@ -101,30 +66,11 @@ public final class ForwardProxy: @unchecked Sendable {
             let parts = destination.split(separator: ":")
             guard parts.count == 2, let port = Int(parts[1]) else { return context.close(promise: nil) }
             buffered.moveReaderIndex(forwardBy: headLength)
-            let inbound = context.channel
-            let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-            ClientBootstrap(group: context.eventLoop).connect(host: String(parts[0]), port: port).whenComplete { result in
-                let (sniffer, context) = loopBound.value
-                guard case .success(let outbound) = result else {
-                    let answer = "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-                    context.writeAndFlush(NIOAny(inbound.allocator.buffer(string: answer))).whenComplete { _ in inbound.close(promise: nil) }
-                    return
-                }
-                sniffer.tally.counts.withLock {
-                    $0.tunnels += 1
-                    $0.destinations.insert(destination)
-                }
-                let (front, back) = TLSProxy.Glue.pair()
-                do {
-                    try outbound.pipeline.syncOperations.addHandler(back)
-                    try inbound.pipeline.syncOperations.addHandler(front)
-                } catch {
-                    return inbound.close(promise: nil)
-                }
-                context.writeAndFlush(NIOAny(inbound.allocator.buffer(string: "HTTP/1.1 200 Connection established\r\n\r\n")), promise: nil)
-                if sniffer.buffered.readableBytes > 0 { outbound.writeAndFlush(sniffer.buffered, promise: nil) }
-                context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
-            }
+            let allocator = context.channel.allocator
+            LoopbackProxy.tunnel(context, to: String(parts[0]), port: port, asked: destination, tally: tally,
+                                 accepted: allocator.buffer(string: "HTTP/1.1 200 Connection established\r\n\r\n"),
+                                 refused: allocator.buffer(string: "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"),
+                                 early: { self.buffered })
         }
 
         /// Absolute-form requests: HTTP codecs after this handler, the head read again

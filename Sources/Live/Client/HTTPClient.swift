@@ -113,7 +113,7 @@ public final class HTTPClient: Sendable {
     /// `Connection: close` when the connection serves this request only. Sent to a `proxy`
     /// (plain `http://` only: an `https://` server's requests go through a tunnel as they
     /// are), the target is in absolute form, with the proxy's credentials when it has some.
-    static func head(of request: HTTPRequestMessage, to endpoint: Endpoint, closing: Bool = false, via proxy: HTTPProxy? = nil) -> HTTPRequestHead {
+    static func head(of request: HTTPRequestMessage, to endpoint: Endpoint, closing: Bool = false, via proxy: ClientProxy? = nil) -> HTTPRequestHead {
         var headers = HTTPHeaders()
         headers.add(name: "Host", value: endpoint.authority)
         for (name, value) in request.headers.sorted(by: { $0.key < $1.key }) where name != "host" && name != "content-length" {
@@ -121,7 +121,7 @@ public final class HTTPClient: Sendable {
         }
         headers.add(name: "Content-Length", value: String(request.body.count))
         if closing { headers.add(name: "Connection", value: "close") }
-        let forwarded = proxy != nil && !endpoint.secure
+        let forwarded = proxy?.forwards == true && !endpoint.secure
         if forwarded, let authorization = proxy?.authorization { headers.add(name: "Proxy-Authorization", value: authorization) }
         let target = (forwarded ? "http://" + endpoint.authority : "") + request.path + (request.query.isEmpty ? "" : "?" + request.query.sorted { $0.key < $1.key }
             .map { PercentEncoding.encode($0.key) + "=" + PercentEncoding.encode($0.value) }.joined(separator: "&"))
@@ -154,10 +154,11 @@ public final class HTTPClient: Sendable {
     func connect<Handler: ChannelHandler & Sendable>(to endpoint: Endpoint, timeout: TimeAmount, then handler: Handler) async throws -> any Channel {
         let tls = endpoint.secure ? self.tls : nil
         let proxy = proxies.proxy(for: endpoint.host, port: endpoint.port, secure: endpoint.secure)
-        // `https://` goes through the proxy's tunnel; `http://` to the proxy itself, which
-        // forwards each request (`head(of:to:via:)` writes them in absolute form).
-        let tunnel = tls == nil ? nil : proxy
-        let forwarder = tls == nil ? proxy : nil
+        // `http://` through an HTTP proxy goes to the proxy itself, which forwards each
+        // request (`head(of:to:via:)` writes them in absolute form); everything else
+        // through the proxy's tunnel.
+        let forwarder = tls == nil && proxy?.forwards == true ? proxy : nil
+        let tunnel = forwarder == nil ? proxy : nil
         let (host, port) = forwarder.map { ($0.host, $0.port) } ?? (endpoint.host, endpoint.port)
         do {
             return try await Self.open(host, port, through: tunnel, on: group.any(), deadline: NIODeadline.now() + timeout) { channel in
@@ -227,6 +228,8 @@ public enum HTTPClientError: Error, CustomStringConvertible, Equatable {
     case closed
     /// The proxy answered a tunnel's CONNECT with this status (0: not an HTTP answer).
     case proxyRefused(status: Int)
+    /// A SOCKS5 proxy refused the tunnel, and why (its reply, or the authentication).
+    case socksRefused(String)
 
     public var description: String {
         switch self {
@@ -235,6 +238,7 @@ public enum HTTPClientError: Error, CustomStringConvertible, Equatable {
         case .timedOut(let what): return "no answer in time: \(what)"
         case .closed: return "the connection closed before the answer was complete"
         case .proxyRefused(let status): return "the proxy refused the tunnel (HTTP \(status))"
+        case .socksRefused(let why): return "the SOCKS proxy refused the tunnel (\(why))"
         }
     }
 }
@@ -259,6 +263,7 @@ public enum ExchangeFailure {
         case .closed: return "connection closed"
         case .badURL: return "bad URL"
         case .proxyRefused(let status): return "proxy refused (HTTP \(status))"
+        case .socksRefused(let why): return "proxy refused (SOCKS: \(why))"
         case nil: return "\(type(of: error))"
         }
     }

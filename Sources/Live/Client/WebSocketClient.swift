@@ -5,7 +5,7 @@ import NIOWebSocket
 
 /// A small WebSocket client on SwiftNIO for the live drivers (the agent runtime's
 /// phones, bench and load-test clients): plain `ws://` on loopback, `wss://` with `tls`,
-/// either through a proxy's tunnel (`HTTPProxy`); one upgrade with a deadline, text
+/// either through a proxy's tunnel (`ClientProxy`); one upgrade with a deadline, text
 /// frames out (masked, as a client must) and in, pings answered, a close echoed. What
 /// arrives is an `AsyncStream` of events that ends when the socket does.
 public final class WebSocketConnection: Sendable {
@@ -61,14 +61,14 @@ public enum WebSocketClient {
     /// Opens `target` (path and query) on `host:port`, over TLS (`wss://`) when `tls` is
     /// given; throws when the server refuses the upgrade or nothing answers within `timeout`.
     public static func connect(host: String, port: Int, target: String, timeout: Duration = .seconds(10), tls: ClientTLS? = nil,
-                               proxy: HTTPProxy? = nil) async throws -> WebSocketConnection {
+                               proxy: ClientProxy? = nil) async throws -> WebSocketConnection {
         try await connect(host: host, port: port, target: target, timeout: timeout, group: MultiThreadedEventLoopGroup.singleton, tls: tls, proxy: proxy)
     }
 
     /// Through `proxy` when given: a tunnel to `host:port` it opens (`CONNECT`), then the
     /// same upgrade.
     public static func connect(host: String, port: Int, target: String, timeout: Duration,
-                               group: any EventLoopGroup, tls: ClientTLS? = nil, proxy: HTTPProxy? = nil) async throws -> WebSocketConnection {
+                               group: any EventLoopGroup, tls: ClientTLS? = nil, proxy: ClientProxy? = nil) async throws -> WebSocketConnection {
         let (events, continuation) = AsyncStream<WebSocketConnection.Event>.makeStream()
         let loop = group.any()
         let upgraded = loop.makePromise(of: Void.self)

@@ -29,7 +29,7 @@ public final class AIBridgeDaemonDriver: @unchecked Sendable {
     /// The relay's tunnel over TLS (`https://` relay, `wss://` tunnel).
     let tls: ClientTLS?
     /// The proxy whose tunnel reaches the relay, if any.
-    let proxy: HTTPProxy?
+    let proxy: ClientProxy?
     var socket: WebSocketConnection?
     var socketRun = 0
     let timer = DeadlineTimer()

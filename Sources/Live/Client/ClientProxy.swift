@@ -3,43 +3,70 @@ import LabKernel
 public import NIOCore
 import NIOPosix
 
-/// A forward HTTP proxy between the live clients and their servers, as a staging
-/// deployment reached from a corporate network needs (k6 and curl read the same settings).
+/// A proxy between the live clients and their servers, as a staging deployment reached
+/// from a corporate network needs (k6 and curl read the same settings): an HTTP proxy or a
+/// SOCKS5 one (an `ssh -D` tunnel to a bastion, say).
 ///
-/// An `http://` server is asked through the proxy in absolute form (`POST
-/// http://host:port/path`), one keep-alive connection to the proxy per server. An
-/// `https://` server and every WebSocket (`ws://`, `wss://`) go through a tunnel: `CONNECT
-/// host:port`, and once the proxy answers 2xx the connection carries TLS and HTTP as it
-/// would directly. A user and password in the proxy's URL go out as `Proxy-Authorization:
-/// Basic`; they are not printed (`description` leaves them out) nor written to results.
-public struct HTTPProxy: Sendable, Equatable, CustomStringConvertible {
+/// Through an HTTP proxy, an `http://` server is asked in absolute form (`POST
+/// http://host:port/path`), one keep-alive connection to the proxy per server; an
+/// `https://` server and every WebSocket (`ws://`, `wss://`) go through a tunnel:
+/// `CONNECT host:port`, and once the proxy answers 2xx the connection carries TLS and HTTP
+/// as it would directly. Through a SOCKS5 proxy every connection is a tunnel (RFC 1928's
+/// CONNECT, names resolved by the proxy). A user and password in the proxy's URL go out as
+/// `Proxy-Authorization: Basic`, or as SOCKS5's user and password (RFC 1929); they are not
+/// printed (`description` leaves them out) nor written to results.
+public struct ClientProxy: Sendable, Equatable, CustomStringConvertible {
+    public enum Kind: Sendable, Equatable {
+        case http
+        case socks5
+    }
+
+    public let kind: Kind
     public let host: String
     public let port: Int
-    /// `Basic …` when the URL carries a user (and password).
-    let authorization: String?
+    /// The URL's scheme as given (`http`, `socks5`, `socks5h`), for `description`.
+    let scheme: String
+    let user: String?
+    let password: String?
 
     /// `http://[user:password@]host[:port]` (port 80 when none is given, as for any
-    /// `http://` URL). A proxy spoken to over TLS (`https://`) is refused.
+    /// `http://` URL), or `socks5://` / `socks5h://` (port 1080; both let the proxy
+    /// resolve names). A proxy spoken to over TLS (`https://`) is refused.
     public init(_ url: String) throws {
         guard let parsed = URL(string: url.contains("://") ? url : "http://" + url), let host = parsed.host, !host.isEmpty else {
-            throw HTTPClientError.badURL(HTTPProxy.redacted(url))
+            throw HTTPClientError.badURL(ClientProxy.redacted(url))
         }
-        guard parsed.scheme == "http" else { throw HTTPClientError.badURL("\(HTTPProxy.redacted(url)): a proxy is spoken to in plain HTTP (http://host:port)") }
+        switch parsed.scheme {
+        case "http": kind = .http
+        case "socks5", "socks5h": kind = .socks5
+        default:
+            throw HTTPClientError.badURL("\(ClientProxy.redacted(url)): a proxy is http://host:port (spoken to in plain HTTP) or socks5://host:port")
+        }
+        scheme = parsed.scheme ?? "http"
         self.host = host
-        port = parsed.port ?? 80
-        if let user = parsed.user(percentEncoded: false) {
-            let pair = user + ":" + (parsed.password(percentEncoded: false) ?? "")
-            authorization = "Basic " + Base64.encode(Array(pair.utf8))
-        } else {
-            authorization = nil
+        port = parsed.port ?? (kind == .http ? 80 : 1080)
+        user = parsed.user(percentEncoded: false)
+        password = user == nil ? nil : parsed.password(percentEncoded: false) ?? ""
+        if kind == .socks5, let user, user.utf8.count > 255 || password!.utf8.count > 255 {
+            throw HTTPClientError.badURL("\(ClientProxy.redacted(url)): a SOCKS5 user and password are at most 255 bytes each")
         }
     }
 
+    /// `Basic …` for an HTTP proxy when the URL carries a user (and password).
+    var authorization: String? {
+        guard kind == .http, let user else { return nil }
+        return "Basic " + Base64.encode(Array((user + ":" + (password ?? "")).utf8))
+    }
+
+    /// Whether an `http://` server's requests are handed to the proxy to forward (an HTTP
+    /// proxy) rather than sent through a tunnel (SOCKS5).
+    var forwards: Bool { kind == .http }
+
     /// The proxy without its credentials, for summaries and errors.
-    public var description: String { "http://" + HTTPClient.authority(host, port, secure: false) }
+    public var description: String { scheme + "://" + HTTPClient.authority(host, port, secure: false) }
 
     /// Whether the proxy is told who is asking.
-    public var authenticates: Bool { authorization != nil }
+    public var authenticates: Bool { user != nil }
 
     /// `text` with any `user:password@` taken out (a URL that failed to parse is still
     /// quoted in the error, but not its secret).
@@ -60,15 +87,15 @@ public struct HTTPProxy: Sendable, Equatable, CustomStringConvertible {
 /// environment's proxies, loopback servers are always reached directly (Go's rule), so a
 /// machine's proxy settings do not reroute a test of `fleetlab serve`.
 public struct ProxyRoutes: Sendable, Equatable {
-    public var http: HTTPProxy?
-    public var https: HTTPProxy?
+    public var http: ClientProxy?
+    public var https: ClientProxy?
     public var bypass: [String]
     /// Loopback servers skip the proxy (the environment's proxies, not `--proxy`).
     public var bypassLoopback: Bool
 
     public static let direct = ProxyRoutes(http: nil, https: nil, bypass: [], bypassLoopback: true)
 
-    public init(http: HTTPProxy?, https: HTTPProxy?, bypass: [String], bypassLoopback: Bool) {
+    public init(http: ClientProxy?, https: ClientProxy?, bypass: [String], bypassLoopback: Bool) {
         self.http = http
         self.https = https
         self.bypass = bypass.map { $0.lowercased() }
@@ -76,7 +103,7 @@ public struct ProxyRoutes: Sendable, Equatable {
     }
 
     /// Every server through `proxy`, but those `noProxy` (a `NO_PROXY` list) names.
-    public static func every(_ proxy: HTTPProxy, noProxy: String?) -> ProxyRoutes {
+    public static func every(_ proxy: ClientProxy, noProxy: String?) -> ProxyRoutes {
         ProxyRoutes(http: proxy, https: proxy, bypass: list(noProxy), bypassLoopback: false)
     }
 
@@ -85,7 +112,7 @@ public struct ProxyRoutes: Sendable, Equatable {
         func value(_ name: String) -> String? {
             (environment[name] ?? environment[name.lowercased()]).flatMap { $0.isEmpty ? nil : $0 }
         }
-        return ProxyRoutes(http: try value("HTTP_PROXY").map(HTTPProxy.init), https: try value("HTTPS_PROXY").map(HTTPProxy.init),
+        return ProxyRoutes(http: try value("HTTP_PROXY").map(ClientProxy.init), https: try value("HTTPS_PROXY").map(ClientProxy.init),
                            bypass: list(value("NO_PROXY")), bypassLoopback: true)
     }
 
@@ -98,7 +125,7 @@ public struct ProxyRoutes: Sendable, Equatable {
 
     /// The proxy for a server at `host:port` (`secure`: `https://` or `wss://`), or nil to
     /// go direct.
-    public func proxy(for host: String, port: Int, secure: Bool) -> HTTPProxy? {
+    public func proxy(for host: String, port: Int, secure: Bool) -> ClientProxy? {
         guard let proxy = secure ? https : http else { return nil }
         let name = host.lowercased()
         if bypassLoopback, name == "localhost" || name == "::1" || name.hasPrefix("127.") { return nil }
@@ -159,7 +186,7 @@ extension HTTPClient {
     /// A connection to `host:port` on `loop` that carries what `pipeline` adds (TLS, HTTP):
     /// directly, or through `proxy`'s tunnel when one is given. A direct connection's
     /// failures are NIO's, for the caller to name; a tunnel's are `HTTPClientError`s.
-    static func open(_ host: String, _ port: Int, through proxy: HTTPProxy?, on loop: any EventLoop, deadline: NIODeadline,
+    static func open(_ host: String, _ port: Int, through proxy: ClientProxy?, on loop: any EventLoop, deadline: NIODeadline,
                      pipeline: @escaping @Sendable (any Channel) throws -> Void) async throws -> any Channel {
         if let proxy { return try await proxy.tunnel(to: host, port: port, on: loop, deadline: deadline, pipeline: pipeline) }
         return try await ClientBootstrap(group: loop)
@@ -170,19 +197,25 @@ extension HTTPClient {
     }
 }
 
-extension HTTPProxy {
+extension ClientProxy {
     /// A connection through this proxy to `host:port` that then carries what `pipeline`
-    /// adds (TLS, HTTP), or throws `HTTPClientError.proxyRefused` when the proxy answers
-    /// the CONNECT with another status, `.timedOut` past `deadline`.
+    /// adds (TLS, HTTP), or throws `HTTPClientError.proxyRefused` when an HTTP proxy answers
+    /// the CONNECT with another status, `.socksRefused` when a SOCKS5 proxy says no,
+    /// `.timedOut` past `deadline`.
     func tunnel(to host: String, port: Int, on loop: any EventLoop, deadline: NIODeadline,
                 pipeline: @escaping @Sendable (any Channel) throws -> Void) async throws -> any Channel {
         let established = loop.makePromise(of: Void.self)
-        let tunnel = ProxyTunnel(target: HTTPClient.hostPort(host, port), authorization: authorization,
-                                 established: established, pipeline: pipeline)
         let channel: any Channel
         do {
-            channel = try await HTTPClient.open(self.host, self.port, through: nil, on: loop, deadline: deadline) { channel in
-                try channel.pipeline.syncOperations.addHandler(tunnel)
+            channel = try await HTTPClient.open(self.host, self.port, through: nil, on: loop, deadline: deadline) { [self] channel in
+                switch kind {
+                case .http:
+                    try channel.pipeline.syncOperations.addHandler(
+                        ProxyTunnel(target: HTTPClient.hostPort(host, port), authorization: authorization, established: established, pipeline: pipeline))
+                case .socks5:
+                    try channel.pipeline.syncOperations.addHandler(
+                        SOCKSTunnel(host: host, port: port, user: user, password: password, established: established, pipeline: pipeline))
+                }
             }
         } catch {
             // Nothing will answer the CONNECT: its promise ends here (an unkept promise is a
@@ -210,58 +243,44 @@ extension HTTPProxy {
     }
 }
 
-/// The first handler of a connection to a proxy: sends `CONNECT target`, reads the
-/// proxy's answer, and on 2xx puts the connection's own handlers after it and leaves.
-final class ProxyTunnel: ChannelInboundHandler, RemovableChannelHandler, @unchecked Sendable {
+/// What a tunnel's handshake does at either end, whatever the proxy speaks: the first
+/// handler of the connection to the proxy gathers the proxy's answers in `answer`; once
+/// the tunnel is open it puts the connection's own handlers after itself (`handOver`) and
+/// leaves; a refusal, an error or a close fails `established`. Subclasses write their
+/// requests and read the answers (`ProxyTunnel`, `SOCKSTunnel`).
+class TunnelHandshake: ChannelInboundHandler, RemovableChannelHandler, @unchecked Sendable {
     // Unchecked: touched only on its channel's event loop.
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
-    let target: String
-    let authorization: String?
     let established: EventLoopPromise<Void>
     let pipeline: @Sendable (any Channel) throws -> Void
     var answer = ByteBuffer()
-    /// A proxy's answer head is a status line and a few headers; more is not a proxy.
-    static let headLimit = 16 * 1024
 
-    init(target: String, authorization: String?, established: EventLoopPromise<Void>, pipeline: @escaping @Sendable (any Channel) throws -> Void) {
-        self.target = target
-        self.authorization = authorization
+    init(established: EventLoopPromise<Void>, pipeline: @escaping @Sendable (any Channel) throws -> Void) {
         self.established = established
         self.pipeline = pipeline
     }
 
+    /// Writes the first request (subclasses; a protocol's default would not dispatch to
+    /// theirs).
     func channelActive(context: ChannelHandlerContext) {
-        var request = "CONNECT \(target) HTTP/1.1\r\nHost: \(target)\r\n"
-        if let authorization { request += "Proxy-Authorization: \(authorization)\r\n" }
-        request += "\r\n"
-        context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(string: request)), promise: nil)
         context.fireChannelActive()
     }
 
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        var bytes = unwrapInboundIn(data)
-        answer.writeBuffer(&bytes)
-        let view = answer.readableBytesView
-        guard let end = view.firstRange(of: [13, 10, 13, 10]) else {
-            if answer.readableBytes > Self.headLimit { fail(context, HTTPClientError.proxyRefused(status: 0)) }
-            return
-        }
-        // "HTTP/1.1 200 Connection established": the status is the second word.
-        let statusLine = String(decoding: view[view.startIndex..<(view.firstIndex(of: 13) ?? end.lowerBound)], as: UTF8.self)
-        let words = statusLine.split(separator: " ")
-        let status = words.count > 1 ? Int(words[1]) ?? 0 : 0
-        guard (200..<300).contains(status), statusLine.hasPrefix("HTTP/1.") else { return fail(context, HTTPClientError.proxyRefused(status: status)) }
-        answer.moveReaderIndex(forwardBy: end.upperBound - view.startIndex)
+    /// Reads the proxy's answers (subclasses).
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
+
+    /// The tunnel is open: the connection's handlers go after this one, which leaves; bytes
+    /// past the proxy's answer are the server's, for them.
+    func handOver(_ context: ChannelHandlerContext) {
         do {
             try pipeline(context.channel)
         } catch {
             return fail(context, error)
         }
         established.succeed(())
-        // Bytes past the answer are the server's, for the handlers now after this one.
         if answer.readableBytes > 0 { context.fireChannelRead(wrapInboundOut(answer)) }
         context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
     }
@@ -278,5 +297,45 @@ final class ProxyTunnel: ChannelInboundHandler, RemovableChannelHandler, @unchec
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         fail(context, error)
+    }
+}
+
+/// The handshake with an HTTP proxy: sends `CONNECT target`, reads the proxy's answer,
+/// and on 2xx hands the connection over.
+final class ProxyTunnel: TunnelHandshake, @unchecked Sendable {
+    let target: String
+    let authorization: String?
+    /// A proxy's answer head is a status line and a few headers; more is not a proxy.
+    static let headLimit = 16 * 1024
+
+    init(target: String, authorization: String?, established: EventLoopPromise<Void>, pipeline: @escaping @Sendable (any Channel) throws -> Void) {
+        self.target = target
+        self.authorization = authorization
+        super.init(established: established, pipeline: pipeline)
+    }
+
+    override func channelActive(context: ChannelHandlerContext) {
+        var request = "CONNECT \(target) HTTP/1.1\r\nHost: \(target)\r\n"
+        if let authorization { request += "Proxy-Authorization: \(authorization)\r\n" }
+        request += "\r\n"
+        context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(string: request)), promise: nil)
+        context.fireChannelActive()
+    }
+
+    override func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var bytes = unwrapInboundIn(data)
+        answer.writeBuffer(&bytes)
+        let view = answer.readableBytesView
+        guard let end = view.firstRange(of: [13, 10, 13, 10]) else {
+            if answer.readableBytes > Self.headLimit { fail(context, HTTPClientError.proxyRefused(status: 0)) }
+            return
+        }
+        // "HTTP/1.1 200 Connection established": the status is the second word.
+        let statusLine = String(decoding: view[view.startIndex..<(view.firstIndex(of: 13) ?? end.lowerBound)], as: UTF8.self)
+        let words = statusLine.split(separator: " ")
+        let status = words.count > 1 ? Int(words[1]) ?? 0 : 0
+        guard (200..<300).contains(status), statusLine.hasPrefix("HTTP/1.") else { return fail(context, HTTPClientError.proxyRefused(status: status)) }
+        answer.moveReaderIndex(forwardBy: end.upperBound - view.startIndex)
+        handOver(context)
     }
 }

@@ -1,11 +1,12 @@
 import Foundation
 import LabKernel
 import LabTestSupport
+import NIOHTTP1
 import Testing
 @testable import Live
 
-@Suite("HTTP client through a forward proxy")
-struct HTTPProxyTests {
+@Suite("Live clients through a proxy")
+struct ClientProxyTests {
     /// A sync server on a free loopback port for `body` (its server and base URL).
     func withSyncServer(_ name: String, seed: UInt64, _ body: (MobileSyncLiveServer, String) async throws -> Void) async throws {
         let server = try MobileSyncLiveServer(dataDirectory: TestPaths.scratchDirectory(name).path, seed: seed)
@@ -26,13 +27,25 @@ struct HTTPProxyTests {
 
     @Test("which servers go through which proxy: --proxy for all but NO_PROXY; the environment's per scheme, loopback always direct; credentials never printed")
     func routes() throws {
-        let proxy = try HTTPProxy("http://alice:s3cret@proxy.corp.example:3128")
+        let proxy = try ClientProxy("http://alice:s3cret@proxy.corp.example:3128")
         #expect(proxy.host == "proxy.corp.example" && proxy.port == 3128 && proxy.authenticates)
         #expect(proxy.description == "http://proxy.corp.example:3128")
-        #expect(try HTTPProxy("proxy.corp.example").port == 80)
-        #expect(throws: HTTPClientError.badURL("https://…@proxy.corp.example: a proxy is spoken to in plain HTTP (http://host:port)")) {
-            try HTTPProxy("https://alice:s3cret@proxy.corp.example")
+        #expect(try ClientProxy("proxy.corp.example").port == 80)
+        #expect(throws: HTTPClientError.badURL("https://…@proxy.corp.example: a proxy is http://host:port (spoken to in plain HTTP) or socks5://host:port")) {
+            try ClientProxy("https://alice:s3cret@proxy.corp.example")
         }
+        let socks = try ClientProxy("socks5://alice:s3cret@bastion.corp.example")
+        #expect(socks.kind == .socks5 && socks.port == 1080 && socks.authenticates && !socks.forwards)
+        #expect(socks.description == "socks5://bastion.corp.example:1080")
+        #expect(try ClientProxy("socks5h://127.0.0.1:9050").description == "socks5h://127.0.0.1:9050")
+        // An HTTP proxy is handed http:// requests in absolute form, with its credentials; a
+        // SOCKS5 tunnel carries them as they would go directly.
+        let sync = try HTTPClient.Endpoint("http://sync.staging.example:7710")
+        let request = Self.registration(of: "form", key: "k")
+        let forwarded = HTTPClient.head(of: request, to: sync, via: proxy)
+        #expect(forwarded.uri == "http://sync.staging.example:7710/api/v1/mobile/devices/register" && forwarded.headers["Proxy-Authorization"].count == 1)
+        let tunnelled = HTTPClient.head(of: request, to: sync, via: socks)
+        #expect(tunnelled.uri == "/api/v1/mobile/devices/register" && tunnelled.headers["Proxy-Authorization"].isEmpty)
 
         #expect(HTTPClient.hostPort("chat.staging.example.com", 443) == "chat.staging.example.com:443")
         #expect(HTTPClient.hostPort("::1", 80) == "[::1]:80", "a CONNECT names the port even when it is the scheme's")
@@ -73,7 +86,7 @@ struct HTTPProxyTests {
             defer { proxy.stop() }
             let register = { (n: Int) in Self.registration(of: "proxied-\(n)", key: server.rootAPIKey) }
 
-            let client = HTTPClient(proxies: .every(try HTTPProxy(proxy.url(credentials: "load:gen")), noProxy: nil))
+            let client = HTTPClient(proxies: .every(try ClientProxy(proxy.url(credentials: "load:gen")), noProxy: nil))
             defer { client.shutdown() }
             for n in 0..<3 { #expect(try await client.send(register(n), to: base, timeout: .seconds(30)).status == 201) }
             let port = try #require(URL(string: base)?.port)
@@ -85,7 +98,7 @@ struct HTTPProxyTests {
             push.close()
             #expect(proxy.carried.tunnels == 1 && proxy.carried.forwarded == 3)
 
-            let anonymous = HTTPClient(proxies: .every(try HTTPProxy(proxy.url()), noProxy: nil))
+            let anonymous = HTTPClient(proxies: .every(try ClientProxy(proxy.url()), noProxy: nil))
             defer { anonymous.shutdown() }
             #expect(try await anonymous.send(register(9), to: base, timeout: .seconds(30)).status == 407)
             #expect(proxy.carried.refused == 1 && proxy.carried.forwarded == 3)
@@ -103,19 +116,19 @@ struct HTTPProxyTests {
             defer { proxy.stop() }
             let register = { (n: Int) in Self.registration(of: "tunnelled-\(n)", key: server.rootAPIKey) }
 
-            let client = HTTPClient(tls: ClientTLS(caFile: certificates.ca), proxies: .every(try HTTPProxy(proxy.url(credentials: "load:gen")), noProxy: nil))
+            let client = HTTPClient(tls: ClientTLS(caFile: certificates.ca), proxies: .every(try ClientProxy(proxy.url(credentials: "load:gen")), noProxy: nil))
             defer { client.shutdown() }
             for n in 0..<3 { #expect(try await client.send(register(n), to: front.url, timeout: .seconds(30)).status == 201) }
             #expect(proxy.carried.tunnels == 1 && proxy.carried.forwarded == 0, "one keep-alive tunnel carries the three requests")
             #expect(proxy.carried.destinations == ["127.0.0.1:\(front.port)"])
 
-            let anonymous = HTTPClient(tls: ClientTLS(caFile: certificates.ca), proxies: .every(try HTTPProxy(proxy.url()), noProxy: nil))
+            let anonymous = HTTPClient(tls: ClientTLS(caFile: certificates.ca), proxies: .every(try ClientProxy(proxy.url()), noProxy: nil))
             defer { anonymous.shutdown() }
             await #expect(throws: HTTPClientError.proxyRefused(status: 407)) { try await anonymous.send(register(9), to: front.url, timeout: .seconds(5)) }
             #expect(ExchangeFailure.reason(HTTPClientError.proxyRefused(status: 407)) == "proxy refused (HTTP 407)")
 
             let gone = try ServedFleetlab.freePort()
-            let nowhere = HTTPClient(tls: ClientTLS(caFile: certificates.ca), proxies: .every(try HTTPProxy("http://127.0.0.1:\(gone)"), noProxy: nil))
+            let nowhere = HTTPClient(tls: ClientTLS(caFile: certificates.ca), proxies: .every(try ClientProxy("http://127.0.0.1:\(gone)"), noProxy: nil))
             defer { nowhere.shutdown() }
             await #expect {
                 try await nowhere.send(register(10), to: front.url, timeout: .seconds(5))
@@ -123,6 +136,42 @@ struct HTTPProxyTests {
                 guard case HTTPClientError.unreachable(let what)? = error as? HTTPClientError else { return false }
                 return what.hasPrefix("proxy http://127.0.0.1:\(gone)")
             }
+        }
+    }
+
+    @Test("through a SOCKS5 proxy every connection is a tunnel: http:// requests in origin form on one keep-alive tunnel, the push stream in another; wrong or missing credentials and a refused target fail with the proxy's reason")
+    func socks() async throws {
+        try await withSyncServer("proxy-socks", seed: 5) { server, base in
+            let proxy = try SOCKSProxy(credentials: "load:gen")
+            defer { proxy.stop() }
+            let register = { (n: Int) in Self.registration(of: "socks-\(n)", key: server.rootAPIKey) }
+            let port = try #require(URL(string: base)?.port)
+
+            let client = HTTPClient(proxies: .every(try ClientProxy(proxy.url(credentials: "load:gen")), noProxy: nil))
+            defer { client.shutdown() }
+            for n in 0..<3 { #expect(try await client.send(register(n), to: base, timeout: .seconds(30)).status == 201) }
+            #expect(proxy.carried.tunnels == 1 && proxy.carried.destinations == ["127.0.0.1:\(port)"], "one keep-alive tunnel carries the three")
+
+            let push = try await PushChannelClient.connect(baseURL: base, deviceID: "socks-0", apiKey: server.rootAPIKey, proxies: client.proxies,
+                                                           onWake: { _ in })
+            push.close()
+            #expect(proxy.carried.tunnels == 2)
+
+            let wrong = HTTPClient(proxies: .every(try ClientProxy(proxy.url(credentials: "load:guess")), noProxy: nil))
+            defer { wrong.shutdown() }
+            await #expect(throws: HTTPClientError.socksRefused("user or password refused")) { try await wrong.send(register(7), to: base, timeout: .seconds(30)) }
+            let anonymous = HTTPClient(proxies: .every(try ClientProxy(proxy.url()), noProxy: nil))
+            defer { anonymous.shutdown() }
+            await #expect(throws: HTTPClientError.socksRefused("it asks for a user and password")) {
+                try await anonymous.send(register(8), to: base, timeout: .seconds(30))
+            }
+            #expect(proxy.carried.refused == 2 && proxy.carried.tunnels == 2)
+
+            let gone = try ServedFleetlab.freePort()
+            await #expect(throws: HTTPClientError.socksRefused("connection refused")) {
+                try await client.send(register(9), to: "http://127.0.0.1:\(gone)", timeout: .seconds(30))
+            }
+            #expect(ExchangeFailure.reason(HTTPClientError.socksRefused("connection refused")) == "proxy refused (SOCKS: connection refused)")
         }
     }
 }
