@@ -3,11 +3,11 @@ import Foundation
 import Live
 
 /// Which proxy (HTTP or SOCKS5) a command's clients go through: `--proxy`, else the environment's
-/// `HTTP_PROXY`, `HTTPS_PROXY` and `NO_PROXY` as curl and k6 read them (loopback servers
+/// `HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY` and `NO_PROXY` as curl and k6 read them (loopback servers
 /// always direct then). On every command that connects out (`loadtest`, `device`,
 /// `ai-daemon`).
 struct ClientProxyOptions: ParsableArguments {
-    @Option(help: "Reach every server through this proxy: http://host:port (https:// servers and sockets through its CONNECT tunnel) or socks5://host:port (every connection in a tunnel); NO_PROXY still applies. Without it, HTTP_PROXY, HTTPS_PROXY and NO_PROXY from the environment, loopback always direct. A proxy's user and password belong in the environment's URL, out of ps.")
+    @Option(help: "Reach every server through this proxy: http://host:port (https:// servers and sockets through its CONNECT tunnel) or socks5://host:port (every connection in a tunnel); NO_PROXY still applies. Without it, HTTP_PROXY, HTTPS_PROXY, ALL_PROXY and NO_PROXY from the environment, loopback always direct. A proxy's user and password belong in the environment's URL, out of ps.")
     var proxy: String?
 
     /// The routes, a proxy URL that cannot be used refused now (exit 2), before anything is
@@ -17,7 +17,7 @@ struct ClientProxyOptions: ParsableArguments {
             if let proxy { return .every(try ClientProxy(proxy), noProxy: environment["NO_PROXY"] ?? environment["no_proxy"]) }
             return try .environment(environment)
         } catch {
-            throw CLIFailure.badInput("\(proxy == nil ? "HTTP_PROXY or HTTPS_PROXY" : "--proxy"): \(error)")
+            throw CLIFailure.badInput("\(proxy == nil ? "HTTP_PROXY, HTTPS_PROXY or ALL_PROXY" : "--proxy"): \(error)")
         }
     }
 }

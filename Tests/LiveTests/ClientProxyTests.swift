@@ -76,6 +76,9 @@ struct ClientProxyTests {
         #expect(environment.proxy(for: "sync.staging.example.com", port: 80, secure: false) == nil, "no HTTP_PROXY: http:// goes direct")
         #expect(environment.proxy(for: "127.0.0.1", port: 443, secure: true) == nil && environment.proxy(for: "localhost", port: 443, secure: true) == nil)
         #expect(try ProxyRoutes.environment([:]) == .direct)
+        let all = try ProxyRoutes.environment(["ALL_PROXY": "socks5://bastion:1080", "HTTPS_PROXY": "http://proxy.corp.example:3128"])
+        #expect(all.proxy(for: "sync.staging.example.com", port: 80, secure: false)?.kind == .socks5, "ALL_PROXY for the scheme nothing else names")
+        #expect(all.proxy(for: "sync.staging.example.com", port: 443, secure: true)?.kind == .http)
         #expect(try ProxyRoutes.environment(["NO_PROXY": "*", "HTTPS_PROXY": "proxy:8080"]).proxy(for: "a.example", port: 443, secure: true) == nil)
     }
 

@@ -80,7 +80,7 @@ public struct ClientProxy: Sendable, Equatable, CustomStringConvertible {
 /// Which servers the live clients reach through which proxy: one for every server
 /// (`--proxy`), or the environment's `HTTP_PROXY` (for `http://` and `ws://`) and
 /// `HTTPS_PROXY` (for `https://` and `wss://`), lowercase names too, as curl and Go read
-/// them. `NO_PROXY` lists servers reached directly: a host, a domain (`example.com` and
+/// them, and curl's `ALL_PROXY` for a scheme neither names (often a `socks5://` one). `NO_PROXY` lists servers reached directly: a host, a domain (`example.com` and
 /// `.example.com` both cover its subdomains), an address, a range of addresses
 /// (`10.0.0.0/8`, `fd00::/8`), any of these but ranges with a port (`sync.lan:8443`,
 /// `[fd00::5]:443`: that port only), as Go reads them, or `*` for all. Under the
@@ -112,7 +112,8 @@ public struct ProxyRoutes: Sendable, Equatable {
         func value(_ name: String) -> String? {
             (environment[name] ?? environment[name.lowercased()]).flatMap { $0.isEmpty ? nil : $0 }
         }
-        return ProxyRoutes(http: try value("HTTP_PROXY").map(ClientProxy.init), https: try value("HTTPS_PROXY").map(ClientProxy.init),
+        let fallback = try value("ALL_PROXY").map(ClientProxy.init)
+        return ProxyRoutes(http: try value("HTTP_PROXY").map(ClientProxy.init) ?? fallback, https: try value("HTTPS_PROXY").map(ClientProxy.init) ?? fallback,
                            bypass: list(value("NO_PROXY")), bypassLoopback: true)
     }
 
