@@ -80,8 +80,9 @@ public struct ClientProxy: Sendable, Equatable, CustomStringConvertible {
 /// Which servers the live clients reach through which proxy: one for every server
 /// (`--proxy`), or the environment's `HTTP_PROXY` (for `http://` and `ws://`) and
 /// `HTTPS_PROXY` (for `https://` and `wss://`), lowercase names too, as curl and Go read
-/// them, and curl's `ALL_PROXY` for a scheme neither names (often a `socks5://` one). `NO_PROXY` lists servers reached directly: a host, a domain (`example.com` and
-/// `.example.com` both cover its subdomains), an address, a range of addresses
+/// them, and curl's `ALL_PROXY` for a scheme neither names (often a `socks5://` one).
+/// `NO_PROXY` lists servers reached directly: a host, a domain (`example.com`,
+/// `.example.com` and `*.example.com` all cover its subdomains), an address, a range of addresses
 /// (`10.0.0.0/8`, `fd00::/8`), any of these but ranges with a port (`sync.lan:8443`,
 /// `[fd00::5]:443`: that port only), as Go reads them, or `*` for all. Under the
 /// environment's proxies, loopback servers are always reached directly (Go's rule), so a
@@ -140,12 +141,13 @@ public struct ProxyRoutes: Sendable, Equatable {
     }
 
     /// Whether a `NO_PROXY` host covers `name`: an address the same address (in any of its
-    /// spellings); a domain, `example.com` or `.example.com`, that name and its subdomains.
+    /// spellings); a domain, `example.com`, `.example.com` or `*.example.com`, that name
+    /// and its subdomains.
     static func host(_ pattern: String, matches name: String) -> Bool {
         switch (bytes(of: pattern), bytes(of: name)) {
         case let (address?, other?): return address == other
         case (nil, nil):
-            let domain = pattern.hasPrefix(".") ? String(pattern.dropFirst()) : pattern
+            let domain = pattern.hasPrefix("*.") ? String(pattern.dropFirst(2)) : pattern.hasPrefix(".") ? String(pattern.dropFirst()) : pattern
             return name == domain || name.hasSuffix("." + domain)
         case (_?, nil), (nil, _?): return false
         }
