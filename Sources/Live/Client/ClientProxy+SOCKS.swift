@@ -19,7 +19,6 @@ final class SOCKSTunnel: TunnelHandshake, @unchecked Sendable {
 
     static let noAuthentication: UInt8 = 0x00
     static let userPassword: UInt8 = 0x02
-    static let noAcceptableMethod: UInt8 = 0xFF
 
     let request: [UInt8]
     let credentials: [UInt8]?

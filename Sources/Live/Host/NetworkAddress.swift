@@ -42,28 +42,24 @@ enum NetworkAddress {
     /// The IPv4 address of the first interface that is up and is not loopback, in the
     /// kernel's order, or nil.
     static func firstIPv4() -> String? {
-        var list: UnsafeMutablePointer<ifaddrs>?
-        guard getifaddrs(&list) == 0, let first = list else { return nil }
-        defer { freeifaddrs(list) }
-        for entry in sequence(first: first, next: { $0.pointee.ifa_next }) {
-            let flags = Int32(entry.pointee.ifa_flags)
-            guard let address = entry.pointee.ifa_addr, address.pointee.sa_family == sa_family_t(AF_INET),
-                  flags & Int32(IFF_UP) != 0, flags & Int32(IFF_LOOPBACK) == 0 else { continue }
-            let ip = address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee.sin_addr }
-            if let text = text(of: ip) { return text }
-        }
-        return nil
+        upInterfaces().first { !$0.loopback }?.address
     }
 
     /// Every IPv4 address of an interface that is up (tests compare against it).
     static func interfaceIPv4s() -> [String] {
+        upInterfaces().map(\.address)
+    }
+
+    /// The IPv4 addresses of the interfaces that are up, in the kernel's order.
+    static func upInterfaces() -> [(address: String, loopback: Bool)] {
         var list: UnsafeMutablePointer<ifaddrs>?
         guard getifaddrs(&list) == 0, let first = list else { return [] }
         defer { freeifaddrs(list) }
         return sequence(first: first, next: { $0.pointee.ifa_next }).compactMap { entry in
-            guard let address = entry.pointee.ifa_addr, address.pointee.sa_family == sa_family_t(AF_INET),
-                  Int32(entry.pointee.ifa_flags) & Int32(IFF_UP) != 0 else { return nil }
-            return text(of: address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee.sin_addr })
+            let flags = Int32(entry.pointee.ifa_flags)
+            guard let address = entry.pointee.ifa_addr, address.pointee.sa_family == sa_family_t(AF_INET), flags & Int32(IFF_UP) != 0,
+                  let text = text(of: address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee.sin_addr }) else { return nil }
+            return (text, flags & Int32(IFF_LOOPBACK) != 0)
         }
     }
 
