@@ -30,7 +30,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Address to bind (default 127.0.0.1; use 0.0.0.0 to expose on the network).")
     var host = "127.0.0.1"
 
-    @Option(help: "The host name or address phones reach this machine at, printed and handed out in discovery documents, manifests and pairing answers (default: the bound address; with 0.0.0.0, this machine's first network address).")
+    @Option(help: "The host name or address phones reach this machine at, printed and handed out in discovery documents, manifests and pairing answers (default: the bound address; with 0.0.0.0, the address of this machine's default route).")
     var advertise: String?
 
     @Option(name: .customLong("port"), help: "A server's port as NAME=PORT (host=7700 by default).")
