@@ -26,11 +26,7 @@ extension ProxyRoutes {
     /// What a summary says of the proxies `urls` go through (never a proxy's credentials):
     /// nothing when they all go direct.
     func note(for urls: some Sequence<String>) -> String {
-        let used = Set(urls.compactMap { text -> String? in
-            guard let url = URL(string: text), let host = url.host else { return nil }
-            let secure = url.scheme == "https" || url.scheme == "wss"
-            return proxy(for: host, port: url.port ?? (secure ? 443 : 80), secure: secure)?.description
-        })
+        let used = Set(urls.compactMap { proxy(forURL: $0)?.description })
         return used.isEmpty ? "" : " (via proxy " + used.sorted().joined(separator: ", ") + ")"
     }
 }

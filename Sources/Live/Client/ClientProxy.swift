@@ -140,6 +140,13 @@ public struct ProxyRoutes: Sendable, Equatable {
         return proxy
     }
 
+    /// The proxy for the server at `url` (`http://` or `https://`), read as the client reads
+    /// it (host, port, scheme), or nil to go direct or for a URL the client would refuse.
+    public func proxy(forURL url: String) -> ClientProxy? {
+        guard let endpoint = try? HTTPClient.Endpoint(url) else { return nil }
+        return proxy(for: endpoint.host, port: endpoint.port, secure: endpoint.secure)
+    }
+
     /// Whether a `NO_PROXY` host covers `name`: an address the same address (in any of its
     /// spellings); a domain, `example.com`, `.example.com` or `*.example.com`, that name
     /// and its subdomains.
