@@ -43,11 +43,8 @@ final class ArchiveFile {
 
     /// Runs a query and reads each row it returns with `read`.
     func rows<Row>(_ sql: String, _ bindings: [SQLiteValue], _ read: (SQLiteStatement) -> Row) throws -> [Row] {
-        let statement = try database.statement(sql)
-        try statement.bind(bindings)
-        defer { statement.reset() }
         var rows: [Row] = []
-        while try statement.step() { rows.append(read(statement)) }
+        try database.forEachRow(sql, bindings) { rows.append(read($0)); return true }
         return rows
     }
 

@@ -87,10 +87,7 @@ public final class SQLiteChatArchive: MessageArchive, RefreshTokenArchive, @unch
     }
 
     func rows(_ expected: Rows, _ sql: String, _ bindings: [SQLiteValue], each: (ChatMessage) -> Void) throws {
-        let statement = try database.statement(sql)
-        try statement.bind(bindings)
-        defer { statement.reset() }
-        while try statement.step() {
+        try database.forEachRow(sql, bindings) { statement in
             let message = ChatMessage(
                 id: statement.string(at: 0) ?? "", channelID: statement.string(at: 1) ?? "", senderID: statement.string(at: 2) ?? "",
                 senderDeviceID: statement.string(at: 3), content: statement.string(at: 4) ?? "", contentType: statement.string(at: 5) ?? "",
@@ -98,7 +95,7 @@ public final class SQLiteChatArchive: MessageArchive, RefreshTokenArchive, @unch
                 editedAt: statement.value(at: 9) == .null ? nil : Instant(nanoseconds: statement.int64(at: 9)),
                 createdAt: Instant(nanoseconds: statement.int64(at: 10)), deleted: statement.int64(at: 11) != 0)
             each(message)
-            if expected == .one { break }
+            return expected == .many
         }
     }
 

@@ -82,6 +82,28 @@ struct SQLiteTests {
         #expect(throws: SQLiteError.self) { try db.run("INSERT INTO t VALUES (1)") }
     }
 
+    @Test("a row walk hands rows over in order, stops when asked, and then holds no lock on the file")
+    func rowWalk() throws {
+        let path = TestPaths.scratchDirectory().appendingPathComponent("walk.sqlite").path
+        let reader = try SQLiteDatabase(path: path)
+        try reader.execute("CREATE TABLE t (k INTEGER PRIMARY KEY, s TEXT)")
+        for k in 1...3 { try reader.run("INSERT INTO t VALUES (?, ?)", [.integer(Int64(k)), .text("row \(k)")]) }
+        var seen: [String] = []
+        try reader.forEachRow("SELECT s FROM t WHERE k >= ? ORDER BY k", [.integer(1)]) { row in
+            seen.append(row.string(at: 0) ?? "")
+            return seen.count < 2
+        }
+        #expect(seen == ["row 1", "row 2"])
+        // A walk left half way would keep its read lock, and another connection's write
+        // would wait out the busy timeout and fail.
+        let writer = try SQLiteDatabase(path: path)
+        try writer.run("INSERT INTO t VALUES (4, 'row 4')")
+        // The cached statement starts again from the first row, with new bindings.
+        var again: [String] = []
+        try reader.forEachRow("SELECT s FROM t WHERE k >= ? ORDER BY k", [.integer(3)]) { again.append($0.string(at: 0) ?? ""); return true }
+        #expect(again == ["row 3", "row 4"])
+    }
+
     @Test("opening a path in a missing directory is an error, not a crash")
     func badPath() {
         #expect(throws: SQLiteError.self) { _ = try SQLiteDatabase(path: "/nonexistent-dir/x/results.sqlite") }

@@ -39,9 +39,12 @@ public enum ResultsDigest {
         }
         for query in queries {
             absorb(Array("table:\(query.name)\n".utf8))
-            for row in try results.database.query(query.sql) {
-                for value in row { absorb(encode(value)) }
+            // Row by row: a long run's histogram table read whole would cost several
+            // times the database file in memory, at the end of the run.
+            try results.database.forEachRow(query.sql) { row in
+                for column in 0..<row.columnCount { absorb(encode(row.value(at: column))) }
                 absorb([0x0A])
+                return true
             }
         }
         var digest = [UInt8](repeating: 0, count: Int(crypto_hash_sha256_BYTES))

@@ -103,19 +103,20 @@ extension ResultsDatabase {
                              kind: MetricKind(rawValue: $0[3].text ?? "") ?? .counter, unit: $0[4].text ?? "",
                              precisionBits: $0[5].integer.map { Int($0) }, description: $0[6].text ?? "")
         }
-        let points = try database.statement("SELECT metric_id, bucket_start_ns, value FROM series_point ORDER BY metric_id, bucket_start_ns")
-        while try points.step() {
+        try database.forEachRow("SELECT metric_id, bucket_start_ns, value FROM series_point ORDER BY metric_id, bucket_start_ns") { points in
             let row = SeriesPointRow(metricID: Int(points.int64(at: 0)), bucketStart: points.int64(at: 1), value: points.double(at: 2))
             results.series[row.metricID, default: []].append(row)
+            return true
         }
-        let buckets = try database.statement(
-            "SELECT metric_id, window_start_ns, bucket_index, lower_bound, upper_bound, count FROM histogram_bucket ORDER BY metric_id, window_start_ns, bucket_index")
-        while try buckets.step() {
+        try database.forEachRow(
+            "SELECT metric_id, window_start_ns, bucket_index, lower_bound, upper_bound, count FROM histogram_bucket ORDER BY metric_id, window_start_ns, bucket_index"
+        ) { buckets in
             let row = HistogramBucketRow(
                 metricID: Int(buckets.int64(at: 0)), windowStart: buckets.int64(at: 1), bucketIndex: Int(buckets.int64(at: 2)),
                 lowerBound: UInt64(bitPattern: buckets.int64(at: 3)), upperBound: UInt64(bitPattern: buckets.int64(at: 4)),
                 count: UInt64(bitPattern: buckets.int64(at: 5)))
             results.histogramRows[row.metricID, default: []].append(row)
+            return true
         }
         for row in try database.query("SELECT metric_id, value FROM counter_total") {
             results.counterTotals[Int(row[0].integer ?? 0)] = row[1].real ?? 0

@@ -95,13 +95,24 @@ public final class SQLiteDatabase {
 
     /// Runs `sql` with `bindings` and returns every row as an array of values.
     public func query(_ sql: String, _ bindings: [SQLiteValue] = []) throws(SQLiteError) -> [[SQLiteValue]] {
-        let statement = try statement(sql)
-        try statement.bind(bindings)
         var rows: [[SQLiteValue]] = []
-        while try statement.step() {
+        try forEachRow(sql, bindings) { statement in
             rows.append((0..<statement.columnCount).map { statement.value(at: $0) })
+            return true
         }
         return rows
+    }
+
+    /// Runs `sql` with `bindings` and hands each row to `body` as it is stepped to, so a
+    /// reader of a large table holds one row at a time; `body` returns false to stop. The
+    /// statement is reset afterwards, however `body` leaves.
+    public func forEachRow(_ sql: String, _ bindings: [SQLiteValue] = [], _ body: (SQLiteStatement) -> Bool) throws(SQLiteError) {
+        let statement = try statement(sql)
+        defer { statement.reset() }
+        try statement.bind(bindings)
+        while try statement.step() {
+            guard body(statement) else { return }
+        }
     }
 
     /// Runs `sql` once with `bindings`, for statements that return no rows.
