@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LabCrypto
+import LabKernel
 import Live
 import AgentRuntimeWire
 import DesktopBridgeServer
@@ -76,6 +77,10 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("tls-key"), help: "The PEM private key of --tls-cert.")
     var tlsKey: String?
 
+    @Option(name: .customLong("header-timeout"),
+            help: "How long a new connection may take to send its first request head before it is answered 408 and closed (default 30s).")
+    var headerTimeout: DurationArgument = DurationArgument(span: .seconds(30))
+
     /// Set by the supervisor on its workers: when `serve` started, from which the fault
     /// plan's clock runs unless the file was saved later (Unix seconds).
     @Option(name: .customLong("faults-origin"), help: .hidden)
@@ -120,6 +125,14 @@ struct ServeCommand: AsyncParsableCommand {
         if let advertise, advertise.isEmpty || advertise.contains(where: { "/ ?#@".contains($0) }) {
             throw ValidationError("--advertise takes a host name or address alone (no scheme, path or port), got '\(advertise)'")
         }
+        guard headerTimeout.span >= .milliseconds(100), headerTimeout.span <= .hours(1) else {
+            throw ValidationError("--header-timeout must be 100ms...1h")
+        }
+    }
+
+    /// TLS (`loadTLS`) and the first request's deadline, as every server meets a connection.
+    func transport() throws -> ServerTransport {
+        ServerTransport(tls: try loadTLS(), headerTimeout: .nanoseconds(headerTimeout.span.nanoseconds))
     }
 
     /// The certificate every server speaks TLS with, or nil for plain HTTP; the files are
@@ -147,6 +160,7 @@ struct ServeCommand: AsyncParsableCommand {
         for agent in desktopAgents { arguments += ["--desktop-agent", agent] }
         if let faultsFile, let faultsOrigin { arguments += ["--faults", faultsFile, "--faults-origin", String(faultsOrigin)] }
         if let tlsCert, let tlsKey { arguments += ["--tls-cert", tlsCert, "--tls-key", tlsKey] }
+        arguments += ["--header-timeout", headerTimeout.span.description]
         return arguments
     }
 
@@ -204,7 +218,7 @@ struct ServeCommand: AsyncParsableCommand {
         let origin = Date()
         let faults = try loadFaults(started: origin)
         let playing = Mutex(faults)
-        let tls = try loadTLS()
+        let transport = try transport()
         var options = self
         if faults != nil { options.faultsOrigin = origin.timeIntervalSince1970 }
         try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
@@ -236,7 +250,7 @@ struct ServeCommand: AsyncParsableCommand {
                              fault: Self.faultNow(playing.withLock { $0 }, server: r.name, down: status?.down ?? false))
             }
         }
-        let live = LiveHost(configuration: .init(host: host, ports: ["host": hostPort], tls: tls, advertisedHost: advertise), servers: [hostServer])
+        let live = LiveHost(configuration: .init(host: host, ports: ["host": hostPort], transport: transport, advertisedHost: advertise), servers: [hostServer])
         do {
             try await live.run { endpoints in
                 var all: [(name: String, url: String, summary: String, details: [String])] = endpoints.map { ($0.name, $0.url, $0.summary, []) }
@@ -285,7 +299,7 @@ struct ServeCommand: AsyncParsableCommand {
             throw CLIFailure.badInput("cannot open the \(name) server's data under \(data): \(error)")
         }
         playFaults(as: served)
-        let live = LiveHost(configuration: .init(host: host, ports: [name: ports[name] ?? served.defaultPort], tls: try loadTLS(), advertisedHost: advertise),
+        let live = LiveHost(configuration: .init(host: host, ports: [name: ports[name] ?? served.defaultPort], transport: try transport(), advertisedHost: advertise),
                             servers: [server])
         do {
             try await live.run { endpoints in

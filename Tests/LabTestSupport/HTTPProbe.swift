@@ -44,10 +44,35 @@ extension HTTPProbe {
     private static func exchange(from source: String, _ method: String, _ url: String, body: Data?,
                                  headers: [String: String]) throws -> Reply {
         guard let parsed = URL(string: url), let host = parsed.host, let port = parsed.port else { throw POSIXError(.EINVAL) }
+        var head = "\(method) \(parsed.path.isEmpty ? "/" : parsed.path)\(parsed.query.map { "?" + $0 } ?? "") HTTP/1.1\r\nHost: \(host):\(port)\r\nConnection: close\r\n"
+        for (name, value) in headers { head += "\(name): \(value)\r\n" }
+        head += "Content-Length: \(body?.count ?? 0)\r\n\r\n"
+        let outcome = try send(Array(head.utf8) + Array(body ?? Data()), to: url, from: source, wait: 10)
+        guard outcome.closedAfter != nil else { throw POSIXError(.ETIMEDOUT) }
+        guard let reply = outcome.reply else { throw POSIXError(.EBADMSG) }
+        return reply
+    }
+
+    /// What a server did with bytes sent on a fresh connection: its reply, if one came, and
+    /// how long after the bytes it closed the connection (nil: still open after `wait`).
+    public struct RawOutcome: Sendable {
+        public var reply: Reply?
+        public var closedAfter: Double?
+    }
+
+    /// Sends `bytes` as they are (none at all, half a request, something that is not HTTP)
+    /// on a new connection to `url`'s host and port, then reads until the server closes
+    /// the connection or `wait` seconds pass.
+    public static func raw(_ bytes: [UInt8], to url: String, wait: Double) async throws -> RawOutcome {
+        try await offPool { try send(bytes, to: url, from: "127.0.0.1", wait: wait) }
+    }
+
+    private static func send(_ bytes: [UInt8], to url: String, from source: String, wait: Double) throws -> RawOutcome {
+        guard let parsed = URL(string: url), let host = parsed.host, let port = parsed.port else { throw POSIXError(.EINVAL) }
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw POSIXError(.EMFILE) }
         defer { close(fd) }
-        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        var timeout = timeval(tv_sec: Int(wait), tv_usec: Int((wait - wait.rounded(.down)) * 1e6))
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         func address(_ ip: String, _ port: Int) -> sockaddr_in {
@@ -62,25 +87,25 @@ extension HTTPProbe {
         guard bound == 0 else { throw POSIXError(.EADDRNOTAVAIL) }
         let connected = withUnsafePointer(to: &remote) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
         guard connected == 0 else { throw POSIXError(.ECONNREFUSED) }
-        var head = "\(method) \(parsed.path.isEmpty ? "/" : parsed.path)\(parsed.query.map { "?" + $0 } ?? "") HTTP/1.1\r\nHost: \(host):\(port)\r\nConnection: close\r\n"
-        for (name, value) in headers { head += "\(name): \(value)\r\n" }
-        head += "Content-Length: \(body?.count ?? 0)\r\n\r\n"
-        let bytes = Array(head.utf8) + Array(body ?? Data())
         var offset = 0
         while offset < bytes.count {
             let written = bytes[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
             guard written > 0 else { throw POSIXError(.EPIPE) }
             offset += written
         }
+        let sent = Date()
         var received: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 16_384)
-        while true {
+        var closedAfter: Double?
+        while Date().timeIntervalSince(sent) < wait {
             let count = read(fd, &chunk, chunk.count)
-            if count < 0 { throw POSIXError(.ETIMEDOUT) }
-            if count == 0 { break }
+            if count < 0 { break }
+            if count == 0 { closedAfter = Date().timeIntervalSince(sent); break }
             received += chunk[..<count]
         }
-        guard let split = received.indices.first(where: { received[$0...].starts(with: [13, 10, 13, 10]) }) else { throw POSIXError(.EBADMSG) }
+        guard let split = received.indices.first(where: { received[$0...].starts(with: [13, 10, 13, 10]) }) else {
+            return RawOutcome(reply: nil, closedAfter: closedAfter)
+        }
         let lines = String(decoding: received[..<split], as: UTF8.self).components(separatedBy: "\r\n")
         let status = Int(lines.first?.split(separator: " ").dropFirst().first ?? "") ?? 0
         var fields: [String: String] = [:]
@@ -88,6 +113,6 @@ extension HTTPProbe {
             guard let colon = line.firstIndex(of: ":") else { continue }
             fields[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
         }
-        return Reply(status: status, headers: fields, body: Data(received[(split + 4)...]))
+        return RawOutcome(reply: Reply(status: status, headers: fields, body: Data(received[(split + 4)...])), closedAfter: closedAfter)
     }
 }

@@ -45,8 +45,8 @@ struct LiveHostTests {
         let name: String
         let defaultPort: Int
         let summary = "another"
-        func makeService(configuration: ApplicationConfiguration, tls: ServerTLS?, onRunning: @escaping @Sendable (any Channel) async -> Void) throws -> any Service {
-            try HostServer(version: "2").makeService(configuration: configuration, tls: tls, onRunning: onRunning)
+        func makeService(configuration: ApplicationConfiguration, transport: ServerTransport, onRunning: @escaping @Sendable (any Channel) async -> Void) throws -> any Service {
+            try HostServer(version: "2").makeService(configuration: configuration, transport: transport, onRunning: onRunning)
         }
     }
 

@@ -55,19 +55,19 @@ public final class LiveHost: Sendable {
         /// command that handles Ctrl-C itself (a load test's live dashboard): the host would
         /// otherwise take the signal from it.
         public var stopsOnSignals: Bool
-        /// Every server speaks TLS with this certificate (`serve --tls-cert`), or none does.
-        public var tls: ServerTLS?
+        /// TLS for every server or none (`serve --tls-cert`), and the first request's deadline.
+        public var transport: ServerTransport
         /// The host name or address clients reach the servers at (`serve --advertise`), nil:
         /// `publicHost` picks one.
         public var advertisedHost: String?
 
         public init(host: String = "127.0.0.1", ports: [String: Int] = [:], logLevel: Logger.Level = .notice, stopsOnSignals: Bool = true,
-                    tls: ServerTLS? = nil, advertisedHost: String? = nil) {
+                    transport: ServerTransport = .init(), advertisedHost: String? = nil) {
             self.host = host
             self.ports = ports
             self.logLevel = logLevel
             self.stopsOnSignals = stopsOnSignals
-            self.tls = tls
+            self.transport = transport
             self.advertisedHost = advertisedHost
         }
 
@@ -115,8 +115,8 @@ public final class LiveHost: Sendable {
             let config = ApplicationConfiguration(
                 address: .hostname(configuration.host, port: port(for: server)), serverName: "fleetlab-\(server.name)",
                 reuseAddress: true)
-            let name = server.name, summary = server.summary, host = configuration.publicHost, scheme = ServerTLS.scheme(server.scheme, configuration.tls)
-            services.append(try server.makeService(configuration: config, tls: configuration.tls) { [state] (channel: any Channel) in
+            let name = server.name, summary = server.summary, host = configuration.publicHost, scheme = configuration.transport.scheme(server.scheme)
+            services.append(try server.makeService(configuration: config, transport: configuration.transport) { [state] (channel: any Channel) in
                 let endpoint = LiveEndpoint(name: name, summary: summary, host: host, port: channel.localAddress?.port ?? 0, scheme: scheme)
                 server.listening(at: endpoint.url)
                 let ready: [LiveEndpoint]? = state.withLock { s in

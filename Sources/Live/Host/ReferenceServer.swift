@@ -21,11 +21,12 @@ public protocol ReferenceServer: Sendable {
     var details: [String] { get }
     /// The URL scheme printed: `http`, or `ws` for a WebSocket-only endpoint.
     var scheme: String { get }
-    /// The service to run, behind TLS when `tls` is set (`ServerTLS.builder`). `onRunning`
+    /// The service to run, on a server `transport` builds (TLS or not, its first request
+    /// guarded). `onRunning`
     /// must be passed to the application so the host learns the bound port (which differs
     /// from the requested one when it is 0).
     func makeService(
-        configuration: ApplicationConfiguration, tls: ServerTLS?,
+        configuration: ApplicationConfiguration, transport: ServerTransport,
         onRunning: @escaping @Sendable (any Channel) async -> Void
     ) throws -> any Service
     /// It listens, and clients reach it at `url` (the host's advertised address and the

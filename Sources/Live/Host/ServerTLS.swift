@@ -1,6 +1,4 @@
 import Foundation
-import HummingbirdCore
-import HummingbirdTLS
 import NIOSSL
 
 /// The certificate `fleetlab serve --tls-cert FILE --tls-key FILE` serves every port with:
@@ -28,17 +26,5 @@ public struct ServerTLS: Sendable {
         do { _ = try NIOSSLContext(configuration: configuration) } catch {
             throw UnusableTLSFile(description: "--tls-key \(keyFile) is not the key of --tls-cert \(certificateFile) (\(error))")
         }
-    }
-
-    /// `base` behind TLS when there is a certificate, else `base` as it is.
-    static func builder(_ base: HTTPServerBuilder, _ tls: ServerTLS?) throws -> HTTPServerBuilder {
-        guard let tls else { return base }
-        return try .tls(base, tlsConfiguration: tls.configuration)
-    }
-
-    /// The scheme a server's URL is printed with: `https` and `wss` with a certificate.
-    static func scheme(_ plain: String, _ tls: ServerTLS?) -> String {
-        guard tls != nil else { return plain }
-        return plain == "ws" ? "wss" : plain == "http" ? "https" : plain
     }
 }

@@ -130,16 +130,16 @@ public final class AIBridgeRelayLiveServer: ReferenceServer, @unchecked Sendable
         }
     }
 
-    public func makeService(configuration: ApplicationConfiguration, tls: ServerTLS?,
+    public func makeService(configuration: ApplicationConfiguration, transport: ServerTransport,
                             onRunning: @escaping @Sendable (any Channel) async -> Void) throws -> any Service {
         let responder = RelayResponder(server: self, maxBodyBytes: lock.withLock { relay.config.maxBodyBytes })
-        let upgrade = HTTPServerBuilder.http1WebSocketUpgrade(configuration: .init(ws: .init(maxFrameSize: 1 << 22, closeTimeout: .seconds(2)))) { request, _, _ in
+        let upgrade = try transport.http1WebSocketUpgrade(configuration: .init(ws: .init(maxFrameSize: 1 << 22, closeTimeout: .seconds(2)))) { request, _, _ in
             guard request.path == "/v1/tunnel" else { return .dontUpgrade }
             if let shed = FaultInjection.shedsUpgrade() { return shed }
             return .upgrade([:]) { [self] inbound, outbound, _ in await tunnel(inbound: inbound, outbound: outbound) }
         }
-        let scheme = ServerTLS.scheme("http", tls)
-        return Application(responder: responder, server: try ServerTLS.builder(upgrade, tls), configuration: configuration) { [self] channel in
+        let scheme = transport.scheme("http")
+        return Application(responder: responder, server: upgrade, configuration: configuration) { [self] channel in
             // The daemon in this process dials its relay on loopback, whatever phones use.
             if let port = channel.localAddress?.port, withDaemon { startDaemon(url: "\(scheme)://127.0.0.1:\(port)") }
             await onRunning(channel)

@@ -161,18 +161,18 @@ public final class AgentRuntimeLiveServer: ReferenceServer, @unchecked Sendable 
         }
     }
 
-    public func makeService(configuration: ApplicationConfiguration, tls: ServerTLS?,
+    public func makeService(configuration: ApplicationConfiguration, transport: ServerTransport,
                             onRunning: @escaping @Sendable (any Channel) async -> Void) throws -> any Service {
         let limit = lock.withLock { server.config.maxUploadBytes } + 256 * 1024
         let responder = CoreResponder(maxBodyBytes: limit) { [self] request in self.handle(request) }
         let socketConfiguration = HTTP1WebSocketUpgradeChannel.Configuration(
             ws: WebSocketServerConfiguration(maxFrameSize: Self.maxFrameBytes, closeTimeout: .seconds(2)))
-        let upgrade = HTTPServerBuilder.http1WebSocketUpgrade(configuration: socketConfiguration) { request, _, _ in
+        let upgrade = try transport.http1WebSocketUpgrade(configuration: socketConfiguration) { request, _, _ in
             let target = request.path ?? ""
             guard target.hasPrefix("/ws/") else { return .dontUpgrade }
             if let shed = FaultInjection.shedsUpgrade() { return shed }
             return .upgrade([:]) { [self] inbound, outbound, _ in await self.session(target: target, inbound: inbound, outbound: outbound) }
         }
-        return Application(responder: responder, server: try ServerTLS.builder(upgrade, tls), configuration: configuration) { channel in await onRunning(channel) }
+        return Application(responder: responder, server: upgrade, configuration: configuration) { channel in await onRunning(channel) }
     }
 }

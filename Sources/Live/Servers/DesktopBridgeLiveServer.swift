@@ -205,7 +205,7 @@ public final class DesktopBridgeLiveServer: ReferenceServer, @unchecked Sendable
         }
     }
 
-    public func makeService(configuration: ApplicationConfiguration, tls: ServerTLS?,
+    public func makeService(configuration: ApplicationConfiguration, transport: ServerTransport,
                             onRunning: @escaping @Sendable (any Channel) async -> Void) throws -> any Service {
         let responder = CoreResponder(maxBodyBytes: 1_024) { request in
             .json(426, ["error": "upgrade_required", "message": "this is a WebSocket endpoint: connect with ws:// and send JSON-RPC initialize"],
@@ -213,10 +213,10 @@ public final class DesktopBridgeLiveServer: ReferenceServer, @unchecked Sendable
         }
         let socketConfiguration = HTTP1WebSocketUpgradeChannel.Configuration(
             ws: WebSocketServerConfiguration(maxFrameSize: RPCFrame.maxBytes, closeTimeout: .seconds(2)))
-        let upgrade = HTTPServerBuilder.http1WebSocketUpgrade(configuration: socketConfiguration) { _, _, _ in
+        let upgrade = try transport.http1WebSocketUpgrade(configuration: socketConfiguration) { _, _, _ in
             .upgrade([:]) { [self] inbound, outbound, _ in await self.session(inbound: inbound, outbound: outbound) }
         }
-        return Application(responder: responder, server: try ServerTLS.builder(upgrade, tls), configuration: configuration) { channel in await onRunning(channel) }
+        return Application(responder: responder, server: upgrade, configuration: configuration) { channel in await onRunning(channel) }
     }
 }
 

@@ -47,14 +47,14 @@ public struct HostServer: ReferenceServer {
     }
 
     public func makeService(
-        configuration: ApplicationConfiguration, tls: ServerTLS?, onRunning: @escaping @Sendable (any Channel) async -> Void
+        configuration: ApplicationConfiguration, transport: ServerTransport, onRunning: @escaping @Sendable (any Channel) async -> Void
     ) throws -> any Service {
         let router = Router()
         router.add(middleware: JSONErrorMiddleware())
         router.get("/health") { _, _ in Health(status: "ok") }
         let version = version, catalog = catalog
         router.get("/version") { _, _ in Version(name: "fleetlab", version: version, servers: catalog()) }
-        return Application(router: router, server: try ServerTLS.builder(.http1(), tls), configuration: configuration, onServerRunning: onRunning)
+        return Application(router: router, server: try transport.http1(), configuration: configuration, onServerRunning: onRunning)
     }
 }
 

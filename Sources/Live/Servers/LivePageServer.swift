@@ -22,7 +22,7 @@ public struct LivePageServer: ReferenceServer {
     }
 
     public func makeService(
-        configuration: ApplicationConfiguration, tls: ServerTLS?, onRunning: @escaping @Sendable (any Channel) async -> Void
+        configuration: ApplicationConfiguration, transport: ServerTransport, onRunning: @escaping @Sendable (any Channel) async -> Void
     ) throws -> any Service {
         let router = Router()
         router.add(middleware: JSONErrorMiddleware())
@@ -35,6 +35,6 @@ public struct LivePageServer: ReferenceServer {
         // Quiet: the command that serves it prints the URL itself, beside its own output.
         var logger = Logger(label: "fleetlab.dashboard")
         logger.logLevel = .warning
-        return Application(router: router, server: try ServerTLS.builder(.http1(), tls), configuration: configuration, onServerRunning: onRunning, logger: logger)
+        return Application(router: router, server: try transport.http1(), configuration: configuration, onServerRunning: onRunning, logger: logger)
     }
 }

@@ -87,13 +87,13 @@ public final class MobileSyncLiveServer: ReferenceServer, @unchecked Sendable {
         }
     }
 
-    public func makeService(configuration: ApplicationConfiguration, tls: ServerTLS?,
+    public func makeService(configuration: ApplicationConfiguration, transport: ServerTransport,
                             onRunning: @escaping @Sendable (any Channel) async -> Void) throws -> any Service {
         let channels = self.channels
         let responder = CoreResponder(handle: { [self] request in try self.handle(request) }, stream: { answer in
             answer.header(SyncServer.pushStreamHeader).map { channels.body(for: $0, first: answer.body) }
         })
-        let application = Application(responder: responder, server: try ServerTLS.builder(.http1(), tls), configuration: configuration) { channel in
+        let application = Application(responder: responder, server: try transport.http1(), configuration: configuration) { channel in
             await onRunning(channel)
         }
         // A push stream never ends by itself: a graceful shutdown ends them all, or it

@@ -163,10 +163,10 @@ public final class SecureChatLiveServer: ReferenceServer, @unchecked Sendable {
         }
     }
 
-    public func makeService(configuration: ApplicationConfiguration, tls: ServerTLS?,
+    public func makeService(configuration: ApplicationConfiguration, transport: ServerTransport,
                             onRunning: @escaping @Sendable (any Channel) async -> Void) throws -> any Service {
         let responder = CoreResponder { [self] request in self.handle(request) }
-        let upgrade = HTTPServerBuilder.http1WebSocketUpgrade { [self] request, _, _ in
+        let upgrade = try transport.http1WebSocketUpgrade { [self] request, _, _ in
             let target = request.path ?? ""
             guard target == "/ws" || target.hasPrefix("/ws?") else { return .dontUpgrade }
             if let shed = FaultInjection.shedsUpgrade() { return shed }
@@ -175,7 +175,7 @@ public final class SecureChatLiveServer: ReferenceServer, @unchecked Sendable {
             let joining = join(ticket: ticket)
             return .upgrade([:]) { inbound, outbound, _ in await self.session(joining, inbound: inbound, outbound: outbound) }
         }
-        return Application(responder: responder, server: try ServerTLS.builder(upgrade, tls), configuration: configuration) { channel in
+        return Application(responder: responder, server: upgrade, configuration: configuration) { channel in
             await onRunning(channel)
         }
     }

@@ -1,0 +1,69 @@
+import Foundation
+import Testing
+import LabTestSupport
+
+@Suite("fleetlab serve: a connection's first request")
+struct ServeConnectionTests {
+    /// What a developer's tools send by mistake: a method with a typo, a TLS hello to a
+    /// plain port, a path with a space in it.
+    static let notHTTP: [(what: String, bytes: [UInt8])] = [
+        ("a method HTTP does not have", Array("BREW /health HTTP/1.1\r\nHost: x\r\n\r\n".utf8)),
+        ("a TLS hello", [0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xFC, 0x03, 0x03] + [UInt8](repeating: 0x2A, count: 32)),
+        ("a space in the path", Array("GET /he alth HTTP/1.1\r\nHost: x\r\n\r\n".utf8)),
+    ]
+
+    @Test("every server answers a first request that is not HTTP 400 with a JSON reason and closes, instead of holding the connection")
+    func notHTTPFirst() async throws {
+        let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("serve-not-http").path, extra: ["--header-timeout", "30s"])
+        defer { served.stop() }
+        for url in served.everyURL {
+            for (what, bytes) in Self.notHTTP {
+                let outcome = try await HTTPProbe.raw(bytes, to: url, wait: 10)
+                #expect(outcome.reply?.status == 400, "\(url), \(what)")
+                #expect(outcome.reply?.text.hasPrefix(#"{"error":"bad request: not an HTTP/1.1 request ("#) == true, "\(url), \(what): \(outcome.reply?.text ?? "no reply")")
+                #expect(outcome.closedAfter.map { $0 < 5 } == true, "\(url), \(what): closed after \(outcome.closedAfter.map { "\($0) s" } ?? "never")")
+            }
+        }
+        // Answered and closed, none of them cost a server its life or its other clients.
+        #expect(try await HTTPProbe.get(served.hostURL + "/health").status == 200)
+    }
+
+    @Test("a connection that sends no whole request head within --header-timeout is answered 408 and closed; one that sent a request stays open for the next")
+    func headerTimeout() async throws {
+        let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("serve-header-timeout").path, extra: ["--header-timeout", "1s"])
+        defer { served.stop() }
+        let silent: [(what: String, bytes: [UInt8])] = [("nothing", []), ("half a request head", Array("GET /health HTTP/1.1\r\nHo".utf8))]
+        let outcomes = try await withThrowingTaskGroup(of: (String, String, HTTPProbe.RawOutcome).self) { group in
+            for url in served.everyURL {
+                for (what, bytes) in silent { group.addTask { (url, what, try await HTTPProbe.raw(bytes, to: url, wait: 10)) } }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(outcomes.count == served.everyURL.count * silent.count)
+        for (url, what, outcome) in outcomes {
+            #expect(outcome.reply?.status == 408, "\(url), \(what)")
+            #expect(outcome.reply?.text == #"{"error":"request timeout: no request head within 1s"}"#, "\(url), \(what)")
+            #expect(outcome.closedAfter.map { $0 >= 0.9 && $0 < 5 } == true, "\(url), \(what): closed after \(outcome.closedAfter.map { "\($0) s" } ?? "never")")
+        }
+        // The deadline is for the first request only: a keep-alive connection that has been
+        // answered waits for its next request past it.
+        let kept = try await HTTPProbe.raw(Array("GET /health HTTP/1.1\r\nHost: x\r\n\r\n".utf8), to: served.hostURL, wait: 2.5)
+        #expect(kept.reply?.status == 200)
+        #expect(kept.closedAfter == nil, "closed after \(kept.closedAfter ?? 0) s")
+    }
+
+    @Test("--header-timeout out of 100ms...1h is exit status 2 with the range")
+    func headerTimeoutRange() async throws {
+        for value in ["0s", "50ms", "2h", "soon"] {
+            let result = try await CommandRunner.fleetlabAsync(["serve", "--header-timeout", value, "--data", TestPaths.scratchDirectory("serve-header-range").path])
+            #expect(result.status == 2, "\(value): \(result.stderr)")
+            #expect(result.stderr.contains("--header-timeout"), "\(value): \(result.stderr)")
+        }
+    }
+}
+
+extension ServedFleetlab {
+    /// The six servers' URLs: host, mobile sync, chat, agent runtime, AI bridge relay and
+    /// the desktop bridge (a WebSocket endpoint, which answers HTTP on the same port).
+    var everyURL: [String] { [hostURL, syncURL, chatURL, agentURL, aiBridgeURL, desktopURL] }
+}
