@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import LabTestSupport
 
-@Suite("fleetlab serve: a connection's first request")
+@Suite("fleetlab serve: connections that are not HTTP, idle or broken")
 struct ServeConnectionTests {
     /// What a developer's tools send by mistake: a method with a typo, a TLS hello to a
     /// plain port, a path with a space in it.
@@ -26,6 +26,25 @@ struct ServeConnectionTests {
         }
         // Answered and closed, none of them cost a server its life or its other clients.
         #expect(try await HTTPProbe.get(served.hostURL + "/health").status == 200)
+    }
+
+    @Test("a body whose chunked framing is broken is 400 with the reason, and a body over the limit is still 413")
+    func brokenBody() async throws {
+        let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("serve-broken-body").path)
+        defer { served.stop() }
+        // Each server's own path that takes a body, and its limit (the AI bridge relay's is
+        // the original's 256 KiB, with its own error shape).
+        let posts = [(served.syncURL, "/api/v1/mobile/sync", 8 << 20, "payload too large"),
+                     (served.chatURL, "/api/v1/auth/login", 8 << 20, "payload too large"),
+                     (served.aiBridgeURL, "/v1/pair/confirm", 256 << 10, "payload_too_large")]
+        for (url, path, limit, tooLarge) in posts {
+            let broken = try await HTTPProbe.raw(Array("POST \(path) HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n".utf8),
+                                                 to: url, wait: 10)
+            #expect(broken.reply?.status == 400, "\(url): \(broken.reply?.text ?? "no reply")")
+            #expect(broken.reply?.text.contains("the body could not be read as HTTP/1.1") == true, "\(url): \(broken.reply?.text ?? "no reply")")
+            let large = try await HTTPProbe.request("POST", url + path, body: Data(count: limit + 1), headers: ["content-type": "application/json"])
+            #expect(large.status == 413 && large.text.contains(tooLarge), "\(url): \(large.status) \(large.text)")
+        }
     }
 
     @Test("a connection that sends no whole request head within --header-timeout is answered 408 and closed; one that sent a request stays open for the next")

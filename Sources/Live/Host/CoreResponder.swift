@@ -38,9 +38,11 @@ public struct CoreResponder: HTTPResponder {
     public func respond(to request: Request, context: Context) async throws -> Response {
         let body: ByteBuffer
         do {
-            body = try await request.body.collect(upTo: maxBodyBytes)
-        } catch {
+            body = try await Self.body(of: request, upTo: maxBodyBytes)
+        } catch .tooLarge {
             return Self.response(.error(413, "payload too large", "the body is over \(maxBodyBytes) bytes"))
+        } catch .unreadable(let reason) {
+            return Self.response(.error(400, "bad request", reason))
         }
         let message = Self.message(request, body: body, peer: context.peer)
         FaultInjection.check(path: message.path)
@@ -55,6 +57,26 @@ public struct CoreResponder: HTTPResponder {
             return Self.response(answer)
         } catch {
             return Self.response(.json(500, ["error": "internal server error"]))
+        }
+    }
+
+    /// Why a request's body was not read.
+    enum BodyRefusal: Error {
+        /// Over the server's limit (413).
+        case tooLarge
+        /// Chunked framing the parser refused (a chunk size that is not hex, say): the
+        /// client's mistake, not its size (400).
+        case unreadable(String)
+    }
+
+    /// The whole body of `request`, up to `limit` bytes.
+    static func body(of request: Request, upTo limit: Int) async throws(BodyRefusal) -> ByteBuffer {
+        do {
+            return try await request.body.collect(upTo: limit)
+        } catch is NIOTooManyBytesError {
+            throw .tooLarge
+        } catch {
+            throw .unreadable("the body could not be read as HTTP/1.1 (\(error))")
         }
     }
 

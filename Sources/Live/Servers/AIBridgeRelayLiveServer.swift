@@ -236,8 +236,12 @@ struct RelayResponder: HTTPResponder {
 
     func respond(to request: Request, context: Context) async throws -> Response {
         let body: ByteBuffer
-        do { body = try await request.body.collect(upTo: maxBodyBytes) } catch {
+        do {
+            body = try await CoreResponder.body(of: request, upTo: maxBodyBytes)
+        } catch .tooLarge {
             return CoreResponder.response(.json(413, ["error": "payload_too_large", "limit": .number(Double(maxBodyBytes))]))
+        } catch .unreadable(let reason) {
+            return CoreResponder.response(.json(400, ["error": "bad_request", "message": .string(reason)]))
         }
         let message = CoreResponder.message(request, body: body, peer: context.peer)
         if let injected = await FaultInjection.play() { return CoreResponder.response(injected) }
