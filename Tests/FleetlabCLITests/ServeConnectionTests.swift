@@ -28,6 +28,27 @@ struct ServeConnectionTests {
         #expect(try await HTTPProbe.get(served.hostURL + "/health").status == 200)
     }
 
+    @Test("an Upgrade a server does not take (curl --http2 asks for h2c) is ignored: the answer is the one the request gets without it")
+    func upgradesIgnored() async throws {
+        let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("serve-h2c").path)
+        defer { served.stop() }
+        // The Connection header stays `close` (NIO keeps a connection whose Connection
+        // header lists more tokens open): the Upgrade header is what NIO's upgrade handler reads.
+        let h2c = "Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n"
+        let socketWithBody = "Upgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+        for url in served.everyURL {
+            for (method, upgrade, body) in [("GET", h2c, ""), ("POST", h2c, "{}"), ("POST", socketWithBody, "{}")] {
+                func ask(_ extra: String) async throws -> HTTPProbe.RawOutcome {
+                    let head = "\(method) /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\(extra)Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n"
+                    return try await HTTPProbe.raw(Array((head + body).utf8), to: url, wait: 10)
+                }
+                let plain = try await ask(""), upgraded = try await ask(upgrade.replacingOccurrences(of: "Connection: Upgrade", with: "Connection: close, Upgrade"))
+                #expect(plain.reply != nil && upgraded.reply?.status == plain.reply?.status, "\(url) \(method) \(upgrade): \(upgraded.reply?.status ?? 0) against \(plain.reply?.status ?? 0)")
+                #expect(upgraded.closedAfter.map { $0 < 5 } == true, "\(url) \(method) \(upgrade): still open")
+            }
+        }
+    }
+
     @Test("a body whose chunked framing is broken is 400 with the reason, and a body over the limit is still 413")
     func brokenBody() async throws {
         let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("serve-broken-body").path)

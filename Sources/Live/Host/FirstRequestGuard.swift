@@ -17,6 +17,9 @@ import NIOHTTP1
 ///   answered and never closed: NIO's upgrade handler waits for a head that cannot come.
 ///   The guard answers `400` with the parser's reason and closes, on every server alike.
 ///
+/// Its one look at the first request head takes out the `Upgrade` protocols no server
+/// here takes (`ignoreUpgrades`).
+///
 /// It sits right after the HTTP request decoder, so it sees the decoder's errors before
 /// anything else and writes `HTTPServerResponsePart`s straight to the response encoder.
 /// Closing, it first tells the handlers behind it that input ended, which is how NIO's
@@ -24,6 +27,7 @@ import NIOHTTP1
 /// and the guard removes itself: later requests on the connection are Hummingbird's.
 final class FirstRequestGuard: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
 
     private let timeout: TimeAmount
     private var timer: Scheduled<Void>?
@@ -47,8 +51,29 @@ final class FirstRequestGuard: ChannelInboundHandler, RemovableChannelHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !answered else { return }
-        context.fireChannelRead(data)
+        if case .head(var head) = unwrapInboundIn(data), Self.ignoreUpgrades(of: &head) {
+            context.fireChannelRead(wrapInboundOut(.head(head)))
+        } else {
+            context.fireChannelRead(data)
+        }
         context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+    }
+
+    /// Takes out of `head`'s `Upgrade` header every protocol but `websocket`, and all of
+    /// them when the request has a body (a WebSocket handshake has none); true if it
+    /// changed anything. A server may ignore an `Upgrade` it does not take (RFC 9110
+    /// 7.8), and these must be: NIO's upgrade handler forwards such a request without its
+    /// head (`curl --http2` asks for `h2c` and got an empty reply from the four WebSocket
+    /// servers), and one with a body it neither answers nor closes.
+    static func ignoreUpgrades(of head: inout HTTPRequestHead) -> Bool {
+        let offered = head.headers[canonicalForm: "upgrade"]
+        guard !offered.isEmpty else { return false }
+        let hasBody = head.headers.contains(name: "transfer-encoding") || head.headers["content-length"].contains { $0 != "0" }
+        let kept = hasBody ? [] : offered.filter { $0.lowercased() == "websocket" }
+        guard kept.count != offered.count else { return false }
+        head.headers.remove(name: "upgrade")
+        if !kept.isEmpty { head.headers.add(name: "upgrade", value: "websocket") }
+        return true
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
