@@ -1,5 +1,6 @@
 import ArgumentParser
 import LabKernel
+import LoadTest
 import Simulator
 
 /// `--duration 6h` on the command line.
@@ -12,6 +13,20 @@ struct DurationArgument: ExpressibleByArgument {
         guard let span = TimeSpan(argument), span > .zero else { return nil }
         self.span = span
     }
+}
+
+/// `--connections phone|shared` of `loadtest`.
+struct ConnectionsArgument: ExpressibleByArgument {
+    var model: ConnectionModel
+
+    init(model: ConnectionModel) { self.model = model }
+
+    init?(argument: String) {
+        guard let model = ConnectionModel(rawValue: argument) else { return nil }
+        self.model = model
+    }
+
+    static var allValueStrings: [String] { ConnectionModel.allCases.map(\.rawValue) }
 }
 
 /// `--chaos N` of `simulate` and `seeds`: its bounds, and how a reproduce line passes it on.

@@ -84,6 +84,9 @@ struct LoadtestCommand: AsyncParsableCommand {
     @Option(help: "Event-loop threads the phones run on (default: half the cores, at least 1).")
     var loops: Int?
 
+    @Option(help: "Whose keep-alive connections requests go on: phone (each phone its own, as an app's; default) or shared (one pool for all phones, the fewest connections the load can go on).")
+    var connections: ConnectionsArgument = ConnectionsArgument(model: .perPhone)
+
     @Flag(help: "No progress line.")
     var quiet = false
 
@@ -194,12 +197,13 @@ struct LoadtestCommand: AsyncParsableCommand {
         settings.proxies = proxies
         if let requestTimeout { settings.requestTimeout = .nanoseconds(requestTimeout.span.nanoseconds) }
         settings.loops = loops ?? LoadRun.defaultLoops
+        settings.connections = connections.model
         let pipeline: ResultsPipeline
         do { pipeline = try ResultsPipeline(path: resultsPath) } catch { throw CLIFailure.badInput("cannot write \(resultsPath): \(error)") }
         var opening = LoadtestCommand.openingBatch(loaded, model: model, duration: runLength, bucket: bucket,
                                                    stacks: Self.stacks.filter { urls[$0] != nil }.flatMap { $0 == "sync" ? ["workflows", "sync"] : [$0] })
         // What the page says while the run goes on; the end writes these again with the rest.
-        opening.runMetadata = [("mode", "loadtest"), ("targets", targetList), ("model", Self.describe(model)), ("started_at", startedAt),
+        opening.runMetadata = [("mode", "loadtest"), ("targets", targetList), ("model", Self.describe(model, connections.model)), ("started_at", startedAt),
                                ("build", BuildInfo.description)]
         pipeline.submit(opening)
         var livePage: LiveHost?
@@ -212,7 +216,7 @@ struct LoadtestCommand: AsyncParsableCommand {
         line.finish()
         var metadata = ResultsBatch()
         metadata.runMetadata = [
-            ("mode", "loadtest"), ("targets", targetList), ("tenant", setup.map { $0.createdTenant ?? "(the key's)" } ?? "(no sync target)"), ("model", Self.describe(model)), ("seed", String(loaded.seed)),
+            ("mode", "loadtest"), ("targets", targetList), ("tenant", setup.map { $0.createdTenant ?? "(the key's)" } ?? "(no sync target)"), ("model", Self.describe(model, connections.model)), ("seed", String(loaded.seed)),
             ("scenario_sha256", SHA256Hex.of(loaded.text)), ("build", BuildInfo.description), ("started_at", startedAt),
             ("wall_seconds", String(outcome.wallSeconds)), ("generator_cpu_percent", String(outcome.cpuPercentMean)),
             ("generator_cpu_percent_max", String(outcome.cpuPercentMax)), ("interrupted", outcome.interrupted ? "true" : "false"),
@@ -231,7 +235,7 @@ struct LoadtestCommand: AsyncParsableCommand {
         let tenantNote = (setup?.createdTenant.map { " (tenant \($0), created for this run)" } ?? "")
             + (tlsOptions.insecure ? " (TLS certificates not checked: --insecure)" : "") + proxies.note(for: urls.values)
         try OutputPaths.write(Dashboard.render(results), to: dashboardPath)
-        let summary = LoadtestSummary(results: results, outcome: outcome, model: model,
+        let summary = LoadtestSummary(results: results, outcome: outcome, model: model, connections: connections.model,
                                       target: targetList + tenantNote, skipped: skipped, faults: loaded.faults,
                                       resultsPath: resultsPath, dashboardPath: dashboardPath).text
         print(summary)
@@ -330,6 +334,15 @@ struct LoadtestCommand: AsyncParsableCommand {
         guard !(appPaced && think != nil) else { throw CLIFailure.badInput("--app-paced phones wait as the app does; leave out --think") }
         guard !appPaced || urls.keys.sorted() == ["sync"] else { throw CLIFailure.badInput("--app-paced paces the sync stack: --target sync=URL alone") }
         return (appPaced ? .app(devices: devices) : .closed(devices: devices, thinkTime: think?.span ?? .seconds(1)), runLength)
+    }
+
+    /// The model and whose connections its requests go on, as the summary and the run's
+    /// metadata say it.
+    static func describe(_ model: WorkloadModel, _ connections: ConnectionModel) -> String {
+        switch connections {
+        case .perPhone: return describe(model) + "; a keep-alive connection per phone"
+        case .shared: return describe(model) + "; one pool of connections for every phone (--connections shared)"
+        }
     }
 
     static func describe(_ model: WorkloadModel) -> String {

@@ -45,6 +45,7 @@ struct LoadtestSummary {
     var results: RunResults
     var outcome: LoadRun.Outcome
     var model: WorkloadModel
+    var connections: ConnectionModel
     var target: String
     var skipped: [Threshold]
     /// The scenario's faults, which a load test does not inject.
@@ -67,7 +68,7 @@ struct LoadtestSummary {
             lines.append(row("aborted", "at \(MetricUnit.formatDuration(aborted.seconds * 1e9)): \(aborted.threshold.message) (abortOnFail)"))
         }
         lines.append(row("target", target))
-        lines.append(row("model", LoadtestCommand.describe(model)))
+        lines.append(row("model", LoadtestCommand.describe(model, connections)))
         if let shard = results.runMetadata["shard"] {
             lines.append(row("shard", "\(shard): one generator's share of the workload; merge every shard's results with fleetlab merge"))
         }

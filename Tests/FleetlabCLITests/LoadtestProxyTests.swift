@@ -78,4 +78,33 @@ struct LoadtestProxyTests {
         #expect(run.stdout.contains("(via proxy socks5://127.0.0.1:\(proxy.port))"), "\(run.stdout)")
         #expect(!run.stdout.contains("load:gen") && !run.stderr.contains("load:gen"))
     }
+
+    @Test("--connections: each phone keeps a connection of its own by default (the server sees one per phone); shared, the phones' requests go on a pool of a few")
+    func connections() async throws {
+        let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("load-connections-serve").path)
+        defer { served.stop() }
+        let dir = TestPaths.scratchDirectory("loadtest-connections")
+        let scenario = try writeScenario(loadScenario(), in: dir, name: "load.yaml")
+        // A SOCKS5 proxy makes every connection a tunnel, so its tally counts them.
+        var tunnels: [String: Int] = [:]
+        for model in ["phone", "shared"] {
+            let proxy = try SOCKSProxy()
+            defer { proxy.stop() }
+            let run = try await CommandRunner.fleetlabAsync(["loadtest", scenario, "--target", "sync=\(served.syncURL)", "--duration", "2s", "--devices", "8",
+                                                             "--think", "100ms", "--connections", model, "--proxy", proxy.url(), "--quiet", "--out", model],
+                                                            in: dir, environment: ["FLEETLAB_KEY_SYNC": served.rootKey])
+            #expect(run.status == 0, "\(run.stdout)\(run.stderr)")
+            let results = try ResultsDatabase.open(at: dir.appendingPathComponent("\(model)/results.sqlite").path).load()
+            #expect(results.total(allLabelsOf: "http.failures") == 0)
+            #expect((results.total("loadtest.iterations", labels: "outcome=ok") ?? 0) >= 40, "\(run.stdout)")
+            tunnels[model] = proxy.carried.tunnels
+            #expect(run.stdout.contains(model == "phone" ? "; a keep-alive connection per phone" : "; one pool of connections for every phone"), "\(run.stdout)")
+        }
+        // The tenant's set-up has a connection of its own; each phone then keeps one for its
+        // register and its ten or so syncs.
+        #expect(tunnels["phone"] == 9, "\(tunnels)")
+        #expect((tunnels["shared"] ?? 99) <= 9, "at most one for each request in flight at once (4 here when the machine is idle): \(tunnels)")
+        let bad = try await CommandRunner.fleetlabAsync(["loadtest", scenario, "--target", "sync=\(served.syncURL)", "--duration", "1s", "--connections", "each"], in: dir)
+        #expect(bad.status == 2 && bad.stderr.contains("--connections"), "\(bad.stderr)")
+    }
 }

@@ -20,6 +20,16 @@ import Synchronization
 /// closes a results bucket every `bucket` (with the generator's CPU share over it) and
 /// reports progress every second. When the duration is over or `stop` says so, no new
 /// iteration starts; those in flight end within their request deadline.
+/// Whose keep-alive connections a load test's requests go on.
+public enum ConnectionModel: String, Sendable, CaseIterable {
+    /// Each phone its own, as a phone's app has and as k6's virtual users and Locust's
+    /// users do: the server holds a connection for every phone that has sent a request.
+    case perPhone = "phone"
+    /// One pool for all: a connection for each request in flight at once, the fewest the
+    /// load can go on.
+    case shared
+}
+
 public final class LoadRun: Sendable {
     public struct Settings: Sendable {
         public var scenario: Scenario
@@ -47,6 +57,8 @@ public final class LoadRun: Sendable {
         public var proxies = ProxyRoutes.direct
         /// Event-loop threads the phones run on (`defaultLoops` unless set).
         public var loops = LoadRun.defaultLoops
+        /// Whose keep-alive connections a phone's requests go on (`--connections`).
+        public var connections = ConnectionModel.perPhone
         /// Distinguishes this run's phones on a server that kept earlier runs' devices.
         public var runTag: String
 
@@ -109,7 +121,8 @@ public final class LoadRun: Sendable {
     let executors: [EventLoopTaskExecutor]
     /// The run's own event loops: every phone's sockets, timers and tasks.
     let group: MultiThreadedEventLoopGroup
-    let http: HTTPClient
+    /// The phones' HTTP clients: one each, or one they share (`Settings.connections`).
+    let clients: [HTTPClient]
 
     /// A run's tag, in its tenant, device ids and usernames: the start's milliseconds in base
     /// 36 and six random base-36 digits, so runs started in the same millisecond (a job's
@@ -133,9 +146,16 @@ public final class LoadRun: Sendable {
         self.settings = settings
         let recorder = LoadRecorder()
         self.recorder = recorder
-        group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, settings.loops))
-        let http = HTTPClient(group: group, idlePerHost: max(8, settings.model.devices), tls: settings.tls, proxies: settings.proxies)
-        self.http = http
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, settings.loops))
+        self.group = group
+        let clients = switch settings.connections {
+        case .perPhone: (0..<settings.model.devices).map { _ in HTTPClient(group: group, idlePerHost: 1, tls: settings.tls, proxies: settings.proxies) }
+        case .shared: [HTTPClient(group: group, idlePerHost: max(8, settings.model.devices), tls: settings.tls, proxies: settings.proxies)]
+        }
+        self.clients = clients
+        /// Phone `index`'s client, which each of its stacks uses, as one app's requests share
+        /// its HTTP session.
+        func http(_ index: Int) -> HTTPClient { clients[clients.count == 1 ? 0 : index] }
         let sequences = (settings.scenario.workflows?.workloads ?? []).map { ($0.sequenceName, $0.sequenceJSON) }
         // The run's tag in every phone's stream: a server keeps what earlier runs sent (the
         // agent runtime answers a repeated `client_request_id` with that chat, long ended),
@@ -145,7 +165,7 @@ public final class LoadRun: Sendable {
             (0..<settings.model.devices).map { index in
                 var draw = root.child(UInt64(index)).generator()
                 return SyncPhone(baseURL: sync.url, apiKey: sync.apiKey, deviceID: "loadtest-\(settings.runTag)-\(index)",
-                                 seed: draw.next(), http: http, requestTimeout: settings.requestTimeout, sequences: sequences,
+                                 seed: draw.next(), http: http(index), requestTimeout: settings.requestTimeout, sequences: sequences,
                                  relaunchShare: settings.relaunchShare)
             }
         } ?? []
@@ -153,21 +173,21 @@ public final class LoadRun: Sendable {
             let identity = agent.token.flatMap(AgentIdentity.init(token:)) ?? AgentIdentity(appID: "loadtest", userID: "loadtest-\(settings.runTag)")
             let mix = (settings.scenario.agent?.mix ?? []).map { (name: $0.workflow.name, weight: $0.weight) }
             return (0..<settings.model.devices).map { index in
-                AgentLoadPhone(base: agent.url, identity: identity, http: http, mix: mix, inputsPerChat: settings.scenario.agent?.inputsPerChat ?? 2,
+                AgentLoadPhone(base: agent.url, identity: identity, http: http(index), mix: mix, inputsPerChat: settings.scenario.agent?.inputsPerChat ?? 2,
                                seed: root.child(UInt64(index)).child("agent"), requestTimeout: settings.requestTimeout)
             }
         } ?? []
         let board = DeliveryBoard(recorder: recorder)
         chatPhones = try settings.chat.map { base in
             try (0..<settings.model.devices).map { index in
-                try ChatLoadPhone(index: index, base: base, runTag: settings.runTag, seed: root.child(UInt64(index)).child("chat"), http: http,
+                try ChatLoadPhone(index: index, base: base, runTag: settings.runTag, seed: root.child(UInt64(index)).child("chat"), http: http(index),
                                   requestTimeout: settings.requestTimeout, board: board, recorder: recorder, relaunchShare: settings.relaunchShare)
             }
         } ?? []
         bridgePhones = try settings.aiBridge.map { relay in
             try (0..<settings.model.devices).map { index in
                 try BridgeLoadPhone(index: index, relay: relay, runTag: settings.runTag, seed: root.child(UInt64(index)).child("ai-bridge"),
-                                    settings: settings.scenario.bridge ?? BridgeSettings(), http: http, requestTimeout: settings.requestTimeout, recorder: recorder)
+                                    settings: settings.scenario.bridge ?? BridgeSettings(), http: http(index), requestTimeout: settings.requestTimeout, recorder: recorder)
             }
         } ?? []
         let chatDevices = settings.scenario.devices.filter { settings.scenario.stacks(of: $0).contains(.chat) }.reduce(0) { $0 + $1.count }
@@ -332,7 +352,7 @@ public final class LoadRun: Sendable {
         pipeline.submit(last)
         for phone in chatPhones { await phone.phone.stop() }
         for phone in bridgePhones { await phone.stop() }
-        http.shutdown()
+        for client in clients { client.shutdown() }
         try? await group.shutdownGracefully()
         return outcome
     }
