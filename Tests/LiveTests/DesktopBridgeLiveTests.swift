@@ -62,6 +62,33 @@ struct DesktopBridgeLiveTests {
 
     static func code(_ answer: JSONValue) -> Int? { answer["error"]?["code"]?.numberValue.map { Int($0) } }
 
+    @Test("writes and reads of a file sent back to back are answered in order: each read sees the write before it")
+    func fileOrder() async throws {
+        let (server, port, stop) = try await Self.serve(TestPaths.scratchDirectory("desktop-file-order").path)
+        let socket = try await RPCSocket(port: port)
+        try await socket.initialize()
+        let session = try #require(try await socket.call("session/new", ["cwd": .string(server.workspace)])["result"]?["sessionId"]?.stringValue)
+        // Forty pairs without waiting in between: ids 100, 102, … write; 101, 103, … read.
+        for pair in 0..<40 {
+            try socket.probe.send(RPCMessage.request(id: .number(Double(100 + 2 * pair)), method: "fs/write_text_file",
+                                                     params: ["sessionId": .string(session), "path": "order.txt", "content": .string("draft \(pair)")]).text)
+            try socket.probe.send(RPCMessage.request(id: .number(Double(101 + 2 * pair)), method: "fs/read_text_file",
+                                                     params: ["sessionId": .string(session), "path": "order.txt"]).text)
+        }
+        var read: [Int: String] = [:]
+        let deadline = Date().addingTimeInterval(20)
+        while read.count < 40, Date() < deadline {
+            let probe = socket.probe
+            guard case .text(let text)? = try await offPool({ try probe.receive(timeout: 0.2) }), let value = try? JSONValue.parse(text),
+                  let id = value["id"]?.numberValue.map({ Int($0) }), id % 2 == 1 else { continue }
+            read[(id - 101) / 2] = value["result"]?["content"]?.stringValue ?? "error: \(value)"
+        }
+        #expect(read.count == 40)
+        let stale = read.filter { $0.value != "draft \($0.key)" }
+        #expect(stale.isEmpty, "reads that did not see the write before them: \(stale.sorted { $0.key < $1.key }.prefix(5))")
+        await stop()
+    }
+
     @Test("files stay in the workspace: a symlink out is refused for reading and writing, .. cannot climb, a file inside round-trips")
     func confinement() async throws {
         let data = TestPaths.scratchDirectory("desktop-files").path

@@ -34,6 +34,10 @@ public final class DesktopBridgeLiveServer: ReferenceServer, @unchecked Sendable
     /// Deadlines a sleeping task already waits for.
     var armed: Set<Instant> = []
     let backend = CommandBackend()
+    /// Reads and writes of workspace files, one at a time in the order the core started
+    /// them: a phone that writes a file and then reads it reads what it wrote (on a
+    /// concurrent queue the read could run first).
+    let files = DispatchQueue(label: "fleetlab.desktop-bridge.files")
     /// The workspace with its symlinks resolved.
     public let workspace: String
 
@@ -113,9 +117,9 @@ public final class DesktopBridgeLiveServer: ReferenceServer, @unchecked Sendable
     func start(_ operation: DesktopOperation) {
         switch operation {
         case .readFile(let id, let path, let line, let limit):
-            DispatchQueue.global().async { [self] in finished(id, Self.read(path, root: workspace, line: line, limit: limit)) }
+            files.async { [self] in finished(id, Self.read(path, root: workspace, line: line, limit: limit)) }
         case .writeFile(let id, let path, let content):
-            DispatchQueue.global().async { [self] in finished(id, Self.write(path, content: content, root: workspace)) }
+            files.async { [self] in finished(id, Self.write(path, content: content, root: workspace)) }
         case .runTerminal(let id, let argv, let cwd, let limit, let timeout):
             guard let real = Self.realPath(cwd), WorkspacePath.contains(root: workspace, real: real) else {
                 finished(id, .failure(.invalidParams("'cwd' must be a directory inside the workspace", field: "cwd")))
