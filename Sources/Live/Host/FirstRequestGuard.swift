@@ -6,7 +6,7 @@ import NIOHTTP1
 
 /// Watches a connection until its first request head has arrived, then steps aside.
 ///
-/// Theory of operation. Hummingbird's pipelines leave two gaps before the first request:
+/// Theory of operation. Hummingbird's pipelines leave three gaps before the first request:
 ///
 /// - A connection that never sends a complete request head holds its socket for good (no
 ///   idle timer runs until a request has been read), so a client that opens connections and
@@ -16,9 +16,9 @@ import NIOHTTP1
 ///   (a TLS hello sent to a plain port, a method with a typo, a space in the path) was never
 ///   answered and never closed: NIO's upgrade handler waits for a head that cannot come.
 ///   The guard answers `400` with the parser's reason and closes, on every server alike.
-///
-/// Its one look at the first request head takes out the `Upgrade` protocols no server
-/// here takes (`ignoreUpgrades`).
+/// - A first request whose `Upgrade` header names a protocol no server here takes (`h2c`,
+///   as `curl --http2` asks) lost its head in NIO's upgrade handler, and got an empty
+///   reply. The guard takes such protocols out of the head it passes on (`ignoreUpgrades`).
 ///
 /// It sits right after the HTTP request decoder, so it sees the decoder's errors before
 /// anything else and writes `HTTPServerResponsePart`s straight to the response encoder.

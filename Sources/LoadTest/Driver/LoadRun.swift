@@ -8,6 +8,16 @@ import NIOPosix
 public import Simulator
 import Synchronization
 
+/// Whose keep-alive connections a load test's requests go on.
+public enum ConnectionModel: String, Sendable, CaseIterable {
+    /// Each phone its own, as a phone's app has and as k6's virtual users and Locust's
+    /// users do: the server holds a connection for every phone that has sent a request.
+    case perPhone = "phone"
+    /// One pool for all: a connection for each request in flight at once, the fewest the
+    /// load can go on.
+    case shared
+}
+
 /// A load test on the wall clock: virtual phones drive a real server through the same
 /// client cores the simulator runs, under a closed or open workload (`WorkloadModel`),
 /// recording into the same results database as a simulation.
@@ -20,16 +30,6 @@ import Synchronization
 /// closes a results bucket every `bucket` (with the generator's CPU share over it) and
 /// reports progress every second. When the duration is over or `stop` says so, no new
 /// iteration starts; those in flight end within their request deadline.
-/// Whose keep-alive connections a load test's requests go on.
-public enum ConnectionModel: String, Sendable, CaseIterable {
-    /// Each phone its own, as a phone's app has and as k6's virtual users and Locust's
-    /// users do: the server holds a connection for every phone that has sent a request.
-    case perPhone = "phone"
-    /// One pool for all: a connection for each request in flight at once, the fewest the
-    /// load can go on.
-    case shared
-}
-
 public final class LoadRun: Sendable {
     public struct Settings: Sendable {
         public var scenario: Scenario
@@ -153,8 +153,8 @@ public final class LoadRun: Sendable {
         case .shared: [HTTPClient(group: group, idlePerHost: max(8, settings.model.devices), tls: settings.tls, proxies: settings.proxies)]
         }
         self.clients = clients
-        /// Phone `index`'s client, which each of its stacks uses, as one app's requests share
-        /// its HTTP session.
+        // Phone `index`'s client, which each of its stacks uses, as one app's requests share
+        // its HTTP session.
         func http(_ index: Int) -> HTTPClient { clients[clients.count == 1 ? 0 : index] }
         let sequences = (settings.scenario.workflows?.workloads ?? []).map { ($0.sequenceName, $0.sequenceJSON) }
         // The run's tag in every phone's stream: a server keeps what earlier runs sent (the
