@@ -81,6 +81,10 @@ struct ServeCommand: AsyncParsableCommand {
             help: "How long a new connection may take to send its first request head before it is answered 408 and closed (default 30s).")
     var headerTimeout: DurationArgument = DurationArgument(span: .seconds(30))
 
+    @Option(name: .customLong("idle-timeout"),
+            help: "How long a keep-alive connection may wait for its next request (or a body for its next bytes) before it is closed (default 75s, as nginx); streams and WebSockets are not idle.")
+    var idleTimeout: DurationArgument = DurationArgument(span: .seconds(75))
+
     /// Set by the supervisor on its workers: when `serve` started, from which the fault
     /// plan's clock runs unless the file was saved later (Unix seconds).
     @Option(name: .customLong("faults-origin"), help: .hidden)
@@ -128,11 +132,16 @@ struct ServeCommand: AsyncParsableCommand {
         guard headerTimeout.span >= .milliseconds(100), headerTimeout.span <= .hours(1) else {
             throw ValidationError("--header-timeout must be 100ms...1h")
         }
+        guard idleTimeout.span >= .milliseconds(100), idleTimeout.span <= .hours(24) else {
+            throw ValidationError("--idle-timeout must be 100ms...24h")
+        }
     }
 
-    /// TLS (`loadTLS`) and the first request's deadline, as every server meets a connection.
+    /// TLS (`loadTLS`), the first request's deadline and the idle one, as every server
+    /// meets a connection.
     func transport() throws -> ServerTransport {
-        ServerTransport(tls: try loadTLS(), headerTimeout: .nanoseconds(headerTimeout.span.nanoseconds))
+        ServerTransport(tls: try loadTLS(), headerTimeout: .nanoseconds(headerTimeout.span.nanoseconds),
+                        idleTimeout: .nanoseconds(idleTimeout.span.nanoseconds))
     }
 
     /// The certificate every server speaks TLS with, or nil for plain HTTP; the files are
@@ -160,7 +169,7 @@ struct ServeCommand: AsyncParsableCommand {
         for agent in desktopAgents { arguments += ["--desktop-agent", agent] }
         if let faultsFile, let faultsOrigin { arguments += ["--faults", faultsFile, "--faults-origin", String(faultsOrigin)] }
         if let tlsCert, let tlsKey { arguments += ["--tls-cert", tlsCert, "--tls-key", tlsKey] }
-        arguments += ["--header-timeout", headerTimeout.span.description]
+        arguments += ["--header-timeout", headerTimeout.span.description, "--idle-timeout", idleTimeout.span.description]
         return arguments
     }
 

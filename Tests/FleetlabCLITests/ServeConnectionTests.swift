@@ -92,12 +92,32 @@ struct ServeConnectionTests {
         #expect(kept.closedAfter == nil, "closed after \(kept.closedAfter ?? 0) s")
     }
 
-    @Test("--header-timeout out of 100ms...1h is exit status 2 with the range")
+    @Test("--idle-timeout: a keep-alive connection that was answered is closed once it has waited that long for its next request; an open WebSocket is not idle")
+    func idleTimeout() async throws {
+        let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("serve-idle-timeout").path, extra: ["--idle-timeout", "1s"])
+        defer { served.stop() }
+        // A plain server, and one whose HTTP side sits behind the WebSocket upgrade.
+        for (url, path) in [(served.hostURL, "/health"), (served.chatURL, "/.well-known/d3chat-server")] {
+            let kept = try await HTTPProbe.raw(Array("GET \(path) HTTP/1.1\r\nHost: x\r\n\r\n".utf8), to: url, wait: 10)
+            #expect(kept.reply?.status == 200, "\(url)")
+            #expect(kept.closedAfter.map { $0 >= 0.9 && $0 < 5 } == true, "\(url): closed after \(kept.closedAfter.map { "\($0) s" } ?? "never")")
+        }
+        let port = try #require(URL(string: served.desktopURL)?.port)
+        let socket = try await offPool { try WebSocketProbe(port: port, target: "/") }
+        try await Task.sleep(for: .milliseconds(2_500))
+        try socket.send(#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}"#)
+        let answer = try await offPool { try socket.receive(timeout: 5) }
+        guard case .text(let text)? = answer else { Issue.record("no answer on the socket after 2.5 s idle: \(String(describing: answer))"); return }
+        #expect(text.contains(#""id":1"#) && text.contains(#""result""#), "\(text)")
+    }
+
+    @Test("--header-timeout out of 100ms...1h and --idle-timeout out of 100ms...24h are exit status 2 with the range")
     func headerTimeoutRange() async throws {
-        for value in ["0s", "50ms", "2h", "soon"] {
-            let result = try await CommandRunner.fleetlabAsync(["serve", "--header-timeout", value, "--data", TestPaths.scratchDirectory("serve-header-range").path])
-            #expect(result.status == 2, "\(value): \(result.stderr)")
-            #expect(result.stderr.contains("--header-timeout"), "\(value): \(result.stderr)")
+        for (option, value) in [("--header-timeout", "0s"), ("--header-timeout", "50ms"), ("--header-timeout", "2h"), ("--header-timeout", "soon"),
+                                ("--idle-timeout", "50ms"), ("--idle-timeout", "2d")] {
+            let result = try await CommandRunner.fleetlabAsync(["serve", option, value, "--data", TestPaths.scratchDirectory("serve-header-range").path])
+            #expect(result.status == 2, "\(option) \(value): \(result.stderr)")
+            #expect(result.stderr.contains(option), "\(option) \(value): \(result.stderr)")
         }
     }
 }
