@@ -57,6 +57,9 @@ struct ServeConnectionTests {
                                                  to: url, wait: 10)
             #expect(broken.reply?.status == 400, "\(url): \(broken.reply?.text ?? "no reply")")
             #expect(broken.reply?.text.contains("the body could not be read as HTTP/1.1") == true, "\(url): \(broken.reply?.text ?? "no reply")")
+            // Over the limit is still 413 (the 8 MiB ones are MobileSyncLiveTests'; sent
+            // here too they were the heaviest part of the suite's busiest minute).
+            guard limit < 1 << 20 else { continue }
             let large = try await HTTPProbe.request("POST", url + path, body: Data(count: limit + 1), headers: ["content-type": "application/json"])
             #expect(large.status == 413 && large.text.contains(tooLarge), "\(url): \(large.status) \(large.text)")
         }
