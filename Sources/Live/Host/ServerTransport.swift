@@ -34,10 +34,13 @@ public struct ServerTransport: Sendable {
         })
     }
 
-    /// HTTP/1.1 that upgrades to WebSocket where `shouldUpgrade` says so.
+    /// HTTP/1.1 that upgrades to WebSocket where `shouldUpgrade` says so. It is synchronous
+    /// on purpose: Hummingbird then decides on the connection's event loop, where an `async`
+    /// one would wait for a thread of the cooperative pool (and a test that blocks those
+    /// threads with a socket handshake would wait for itself).
     func http1WebSocketUpgrade(
         configuration: HTTP1WebSocketUpgradeChannel.Configuration = .init(),
-        shouldUpgrade: @escaping @Sendable (HTTPRequest, any Channel, Logger) async throws
+        shouldUpgrade: @escaping @Sendable (HTTPRequest, any Channel, Logger) throws
             -> ShouldUpgradeResult<WebSocketDataHandler<HTTP1WebSocketUpgradeChannel.Context>>
     ) throws -> HTTPServerBuilder {
         var http1 = configuration.http1
