@@ -30,10 +30,15 @@ final class FirstRequestGuard: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundOut = HTTPServerRequestPart
 
     private let timeout: TimeAmount
+    /// The 408's reason, written once: the timeout as `serve --header-timeout` spells it.
+    private let lateReason: String
     private var timer: Scheduled<Void>?
     private var answered = false
 
-    init(timeout: TimeAmount) { self.timeout = timeout }
+    init(timeout: TimeAmount) {
+        self.timeout = timeout
+        lateReason = "request timeout: no request head within \(TimeSpan(nanoseconds: timeout.nanoseconds))"
+    }
 
     func handlerAdded(context: ChannelHandlerContext) {
         if context.channel.isActive { arm(context) }
@@ -83,11 +88,9 @@ final class FirstRequestGuard: ChannelInboundHandler, RemovableChannelHandler {
 
     private func arm(_ context: ChannelHandlerContext) {
         guard timer == nil, !answered else { return }
-        let nanoseconds = timeout.nanoseconds
-        let within = nanoseconds % 1_000_000_000 == 0 ? "\(nanoseconds / 1_000_000_000)s" : "\(nanoseconds / 1_000_000)ms"
         timer = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) { [self] in
             timer = nil
-            answer(context, status: .requestTimeout, "request timeout: no request head within \(within)")
+            answer(context, status: .requestTimeout, lateReason)
         }
     }
 
