@@ -59,7 +59,10 @@ public final class LoopbackChatDevice: ChatLabDevice {
                         queue.append(.transportFailed(id: id))
                     }
                 case .openSocket(let ticket):
-                    socket = try? WebSocketProbe(port: port, target: "/ws?ticket=\(ticket)")
+                    // The handshake and the polls below wait off the cooperative pool, as
+                    // the agent and desktop lab devices' do (`offPool`).
+                    let port = port
+                    socket = try? await offPool { try WebSocketProbe(port: port, target: "/ws?ticket=\(ticket)") }
                     queue.append(socket == nil ? .socketClosed(code: 1006) : .socketOpened)
                 case .socketSend(let text): try socket?.send(text)
                 case .closeSocket: socket = nil
@@ -81,12 +84,16 @@ public final class LoopbackChatDevice: ChatLabDevice {
                 timerAt = nil
                 try await run(.timerFired)
             }
-            switch try socket?.receive(timeout: 0.05) {
+            guard let probe = socket else {
+                try await Task.sleep(for: .milliseconds(20))
+                continue
+            }
+            switch try await offPool({ try probe.receive(timeout: 0.05) }) {
             case .text(let text)?: try await run(.socketText(text))
             case .close(let code)?:
                 socket = nil
                 try await run(.socketClosed(code: code))
-            case nil: if socket == nil { try await Task.sleep(for: .milliseconds(20)) }
+            case nil: break
             }
         }
     }
