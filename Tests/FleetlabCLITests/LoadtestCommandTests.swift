@@ -24,6 +24,23 @@ func loadScenario(p99: String = "2s", extra: String = "") -> String {
     """
 }
 
+/// A scenario of `phones` agent phones written in `dir` (`chats.yaml`), its `agent:` section
+/// `agent`; the repository's agent workflows are linked beside it, as the section's names
+/// are looked up in the folder beside the scenario.
+func agentScenario(in dir: URL, phones: Int, agent: String, thresholds: String = "") throws -> String {
+    try FileManager.default.createSymbolicLink(atPath: dir.appendingPathComponent("agent-workflows").path,
+                                               withDestinationPath: TestPaths.packageRoot.appendingPathComponent("simulations/agent-workflows").path)
+    return try writeScenario("""
+        name: chats
+        seed: 6
+        duration: 1h
+        devices:
+          - {name: phones, count: \(phones), stacks: [agent]}
+        agent: \(agent)
+        \(thresholds.isEmpty ? "" : "thresholds:\n" + thresholds)
+        """, in: dir, name: "chats.yaml")
+}
+
 @Suite("fleetlab loadtest", .serialized)
 struct LoadtestCommandTests {
     @Test("closed and open models drive fleetlab serve over real sockets; results, dashboard and thresholds as a simulation's; the key stays out of the results")
@@ -125,19 +142,10 @@ struct LoadtestCommandTests {
         let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("load-agent-serve").path, extra: ["--agent-workflows", workflows])
         defer { served.stop() }
         let dir = TestPaths.scratchDirectory("loadtest-agent")
-        // The scenario's agent: section names workflows of the folder beside it, as the server's.
-        try FileManager.default.createSymbolicLink(atPath: dir.appendingPathComponent("agent-workflows").path, withDestinationPath: workflows)
-        let scenario = try writeScenario("""
-            name: chats
-            seed: 6
-            duration: 1h
-            devices:
-              - {name: phones, count: 4, stacks: [agent]}
-            agent: {workflows: {support-triage: 50%, trip-planner: 50%}, inputsPerChat: 2}
-            thresholds:
+        let scenario = try agentScenario(in: dir, phones: 4, agent: "{workflows: {support-triage: 50%, trip-planner: 50%}, inputsPerChat: 2}", thresholds: """
               - {metric: agent.first_chunk, percentile: 90, max: 10s}
               - {metric: http.latency, labels: {stack: agent}, percentile: 99, max: 10s}
-            """, in: dir, name: "chats.yaml")
+            """)
         let run = try await CommandRunner.fleetlabAsync(["loadtest", scenario, "--target", "agent=\(served.agentURL)", "--duration", "3s", "--devices", "4",
                                                          "--think", "200ms", "--out", "agent", "--quiet"], in: dir,
                                                         environment: ["FLEETLAB_KEY_AGENT": served.agentToken])

@@ -90,19 +90,26 @@ public actor LiveCorePhone<Core: LiveDrivenCore> {
     /// What the core tells the app, as it happens.
     public nonisolated let effects: AsyncStream<Core.Effect>
     /// Hears each HTTP exchange as it ends: the request, its time from the send, and why
-    /// it failed (no answer, a 5xx, or a 429: `ExchangeFailure`), nil when it did not. A
-    /// load test records them.
+    /// it failed (no answer, or a status `failing` counts: `ExchangeFailure`), nil when it
+    /// did not. A load test records them.
     let exchanged: (@Sendable (HTTPRequestMessage, Duration, String?) -> Void)?
+    /// Which answered requests count as failed exchanges, by their status.
+    let failing: @Sendable (HTTPRequestMessage, Int) -> Bool
     /// Each request's deadline.
     let requestTimeout: Duration
 
+    /// `failing`: by default a 5xx or a 429, the statuses a server answers when it cannot
+    /// serve; a driver whose core cannot go on after some 4xx (a refused sign-up, a chat
+    /// that cannot start) counts those too.
     public init(base: String, client: Core, http: HTTPClient, requestTimeout: Duration = .seconds(20),
+                failing: @escaping @Sendable (HTTPRequestMessage, Int) -> Bool = { $1 >= 500 || $1 == 429 },
                 exchanged: (@Sendable (HTTPRequestMessage, Duration, String?) -> Void)? = nil) throws {
         endpoint = try HTTPClient.Endpoint(base, requiringPort: true)
         self.client = client
         self.http = http
         self.requestTimeout = requestTimeout
         self.exchanged = exchanged
+        self.failing = failing
         (effects, continuation) = AsyncStream<Core.Effect>.makeStream()
     }
 
@@ -119,13 +126,13 @@ public actor LiveCorePhone<Core: LiveDrivenCore> {
             }
             switch io {
             case .request(let id, let request):
-                Task { [http, endpoint, requestTimeout, exchanged, incarnation] in
+                Task { [http, endpoint, requestTimeout, exchanged, failing, incarnation] in
                     let answer: Core.Input
                     let sent = ContinuousClock.now
                     let failure: String?
                     do {
                         let response = try await http.send(request, to: endpoint, timeout: requestTimeout)
-                        failure = response.status >= 500 || response.status == 429 ? ExchangeFailure.reason(status: response.status) : nil
+                        failure = failing(request, response.status) ? ExchangeFailure.reason(status: response.status) : nil
                         answer = .response(id: id, response)
                     } catch {
                         failure = ExchangeFailure.reason(error)

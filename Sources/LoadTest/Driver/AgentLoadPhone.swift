@@ -53,7 +53,7 @@ final class AgentLoadPhone: Sendable {
         do {
             phone = try LiveAgentPhone(base: base, client: AgentClient(snapshot: .init(appID: identity.appID, userID: identity.userID, token: identity.token,
                                                                                          seed: seed.child(number).child("client"))),
-                                       http: http, requestTimeout: requestTimeout) { request, took, failure in
+                                       http: http, requestTimeout: requestTimeout, failing: Self.failing, exchanged: { request, took, failure in
                 // The chat's first request counts from the intended start (no coordinated omission).
                 let first = opening.withLock { first in
                     defer { first = false }
@@ -61,7 +61,7 @@ final class AgentLoadPhone: Sendable {
                 }
                 recorder.request(AgentRoute.template(request), stack: "agent", latency: first ? clock.now - intended : took, failure: failure)
                 if failure != nil { failures.withLock { $0 += 1 } }
-            }
+            })
         } catch {
             recorder.request("GET /api/workflows", stack: "agent", latency: clock.now - intended, failure: ExchangeFailure.reason(error))
             return false
@@ -103,13 +103,30 @@ final class AgentLoadPhone: Sendable {
             case .authRequired:
                 recorder.request("socket /ws/{workflow}/{app}/{chat}/{user}", stack: "agent", latency: clock.now - intended, failure: "auth refused")
                 break effects
-            case .chatReady, .toolCallResolved, .uploaded, .surfaced, .request, .openSocket, .socketSend, .closeSocket:
+            case .surfaced(let error):
+                // The chat could not start (its discovery or start was refused, or no
+                // workflow is listed): it failed, now rather than at its deadline. Errors
+                // within a running chat leave it to go on, as the app's user would.
+                if Self.endsChat(error) { break effects }
+            case .chatReady, .toolCallResolved, .uploaded, .request, .openSocket, .socketSend, .closeSocket:
                 break
             }
         }
         watchdog.cancel()
         await phone.stop()
         return ok && failures.withLock { $0 } == 0
+    }
+
+    /// Every status from 400 counts as a failed request but 401 and 403, which the client
+    /// reports as a refused token (counted once, as `auth refused`): any other 4xx the
+    /// agent client gets (discovering workflows, starting a chat) is shown to the user as
+    /// an assistant that could not start. A target that is not an agent runtime answers so.
+    static let failing: @Sendable (HTTPRequestMessage, Int) -> Bool = { _, status in status >= 400 && status != 401 && status != 403 }
+
+    /// Whether a surfaced error means the chat could not start: discovery or start refused
+    /// (`HTTP_…`), or the runtime listing no workflow the phone may chat with.
+    static func endsChat(_ error: AgentClientError) -> Bool {
+        error.code == "NO_WORKFLOW" || error.code.hasPrefix("HTTP_")
     }
 
     func pick(_ draw: inout SeededGenerator) -> String? {

@@ -43,9 +43,9 @@ final class ChatLoadPhone: Sendable {
         deadline = requestTimeout * 3
         username = "loadtest-\(runTag)-\(index)"
         phone = try LiveChatPhone(base: base, client: ChatClient(snapshot: ChatClient.Snapshot(seed: seed)), http: http,
-                                  requestTimeout: requestTimeout) { request, took, failure in
+                                  requestTimeout: requestTimeout, failing: Self.failing, exchanged: { request, took, failure in
             recorder.request(request.route, stack: "chat", latency: took, failure: failure)
-        }
+        })
         // What the core tells the app: the messages it decrypted, others typing, refusals.
         Task { [phone, state, board, index, recorder] in
             for await effect in phone.effects {
@@ -60,6 +60,13 @@ final class ChatLoadPhone: Sendable {
                 }
             }
         }
+    }
+
+    /// A 5xx or a 429, and any 4xx refusing the sign-up: without an account the phone
+    /// cannot go on, and a target that is not a chat server answers so. Other 4xx are the
+    /// client's to handle (a partner's keys not there yet, say).
+    static let failing: @Sendable (HTTPRequestMessage, Int) -> Bool = { request, status in
+        status >= 500 || status == 429 || (status >= 400 && request.path.hasSuffix("/auth/register"))
     }
 
     /// Registers this phone's user and waits until its socket is open; false when the

@@ -1,0 +1,40 @@
+import Foundation
+import Testing
+import LabStore
+import LabTestSupport
+
+/// A load test pointed at a server that is not the stack's (a wrong port, a wrong path
+/// prefix) says so at once: the refusals are failures with their status, and a phone that
+/// cannot start does not wait out its deadline.
+@Suite("fleetlab loadtest: the wrong server")
+struct LoadtestWrongServerTests {
+    @Test("pointed at the wrong server, agent and chat phones fail at once with why: the agent's workflow listing and the chat sign-up answered 404 are failures")
+    func wrongServer() async throws {
+        let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("load-agent-refused-serve").path)
+        defer { served.stop() }
+        let dir = TestPaths.scratchDirectory("loadtest-agent-refused")
+        let scenario = try agentScenario(in: dir, phones: 2, agent: "{workflows: {support-triage: 100%}}")
+        // The chat server answers the runtime's workflow listing 404. Each chat used to wait
+        // out its deadline (six request timeouts: 60 s), the run with it, its 404 counted
+        // as a success; a 2 s run now ends in about 2 s.
+        let started = Date()
+        let run = try await CommandRunner.fleetlabAsync(["loadtest", scenario, "--target", "agent=\(served.chatURL)", "--duration", "2s", "--devices", "2",
+                                                         "--think", "200ms", "--out", "out", "--quiet"], in: dir)
+        #expect(Date().timeIntervalSince(started) < 15, "\(run.stdout)")
+        let results = try ResultsDatabase.open(at: dir.appendingPathComponent("out/results.sqlite").path).load()
+        #expect((results.total("loadtest.iterations", labels: "outcome=failed") ?? 0) >= 4, "\(run.stdout)")
+        #expect((results.total("loadtest.iterations", labels: "outcome=ok") ?? 0) == 0, "\(run.stdout)")
+        let failed = results.total("http.failures", labels: "endpoint=GET /api/workflows,stack=agent") ?? 0
+        #expect(failed >= 4 && results.total("http.errors", labels: "endpoint=GET /api/workflows,reason=HTTP 404,stack=agent") == failed)
+        #expect(run.stdout.contains("failures    agent GET /api/workflows HTTP 404 ×"), "\(run.stdout)")
+
+        // A chat phone's sign-up answered 404 (here by the agent runtime) was not a failure:
+        // the iterations failed without a reason anywhere.
+        let chat = try writeScenario(LoadtestCommandTests.talk(phones: 2), in: dir, name: "talk.yaml")
+        let signUp = try await CommandRunner.fleetlabAsync(["loadtest", chat, "--target", "chat=\(served.agentURL)", "--duration", "2s", "--devices", "2",
+                                                            "--think", "200ms", "--out", "chat", "--quiet"], in: dir)
+        let chatResults = try ResultsDatabase.open(at: dir.appendingPathComponent("chat/results.sqlite").path).load()
+        #expect((chatResults.total("loadtest.iterations", labels: "outcome=ok") ?? 0) == 0, "\(signUp.stdout)")
+        #expect(chatResults.total("http.errors", labels: "endpoint=POST /api/v1/auth/register,reason=HTTP 404,stack=chat") == 2, "\(signUp.stdout)")
+    }
+}
