@@ -172,7 +172,10 @@ struct LoadtestCommand: AsyncParsableCommand {
         let runTag = LoadRun.runTag(startingAt: UInt64(Date().timeIntervalSince1970 * 1000))
         var setup: TenantSetup.Outcome?
         if let syncURL = urls["sync"] {
-            setup = await TenantSetup.prepare(syncURL: syncURL, key: keyOf["sync"] ?? "", tenant: loaded.sync?.tenant ?? "fleet", runTag: runTag, tls: tls, proxies: proxies)
+            // The set-up's request has the phones' deadline: a target that never answers
+            // holds the start for `--request-timeout`, not a fixed 10 s.
+            setup = await TenantSetup.prepare(syncURL: syncURL, key: keyOf["sync"] ?? "", tenant: loaded.sync?.tenant ?? "fleet", runTag: runTag,
+                                              timeout: requestTimeout.map { .nanoseconds($0.span.nanoseconds) } ?? .seconds(10), tls: tls, proxies: proxies)
         }
         let bucket = ([1, 5, 10, 30, 60, 300, 600, 900, 1_800, 3_600] as [Int64]).map { TimeSpan(nanoseconds: $0 * 1_000_000_000) }
             .first { runLength.nanoseconds / $0.nanoseconds <= 120 } ?? .hours(1)
