@@ -37,4 +37,32 @@ struct LoadtestWrongServerTests {
         #expect((chatResults.total("loadtest.iterations", labels: "outcome=ok") ?? 0) == 0, "\(signUp.stdout)")
         #expect(chatResults.total("http.errors", labels: "endpoint=POST /api/v1/auth/register,reason=HTTP 404,stack=chat") == 2, "\(signUp.stdout)")
     }
+
+    @Test("a runtime that does not list a workflow of the scenario's mix is exit 2 before the clock starts, naming it and what the runtime lists")
+    func unlistedWorkflow() async throws {
+        let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("load-agent-unlisted-serve").path)
+        defer { served.stop() }
+        let dir = TestPaths.scratchDirectory("loadtest-agent-unlisted")
+        // A workflow of the scenario's own folder that serve's runtime (its defaults) lacks.
+        let folder = dir.appendingPathComponent("agent-workflows")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let triage = try String(contentsOf: TestPaths.packageRoot.appendingPathComponent("simulations/agent-workflows/support-triage.yaml"), encoding: .utf8)
+        try triage.replacingOccurrences(of: "name: support-triage", with: "name: unlisted-triage")
+            .write(to: folder.appendingPathComponent("unlisted-triage.yaml"), atomically: true, encoding: .utf8)
+        let scenario = try writeScenario("""
+            name: unlisted
+            seed: 6
+            duration: 1h
+            devices:
+              - {name: phones, count: 2, stacks: [agent]}
+            agent: {workflows: {unlisted-triage: 100%}}
+            """, in: dir, name: "unlisted.yaml")
+        // The client would fall back to the runtime's entry point, and the load test
+        // measure another workflow than the scenario's without a word.
+        let run = try await CommandRunner.fleetlabAsync(["loadtest", scenario, "--target", "agent=\(served.agentURL)", "--duration", "2s", "--devices", "2",
+                                                         "--out", "out", "--quiet"], in: dir, environment: ["FLEETLAB_KEY_AGENT": served.agentToken])
+        #expect(run.status == 2, "\(run.stdout)\(run.stderr)")
+        #expect(run.stderr.contains("does not list unlisted-triage") && run.stderr.contains("support-triage"), "\(run.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: dir.appendingPathComponent("out").path), "nothing is written")
+    }
 }
