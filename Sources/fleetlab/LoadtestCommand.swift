@@ -162,9 +162,10 @@ struct LoadtestCommand: AsyncParsableCommand {
         if urls["agent"] != nil, let token = keyOf["agent"], AgentIdentity(token: token) == nil {
             throw CLIFailure.badInput("--key agent: expected the runtime's bearer token (a JWT with app_id and user_id, as fleetlab serve prints it)")
         }
-        let setupTimeout: Duration = requestTimeout.map { .nanoseconds($0.span.nanoseconds) } ?? .seconds(10)
+        // Each request's deadline: the phones' and the set-up's (the agent listing, the tenant).
+        let requestDeadline: Duration = requestTimeout.map { .nanoseconds($0.span.nanoseconds) } ?? .seconds(10)
         if let agentURL = urls["agent"], let mix = loaded.agent?.mix, !mix.isEmpty,
-           let gap = await AgentListing.gap(mix.map(\.workflow.name), url: agentURL, token: keyOf["agent"], timeout: setupTimeout, tls: tls, proxies: proxies) {
+           let gap = await AgentListing.gap(mix.map(\.workflow.name), url: agentURL, token: keyOf["agent"], timeout: requestDeadline, tls: tls, proxies: proxies) {
             throw CLIFailure.badInput("--target agent: the runtime at \(agentURL) does not list \(gap.missing.joined(separator: ", ")), which the scenario's "
                 + "agent.workflows names (it lists \(gap.listed.isEmpty ? "none" : gap.listed.joined(separator: ", "))); its phones would chat with another workflow")
         }
@@ -181,7 +182,7 @@ struct LoadtestCommand: AsyncParsableCommand {
             // The set-up's request has the phones' deadline (as the agent check's above): a
             // target that never answers holds the start for `--request-timeout`, not 10 s.
             setup = await TenantSetup.prepare(syncURL: syncURL, key: keyOf["sync"] ?? "", tenant: loaded.sync?.tenant ?? "fleet", runTag: runTag,
-                                              timeout: setupTimeout, tls: tls, proxies: proxies)
+                                              timeout: requestDeadline, tls: tls, proxies: proxies)
         }
         let bucket = ([1, 5, 10, 30, 60, 300, 600, 900, 1_800, 3_600] as [Int64]).map { TimeSpan(nanoseconds: $0 * 1_000_000_000) }
             .first { runLength.nanoseconds / $0.nanoseconds <= 120 } ?? .hours(1)
@@ -204,7 +205,7 @@ struct LoadtestCommand: AsyncParsableCommand {
         settings.aiBridge = urls["ai-bridge"]
         settings.tls = tls
         settings.proxies = proxies
-        if let requestTimeout { settings.requestTimeout = .nanoseconds(requestTimeout.span.nanoseconds) }
+        settings.requestTimeout = requestDeadline
         settings.loops = loops ?? LoadRun.defaultLoops
         settings.connections = connections.model
         let pipeline: ResultsPipeline
