@@ -40,6 +40,7 @@ struct AIDaemonCommand: AsyncParsableCommand {
         guard let span = TimeSpan(timeout), span > .zero, span <= .hours(1) else { throw CLIFailure.badInput("--timeout takes 1s…1h, got '\(timeout)'") }
         let say: @Sendable (String) -> Void = AIBridgeRelayLiveServer.printLine
         let driver: AIBridgeDaemonDriver
+        let lastDial = LockedBox<String?>(nil)
         do {
             driver = try AIBridgeDaemonDriver(relay: relay, dataDirectory: data, daemonID: id,
                                               chat: command.isEmpty ? nil : .command(argv: command, timeout: span),
@@ -51,7 +52,13 @@ struct AIDaemonCommand: AsyncParsableCommand {
                     say("pairing PIN: \(pin)  (valid until \(time))")
                 case .paired(let device): say("paired a phone (device \(device))")
                 case .pairingClosed(let reason): if reason != "expired" { say("the pairing session closed: \(reason)") }
-                case .connected(let up): say(up ? "tunnel to \(relay) is up" : "tunnel to \(relay) is down; dialing again")
+                case .connected(let up):
+                    lastDial.withLock { $0 = nil }
+                    say(up ? "tunnel to \(relay) is up" : "tunnel to \(relay) is down; dialing again")
+                case .dialFailed(let reason):
+                    // Once per reason, not at every redial: the daemon dials again until stopped.
+                    guard lastDial.withLock({ last in defer { last = reason }; return last != reason }) else { return }
+                    say("cannot open the tunnel to \(relay): \(reason); dialing again")
                 case .refused(let reason): say("the relay refused this daemon: \(reason)")
                 }
             }

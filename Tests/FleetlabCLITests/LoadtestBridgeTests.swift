@@ -58,6 +58,24 @@ struct LoadtestBridgeTests {
         }
     }
 
+    @Test("pointed at a server that is not a relay: the desktops' tunnels are refused, so the phones stop waiting at once and the failure names the status")
+    func notARelay() async throws {
+        let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("load-bridge-wrong-serve").path)
+        defer { served.stop() }
+        let dir = TestPaths.scratchDirectory("loadtest-bridge-wrong")
+        let scenario = try writeScenario(bridgeLoadScenario, in: dir, name: "bridge.yaml")
+        // The chat server refuses `/v1/tunnel`. Each phone used to wait out the request
+        // deadline (here 30 s) for a desktop that would never connect, then say only that.
+        let run = try await CommandRunner.fleetlabAsync(["loadtest", scenario, "--target", "ai-bridge=\(served.chatURL)", "--duration", "1s",
+                                                         "--devices", "2", "--think", "200ms", "--request-timeout", "30s", "--out", "out", "--quiet"], in: dir)
+        #expect(run.status == 3, "\(run.stdout)\(run.stderr)")
+        let results = try ResultsDatabase.open(at: dir.appendingPathComponent("out/results.sqlite").path).load()
+        #expect(results.total("bridge.pairings", labels: "outcome=offline") == 2)
+        #expect(results.total("http.errors", labels: "endpoint=POST /v1/pair/confirm,reason=desktop tunnel HTTP 400,stack=ai-bridge") == 2, "\(run.stdout)")
+        let waited = results.histogram(try #require(results.metric(named: "http.latency", labels: "endpoint=POST /v1/pair/confirm,stack=ai-bridge")))
+        #expect(waited.value(atPercentile: 100) < 10_000_000_000, "not the 30 s deadline")
+    }
+
     @Test("a relay that is not there: desktops never connect, pairings and prompts fail by why within the request deadline")
     func relayDown() async throws {
         let dir = TestPaths.scratchDirectory("loadtest-bridge-down")

@@ -233,7 +233,7 @@ extension ClientProxy {
             let failure = if case ChannelError.connectTimeout = error {
                 HTTPClientError.timedOut("connecting to proxy \(self)")
             } else {
-                HTTPClientError.unreachable("proxy \(self): \(error)")
+                HTTPClientError.unreachable("proxy \(self): \(ConnectFailure.reason(error))")
             }
             established.fail(failure)
             throw failure

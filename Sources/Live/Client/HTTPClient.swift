@@ -171,7 +171,7 @@ public final class HTTPClient: Sendable {
         } catch ChannelError.connectTimeout {
             throw HTTPClientError.timedOut("connecting to \(proxy.map { "proxy \($0)" } ?? endpoint.key)")
         } catch {
-            throw HTTPClientError.unreachable("\(proxy.map { "proxy \($0)" } ?? endpoint.key): \(error)")
+            throw HTTPClientError.unreachable("\(proxy.map { "proxy \($0)" } ?? endpoint.key): \(ConnectFailure.reason(error))")
         }
     }
 

@@ -100,7 +100,7 @@ public enum WebSocketClient {
             case ChannelError.connectTimeout: WebSocketClientError.timedOut("connecting to \(host):\(port)")
             // The proxy's own answer is the reason (HTTPClientError: reached, refused, timed out).
             case let proxied as HTTPClientError: proxied
-            default: WebSocketClientError.unreachable("\(host):\(port): \(error)")
+            default: WebSocketClientError.unreachable("\(host):\(port): \(ConnectFailure.reason(error))")
             }
             upgraded.fail(failure)
             throw failure

@@ -208,11 +208,11 @@ public final class LiveHost: Sendable {
 }
 
 /// A value behind a lock, for the few bits of state the host shares with server callbacks.
-final class LockedBox<Value>: @unchecked Sendable {
+public final class LockedBox<Value>: @unchecked Sendable {
     private let lock = NSLock()
     private var value: Value
-    init(_ value: Value) { self.value = value }
-    func withLock<T>(_ body: (inout Value) -> T) -> T {
+    public init(_ value: Value) { self.value = value }
+    public func withLock<T>(_ body: (inout Value) -> T) -> T {
         lock.lock()
         defer { lock.unlock() }
         return body(&value)

@@ -11,14 +11,19 @@ public import LabKernel
 /// own by `fleetlab ai-daemon`.
 ///
 /// It reports what a person at the desktop sees (`Event`): PINs to type on a phone,
-/// pairings, the tunnel going up and down. Never a prompt or a token.
+/// pairings, the tunnel going up and down, and why it could not open. Never a prompt or a
+/// token.
 public final class AIBridgeDaemonDriver: @unchecked Sendable {
     // Unchecked: every field is touched under `lock`.
     public enum Event: Sendable {
         case pin(String, expiresAt: Date)
         case paired(deviceID: String)
         case pairingClosed(String)
+        /// The tunnel opened (true) or an open tunnel closed (false).
         case connected(Bool)
+        /// A dial of the tunnel failed, and why: nothing answers there, or the server
+        /// refused the upgrade (a server that is not a relay answers 404). It dials again.
+        case dialFailed(String)
         case refused(String)
     }
 
@@ -32,6 +37,8 @@ public final class AIBridgeDaemonDriver: @unchecked Sendable {
     let proxy: ClientProxy?
     var socket: WebSocketConnection?
     var socketRun = 0
+    /// Why the last dial failed; nil once a tunnel opens.
+    var lastDialFailure: (any Error)?
     let timer = DeadlineTimer()
     let clock = LiveClock()
     var programs: [Int: CommandBackend.Running] = [:]
@@ -97,6 +104,8 @@ public final class AIBridgeDaemonDriver: @unchecked Sendable {
     /// The PIN on offer now, if any.
     public var pin: String? { lock.withLock { core.session?.pin } }
     public var isConnected: Bool { lock.withLock { core.isConnected } }
+    /// Why the last dial of the tunnel failed, while none has opened since.
+    public var dialFailure: (any Error)? { lock.withLock { lastDialFailure } }
 
     func feed(_ input: DaemonInput) {
         lock.withLock {
@@ -124,11 +133,18 @@ public final class AIBridgeDaemonDriver: @unchecked Sendable {
                         case .closed: break
                         }
                     }
-                } catch {}
-                if self.current(run) {
-                    self.lock.withLock { self.socket = nil }
-                    self.report(.connected(false))
-                    self.feed(.tunnelClosed)
+                    if self.current(run) {
+                        self.lock.withLock { self.socket = nil }
+                        self.report(.connected(false))
+                        self.feed(.tunnelClosed)
+                    }
+                } catch {
+                    // Only `connect` throws: the tunnel never opened.
+                    if self.current(run) {
+                        self.lock.withLock { self.lastDialFailure = error }
+                        self.report(.dialFailed("\(error)"))
+                        self.feed(.tunnelClosed)
+                    }
                 }
             }
         case .send(let text): socket?.send(text)
@@ -158,6 +174,7 @@ public final class AIBridgeDaemonDriver: @unchecked Sendable {
         lock.withLock {
             guard run == socketRun else { return false }
             socket = connection
+            lastDialFailure = nil
             return true
         }
     }

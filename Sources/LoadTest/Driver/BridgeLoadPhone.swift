@@ -66,11 +66,15 @@ final class BridgeLoadPhone: Sendable {
         var pin: String?
         while pin == nil && clock.now < began + deadline {
             if desktop.isConnected { pin = desktop.pin }
+            // A server that answers the tunnel's upgrade with a 4xx is not a relay (a wrong
+            // port or path): no redial will open it, so the phone stops waiting at once. A
+            // 5xx may be a relay starting or behind a proxy, and is waited out.
+            if pin == nil, case .refused(let status)? = desktop.dialFailure as? WebSocketClientError, (400..<500).contains(status) { break }
             if pin == nil { try? await clock.sleep(for: .milliseconds(10)) }
         }
         guard let pin else {
             recorder.bridgePaired(outcome: "offline", latency: clock.now - began)
-            recorder.request("POST /v1/pair/confirm", stack: "ai-bridge", latency: clock.now - began, failure: "desktop never connected")
+            recorder.request("POST /v1/pair/confirm", stack: "ai-bridge", latency: clock.now - began, failure: Self.offline(desktop.dialFailure))
             return false
         }
         // The user reads the PIN off the desktop and types it. The relay learns the PIN from
@@ -160,6 +164,13 @@ final class BridgeLoadPhone: Sendable {
     }
 
     /// The reason a failure is counted under in `http.errors{reason}`.
+    /// Why a desktop offered no PIN: its tunnel's upgrade refused with a status, or it
+    /// never connected (nothing answered, or nothing in time).
+    static func offline(_ dialFailure: (any Error)?) -> String {
+        guard case .refused(let status)? = dialFailure as? WebSocketClientError else { return "desktop never connected" }
+        return "desktop tunnel HTTP \(status)"
+    }
+
     static func reason(_ error: BridgeError) -> String {
         switch error {
         case .notPaired: return "not paired"
