@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// A listening TCP socket on 127.0.0.1 that holds a port, for "port taken" tests, and that
 /// can play a server that answers its first request and then falls silent.
@@ -48,6 +49,49 @@ public final class TCPListener: Sendable {
                 }
             }
         }
+    }
+
+    /// What `answerThenClose` saw: connections accepted, requests read.
+    public final class Tally: Sendable {
+        let counts = Mutex((connections: 0, requests: 0))
+        public var connections: Int { counts.withLock { $0.connections } }
+        public var requests: Int { counts.withLock { $0.requests } }
+        /// Ends the serving thread within 100 ms.
+        public func stop() { stopped.withLock { $0 = true } }
+        let stopped = Mutex(false)
+    }
+
+    /// Plays a server whose keep-alive connections end under a request, as one whose idle
+    /// timeout runs out as the request arrives: on each connection, one at a time, it
+    /// answers the first `count` requests with `response` (each up to its blank line, a body
+    /// without one), then at the next closes without a byte of answer.
+    public func answerThenClose(_ count: Int, with response: String) -> Tally {
+        let tally = Tally()
+        Thread.detachNewThread { [self] in
+            while !tally.stopped.withLock({ $0 }) {
+                var ready = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+                guard poll(&ready, 1, 100) > 0 else { continue }
+                let connection = accept(descriptor, nil, nil)
+                guard connection >= 0 else { return }
+                tally.counts.withLock { $0.connections += 1 }
+                var seen: [UInt8] = [], answered = 0
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                serving: while true {
+                    let read = read(connection, &buffer, buffer.count)
+                    guard read > 0 else { break }
+                    seen += buffer[..<read]
+                    let requests = String(decoding: seen, as: UTF8.self).components(separatedBy: "\r\n\r\n").count - 1
+                    while answered < requests {
+                        tally.counts.withLock { $0.requests += 1 }
+                        guard answered < count else { break serving }
+                        answered += 1
+                        _ = Array(response.utf8).withUnsafeBytes { write(connection, $0.baseAddress, $0.count) }
+                    }
+                }
+                close(connection)
+            }
+        }
+        return tally
     }
 
     deinit {

@@ -9,7 +9,7 @@ import Testing
 /// The live HTTP client's deadlines: every exchange ends by its own deadline, including on
 /// a kept-alive connection whose earlier exchange had a longer or a shorter one.
 ///
-/// The client runs on an event loop of its own: the suite's in-process servers share the
+/// The client runs on an event loop of its own (`withLoopClient`): the suite's in-process servers share the
 /// singleton loops with their handlers' work (password hashing, SQLite), which can hold a
 /// timer there for seconds. The exchanges run there too, as a load test's phones do: a
 /// task on Swift's cooperative pool resumes only when a thread of it is free, and other
@@ -22,25 +22,10 @@ import Testing
 struct HTTPClientDeadlineTests {
     static let ok = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
 
-    /// Runs `body` with a client on a loop of its own, then shuts both down.
-    func withClient(_ body: (HTTPClient) async throws -> Void) async throws {
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let client = HTTPClient(group: group)
-        do {
-            try await withTaskExecutorPreference(EventLoopTaskExecutor(group.next())) { try await body(client) }
-        } catch {
-            client.shutdown()
-            try await group.shutdownGracefully()
-            throw error
-        }
-        client.shutdown()
-        try await group.shutdownGracefully()
-    }
-
     @Test("a server that takes the request and never answers: timed out at the deadline")
     func silentServer() async throws {
         let listener = try TCPListener()
-        try await withClient { client in
+        try await withLoopClient { client in
             let result = await exchange(client, "http://127.0.0.1:\(listener.port)", "/second", .milliseconds(300))
             // Timed out while connecting or while waiting for the answer: either is the deadline.
             guard case .timedOut = result.error else { Issue.record("expected a timeout, got \(String(describing: result.error))"); return }
@@ -68,7 +53,7 @@ struct HTTPClientDeadlineTests {
     func onWarmConnection(answering answered: Int, _ body: (HTTPClient, String) async throws -> Void) async throws {
         let listener = try TCPListener()
         listener.answerFirstRequests(answered, with: Self.ok)
-        try await withClient { client in
+        try await withLoopClient { client in
             let base = "http://127.0.0.1:\(listener.port)"
             #expect(await exchange(client, base, "/first", .seconds(60)).status == 200)
             try await body(client, base)

@@ -78,11 +78,41 @@ public final class HTTPClient: Sendable {
     struct Connection: Sendable {
         let channel: any Channel
         let exchange: HTTPExchangeHandler
+        /// When it stops being reused: the server's `Keep-Alive: timeout=` less a margin,
+        /// nil when the server named none.
+        var reusableUntil: NIODeadline? = nil
     }
 
+    /// A connection from the pool can be one the server is closing as the request goes out
+    /// (its idle timeout ran out). The request is then sent again, once, on a new
+    /// connection, when that cannot do it twice: it never reached the server, or its method
+    /// is idempotent or it carries an idempotency key (Go's `net/http` rule). A POST that
+    /// reached the server and got no byte back fails as `closed`: the server may have acted on it.
     func send(_ request: HTTPRequestMessage, to endpoint: Endpoint, timeout: Duration) async throws -> HTTPResponseMessage {
         let deadline = NIODeadline.now() + TimeAmount(timeout)
-        let connection = try await connection(to: endpoint, deadline: deadline)
+        let (connection, reused) = try await connection(to: endpoint, deadline: deadline)
+        do {
+            return try await exchange(request, on: connection, to: endpoint, deadline: deadline)
+        } catch let stale as StaleConnection {
+            guard reused, !stale.sent || Self.repeatable(request) else { throw HTTPClientError.closed }
+            do {
+                return try await exchange(request, on: try await newConnection(to: endpoint, deadline: deadline), to: endpoint, deadline: deadline)
+            } catch is StaleConnection {
+                throw HTTPClientError.closed
+            }
+        }
+    }
+
+    /// Whether sending `request` twice does what sending it once does (RFC 9110's idempotent
+    /// methods), or the server is told it may see it twice (an `Idempotency-Key` header).
+    static func repeatable(_ request: HTTPRequestMessage) -> Bool {
+        switch request.method {
+        case "GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE": true
+        default: request.headers["idempotency-key"] != nil || request.headers["x-idempotency-key"] != nil
+        }
+    }
+
+    func exchange(_ request: HTTPRequestMessage, on connection: Connection, to endpoint: Endpoint, deadline: NIODeadline) async throws -> HTTPResponseMessage {
         let channel = connection.channel
         let head = Self.head(of: request, to: endpoint, via: proxies.isDirect ? nil : proxies.proxy(for: endpoint.host, port: endpoint.port, secure: endpoint.secure))
         let body = request.body
@@ -100,7 +130,7 @@ public final class HTTPClient: Sendable {
         if channel.eventLoop.inEventLoop { start() } else { channel.eventLoop.execute(start) }
         do {
             let response = try await promise.futureResult.get()
-            release(connection, key: endpoint.key, reusable: response.header("connection")?.lowercased() != "close")
+            release(connection, key: endpoint.key, after: response)
             return response
         } catch {
             channel.close(promise: nil)
@@ -108,11 +138,6 @@ public final class HTTPClient: Sendable {
         }
     }
 
-    /// `request`'s head as it goes on the wire to `endpoint`: its path and query as the
-    /// target, the Host header, its own headers in name order, its Content-Length, and
-    /// `Connection: close` when the connection serves this request only. Sent to a `proxy`
-    /// (plain `http://` only: an `https://` server's requests go through a tunnel as they
-    /// are), the target is in absolute form, with the proxy's credentials when it has some.
     static func head(of request: HTTPRequestMessage, to endpoint: Endpoint, closing: Bool = false, via proxy: ClientProxy? = nil) -> HTTPRequestHead {
         var headers = HTTPHeaders()
         headers.add(name: "Host", value: endpoint.authority)
@@ -128,8 +153,8 @@ public final class HTTPClient: Sendable {
         return HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: request.method), uri: target, headers: headers)
     }
 
-    /// An idle connection to `endpoint`, or a new one.
-    func connection(to endpoint: Endpoint, deadline: NIODeadline) async throws -> Connection {
+    /// An idle connection to `endpoint` (`reused`), or a new one.
+    func connection(to endpoint: Endpoint, deadline: NIODeadline) async throws -> (Connection, reused: Bool) {
         // A connection on the calling thread's event loop first: a task running on that loop
         // (a load test's phones do) then sends and resumes without a thread hop.
         while let reused = idle.withLock({ pool -> Connection? in
@@ -139,8 +164,16 @@ public final class HTTPClient: Sendable {
             pool[endpoint.key] = connections
             return connection
         }) {
-            if reused.channel.isActive { return reused }
+            if reused.reusableUntil.map({ NIODeadline.now() >= $0 }) == true {
+                reused.channel.close(promise: nil)
+            } else if reused.channel.isActive {
+                return (reused, true)
+            }
         }
+        return (try await newConnection(to: endpoint, deadline: deadline), false)
+    }
+
+    func newConnection(to endpoint: Endpoint, deadline: NIODeadline) async throws -> Connection {
         let remaining = deadline - NIODeadline.now()
         guard remaining > .zero else { throw HTTPClientError.timedOut("connecting to \(endpoint.key)") }
         let exchange = HTTPExchangeHandler()
@@ -195,10 +228,19 @@ public final class HTTPClient: Sendable {
         return try SocketAddress.makeAddressResolvingHost(host, port: port)
     }
 
-    func release(_ connection: Connection, key: String, reusable: Bool) {
-        guard reusable, connection.channel.isActive else {
+    /// Back to the pool after `response`, unless the server said it closes the connection
+    /// (`Connection: close`, among other tokens or alone). A `Keep-Alive: timeout=N` it sent
+    /// (Node's servers send 5 s) bounds the reuse: a second short of it, so a request does
+    /// not go out as the server closes the connection.
+    func release(_ connection: Connection, key: String, after response: HTTPResponseMessage) {
+        let closing = response.header("connection").map { Self.tokens($0).contains("close") } ?? false
+        guard !closing, connection.channel.isActive else {
             connection.channel.close(promise: nil)
             return
+        }
+        var connection = connection
+        if let hint = response.header("keep-alive"), let seconds = Self.keepAliveTimeout(hint) {
+            connection.reusableUntil = .now() + .seconds(seconds) - Self.keepAliveMargin
         }
         let kept = idle.withLock { pool -> Bool in
             guard pool[key, default: []].count < idlePerHost else { return false }
@@ -206,6 +248,23 @@ public final class HTTPClient: Sendable {
             return true
         }
         if !kept { connection.channel.close(promise: nil) }
+    }
+
+    /// How long before the server's announced idle timeout a connection stops being reused
+    /// (undici's `keepAliveTimeoutThreshold`).
+    static let keepAliveMargin = TimeAmount.seconds(1)
+
+    /// A header's comma-separated tokens, lowercased.
+    static func tokens(_ value: String) -> [String] {
+        value.lowercased().split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+    }
+
+    /// The `timeout` parameter of a `Keep-Alive` header (`timeout=5, max=1000`), in seconds.
+    static func keepAliveTimeout(_ value: String) -> Int64? {
+        for token in tokens(value) where token.hasPrefix("timeout=") {
+            return Int64(token.dropFirst("timeout=".count)).flatMap { $0 >= 0 ? $0 : nil }
+        }
+        return nil
     }
 
     /// Closes every idle connection.

@@ -1,3 +1,4 @@
+import Foundation
 import LabKernel
 import NIOCore
 import NIOHTTP1
@@ -5,6 +6,10 @@ import NIOHTTP1
 /// Collects one response at a time on a keep-alive connection, and fails it when its
 /// deadline passes (closing the connection: a late answer must not be read as the next
 /// request's).
+///
+/// A connection that ends before a byte of the current answer arrives fails the exchange
+/// with `StaleConnection`: on a connection from the pool that is the server closing it as
+/// the request went out, which `HTTPClient` may send again on a new one.
 ///
 /// The deadline is kept lazily: one timer per connection, armed for the first exchange's
 /// deadline and, when it fires, re-armed for the current exchange's if that one is still
@@ -30,6 +35,9 @@ final class HTTPExchangeHandler: ChannelInboundHandler, @unchecked Sendable {
     /// answer, close or timer would come for that request.
     var ended: (any Error)?
 
+    /// Whether a byte of the current exchange's answer has arrived.
+    var answering = false
+
     func handlerAdded(context: ChannelHandlerContext) { self.context = context }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -42,6 +50,7 @@ final class HTTPExchangeHandler: ChannelInboundHandler, @unchecked Sendable {
     func expect(_ promise: EventLoopPromise<HTTPResponseMessage>, by deadline: NIODeadline, else timeout: HTTPClientError) {
         if let ended { return promise.fail(ended) }
         self.promise = promise
+        answering = false
         response = HTTPResponseMessage(status: 0)
         self.deadline = deadline
         self.timeout = timeout
@@ -68,6 +77,7 @@ final class HTTPExchangeHandler: ChannelInboundHandler, @unchecked Sendable {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head(let head):
+            answering = true
             response.status = Int(head.status.code)
             response.headers = head.headers.map { HTTPHeader($0.name, $0.value) }
         case .body(let buffer):
@@ -82,16 +92,28 @@ final class HTTPExchangeHandler: ChannelInboundHandler, @unchecked Sendable {
     func channelInactive(context: ChannelHandlerContext) {
         timer?.task.cancel()
         timer = nil
-        if ended == nil { ended = HTTPClientError.closed }
-        promise?.fail(HTTPClientError.closed)
+        // A request expected after this was never sent.
+        if ended == nil { ended = StaleConnection(sent: false) }
+        promise?.fail(closedMidExchange)
         promise = nil
         context.fireChannelInactive()
     }
 
+    /// What the current exchange fails with when the connection ends under it.
+    var closedMidExchange: any Error { answering ? HTTPClientError.closed : StaleConnection(sent: true) }
+
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if ended == nil { ended = error }
-        promise?.fail(error)
+        // A reset is the server closing the connection (with the request unread): as a close.
+        let reset = (error as? IOError).map { [ECONNRESET, EPIPE].contains($0.errnoCode) } ?? false
+        if ended == nil { ended = reset ? StaleConnection(sent: false) : error }
+        promise?.fail(reset ? closedMidExchange : error)
         promise = nil
         context.close(promise: nil)
     }
+}
+
+/// The connection ended with no byte of the answer: before the request was written
+/// (`sent: false`), or after.
+struct StaleConnection: Error {
+    let sent: Bool
 }
