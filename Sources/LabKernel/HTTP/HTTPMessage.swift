@@ -75,8 +75,10 @@ public struct HTTPResponseMessage: Sendable, Equatable {
         HTTPResponseMessage(status: status, headers: headers)
     }
 
+    /// The first header named `name`, in any case. Compared byte by byte (names are ASCII),
+    /// not by lowercasing both, which made two strings for every header of every answer.
     public func header(_ name: String) -> String? {
-        headers.first { $0.name.lowercased() == name.lowercased() }?.value
+        headers.first { HTTPHeader.sameName($0.name, name) }?.value
     }
 
     /// The body parsed as JSON, nil when it is not.
@@ -89,6 +91,13 @@ public struct HTTPHeader: Sendable, Equatable {
     public init(_ name: String, _ value: String) {
         self.name = name
         self.value = value
+    }
+
+    /// Whether two header names are the same name: equal but for the case of ASCII letters.
+    public static func sameName(_ a: String, _ b: String) -> Bool {
+        a.utf8.count == b.utf8.count && zip(a.utf8, b.utf8).allSatisfy { x, y in
+            x == y || (x ^ y == 0x20 && (0x61...0x7A).contains(x | 0x20))
+        }
     }
 }
 
