@@ -111,6 +111,30 @@ struct ComparisonTests {
                 && page.contains("Only the baseline has (1): <code>sync.requests</code>"))
     }
 
+    @Test("a judged figure the candidate of the same scenario lacks fails the comparison (a build that stopped syncing has no sync latency to get worse); between different scenarios only a --metric limit naming it does")
+    func judgedFigureGone() throws {
+        let before = ComparisonFixture().results()
+        var after = before
+        after.metrics.removeAll { $0.id == 1 || $0.id == 5 }  // sync latency (1,000 samples) and the rare step's (2)
+        func run(_ candidate: RunResults, _ policy: ComparisonPolicy = ComparisonPolicy()) -> RunComparison {
+            RunComparison(baseline: before, baselinePath: "base.sqlite", baselineDigest: "a", candidate: candidate, candidatePath: "cand.sqlite",
+                          candidateDigest: "b", policy: policy)
+        }
+        let c = run(after)
+        #expect(c.sameScenario && !c.passed)
+        #expect(c.breaches.map(\.name) == ["p50", "p90", "p99"].map { "http.latency{endpoint=POST /sync,stack=sync} \($0)" },
+                "not the max (one sample), not the count (no direction), not the rare step")
+        #expect(c.breaches.contains { $0.message == "http.latency{endpoint=POST /sync,stack=sync} p99 was 400.6ms; the candidate has no such figure" }, "\(c.breaches)")
+        #expect(!c.breaches.contains { $0.name.hasPrefix("workflow.step_latency") }, "2 samples are shown, not judged")
+        #expect(c.summary(htmlPath: nil).contains("✗ http.latency{endpoint=POST /sync,stack=sync} p50 was"))
+
+        var other = after
+        other.scenario.sha256 = "another scenario"
+        #expect(run(other).passed, "a scenario without the sync stack has no sync latency by design")
+        let limited = run(other, ComparisonPolicy(limits: [try MetricLimit(parsing: "http.latency:p99=10%")]))
+        #expect(limited.breaches.map(\.message) == ["http.latency{endpoint=POST /sync,stack=sync} p99 was 400.6ms; the candidate has no such figure, past --metric http.latency:p99=10%"])
+    }
+
     @Test("a percentile on fewer samples than the floor is shown with its direction but not judged")
     func fewSamples() throws {
         var after = ComparisonFixture()

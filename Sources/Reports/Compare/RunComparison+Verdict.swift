@@ -84,12 +84,22 @@ public struct ComparisonBreach: Sendable, Equatable {
 
 extension RunComparison {
     /// Every breach, in the order: limits named on the command line, regressions beyond
-    /// `maxRegression` (largest first), then the candidate's failed thresholds and invariants.
+    /// `maxRegression` (largest first), figures gone, then the candidate's failed thresholds
+    /// and invariants.
+    ///
+    /// A figure the baseline has and the candidate lacks cannot be shown within a limit: it
+    /// breaches a `--metric` limit that names it, and `maxRegression` when both runs have
+    /// the same scenario (a build that stops syncing records no sync latency, and no figure
+    /// of it could get worse). Between different scenarios, figures come and go by design.
     public var breaches: [ComparisonBreach] {
         guard !identical else { return [] }
         var out: [ComparisonBreach] = []
         for limit in policy.limits {
             for figure in figures where limit.matches(figure) {
+                if figure.baseline != nil && figure.candidate == nil {
+                    out.append(ComparisonBreach(kind: .limit, name: figure.name, message: "\(Self.goneMessage(figure)), past --metric \(limit.text)"))
+                    continue
+                }
                 let moved = figure.better == .neither ? abs(figure.change ?? 0) : figure.regression
                 guard moved > limit.limit else { continue }
                 out.append(ComparisonBreach(kind: .limit, name: figure.name,
@@ -102,6 +112,9 @@ extension RunComparison {
                 .sorted(by: { ($0.regression, $1.name) > ($1.regression, $0.name) }) {
                 out.append(ComparisonBreach(kind: .regression, name: figure.name,
                                             message: "\(figure.name) \(Self.describe(figure)), worse by more than \(Self.percent(max))"))
+            }
+            for figure in figures where sameScenario && figure.gone && !limited.contains(figure.name) {
+                out.append(ComparisonBreach(kind: .regression, name: figure.name, message: Self.goneMessage(figure)))
             }
         }
         for check in thresholds where check.candidatePassed == false {
@@ -137,6 +150,11 @@ extension RunComparison {
     /// "energy.device_day{…} and 7 more", for a line.
     static func list(_ names: [String]) -> String {
         names.prefix(2).joined(separator: ", ") + (names.count > 2 ? " and \(names.count - 2) more" : "")
+    }
+
+    /// "http.latency{stack=sync} p99 was 120ms; the candidate has no such figure".
+    static func goneMessage(_ figure: ComparedFigure) -> String {
+        "\(figure.name) was \(figure.baseline.map(figure.unit.format) ?? "–"); the candidate has no such figure"
     }
 
     /// "p99 120ms → 180ms (+50.0 %)".

@@ -61,6 +61,8 @@ public struct RunComparison: Sendable {
             let samples = min(b.values[key]?.samples ?? 0, c.values[key]?.samples ?? 0)
             // A maximum is one sample (or one bucket): shown with its direction, never judged.
             figure.judged = figure.better != .neither && samples >= policy.minSamples && key.statistic != "max"
+            figure.gone = figure.better != .neither && key.statistic != "max" && c.values[key] == nil
+                && (b.values[key]?.samples ?? 0) >= policy.minSamples
             figures.append(figure)
         }
         self.figures = figures
@@ -102,6 +104,9 @@ public struct ComparedFigure: Sendable, Equatable {
     public var better: MetricDirection.Better
     /// Counted for the verdict: it has a direction and enough samples in both runs.
     public var judged = false
+    /// The baseline would judge it (a direction, enough samples) and the candidate does not
+    /// have it: what a build that stopped doing or recording something shows.
+    public var gone = false
 
     /// `metric{labels} statistic`, the name `--metric` limits and the reports use.
     public var name: String { metric + (labels.isEmpty ? "" : "{\(labels)}") + " " + statistic }
