@@ -32,7 +32,7 @@ struct LoadtestCommand: AsyncParsableCommand {
         app_id and user_id are who the phones chat as; none for a runtime without auth). \
         chat takes none: each phone signs up a user of its own.
 
-        Exit status: 0 thresholds held, 2 bad input, 3 a threshold failed, 130 interrupted \
+        Exit status: 0 thresholds held, 2 bad input, 3 a threshold failed or no iteration succeeded, 130 interrupted \
         (the results so far are written).
         """)
 
@@ -245,14 +245,18 @@ struct LoadtestCommand: AsyncParsableCommand {
         let tenantNote = (setup?.createdTenant.map { " (tenant \($0), created for this run)" } ?? "")
             + (tlsOptions.insecure ? " (TLS certificates not checked: --insecure)" : "") + proxies.note(for: urls.values)
         try OutputPaths.write(Dashboard.render(results), to: dashboardPath)
-        let summary = LoadtestSummary(results: results, outcome: outcome, model: model, connections: connections.model,
-                                      target: targetList + tenantNote, skipped: skipped, faults: loaded.faults,
-                                      resultsPath: resultsPath, dashboardPath: dashboardPath).text
+        let summarized = LoadtestSummary(results: results, outcome: outcome, model: model, connections: connections.model,
+                                         target: targetList + tenantNote, skipped: skipped, faults: loaded.faults,
+                                         resultsPath: resultsPath, dashboardPath: dashboardPath)
+        let summary = summarized.text
         print(summary)
         // A run a threshold aborted failed, whatever the rest of its data says.
-        let passed = outcome.passed
+        let passed = summarized.passed
         if let junit {
-            try OutputPaths.write(JUnitReport.run(results, wallSeconds: outcome.wallSeconds, timestamp: String(startedAt.prefix(19)), summary: summary).xml, to: junit)
+            var report = JUnitReport.run(results, wallSeconds: outcome.wallSeconds, timestamp: String(startedAt.prefix(19)), summary: summary)
+            report.cases.append(JUnitReport.Case(name: "some iteration succeeded", classname: "loadtest",
+                                                 failure: summarized.nothingSucceeded ? LoadtestSummary.nothingSucceededMessage : nil, failureType: "loadtest"))
+            try OutputPaths.write(report.xml, to: junit)
         }
         if let json {
             let digest = try ResultsDigest.compute(ResultsDatabase.open(at: resultsPath))

@@ -53,15 +53,27 @@ struct LoadtestSummary {
     var resultsPath: String
     var dashboardPath: String
 
+    static let nothingSucceededMessage = "no iteration succeeded: the targets refused every one (see the failures); the run fails with or without thresholds"
+
     /// The generator is the bottleneck when its CPU is near what its event loops can use
     /// (this share of it), or iterations started late by more than this at p99.
     static let cpuBound = 85.0
     static let lagBound: Double = 50_000_000
 
+    /// Iterations ran and not one succeeded: the targets refused them all (a wrong key, URL
+    /// or server, as the failures say). Such a run shows nothing about the targets'
+    /// capacity, so it fails with or without thresholds. Some failures among successes are
+    /// the thresholds' to judge, as in k6.
+    var nothingSucceeded: Bool {
+        (results.total("loadtest.iterations", labels: "outcome=ok") ?? 0) == 0 && (results.total("loadtest.iterations", labels: "outcome=failed") ?? 0) > 0
+    }
+
+    /// Thresholds held, none aborted the run, and some iteration succeeded.
+    var passed: Bool { outcome.passed && !nothingSucceeded }
+
     var text: String {
         let n = { (v: Double) in MetricUnit.decimal(v, digits: 0) }
         var lines: [String] = []
-        let passed = outcome.passed
         lines.append("fleetlab loadtest \(results.scenario.name) — \(outcome.interrupted ? "INTERRUPTED" : passed ? "PASSED" : "FAILED")")
         lines.append("")
         if let aborted = outcome.aborted {
@@ -75,7 +87,8 @@ struct LoadtestSummary {
         let ok = results.total("loadtest.iterations", labels: "outcome=ok") ?? 0
         let failed = results.total("loadtest.iterations", labels: "outcome=failed") ?? 0
         let dropped = results.total("loadtest.iterations", labels: "outcome=dropped") ?? 0
-        lines.append(row("iterations", "\(n(ok)) ok, \(n(failed)) failed, \(n(dropped)) dropped in \(MetricUnit.formatDuration(outcome.wallSeconds * 1e9))"))
+        lines.append(row("iterations", "\(n(ok)) ok, \(n(failed)) failed, \(n(dropped)) dropped in \(MetricUnit.formatDuration(outcome.wallSeconds * 1e9))"
+            + (nothingSucceeded ? "\n      ✗ \(Self.nothingSucceededMessage)" : "")))
         let endpoints = RunFigures.endpoints(results)
         let requests = endpoints.reduce(0.0) { $0 + Double($1.requests) }
         lines.append(row("requests", "\(n(requests)) (\(MetricUnit.decimal(requests / max(outcome.wallSeconds, 1e-9), digits: 1))/s), "

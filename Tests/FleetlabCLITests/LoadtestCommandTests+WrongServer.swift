@@ -27,15 +27,20 @@ extension LoadtestCommandTests {
         let failed = results.total("http.failures", labels: "endpoint=GET /api/workflows,stack=agent") ?? 0
         #expect(failed >= 4 && results.total("http.errors", labels: "endpoint=GET /api/workflows,reason=HTTP 404,stack=agent") == failed)
         #expect(run.stdout.contains("failures    agent GET /api/workflows HTTP 404 ×"), "\(run.stdout)")
+        // Not one iteration succeeded: FAILED, though the scenario sets no threshold.
+        #expect(run.status == 3 && run.stdout.contains("— FAILED") && run.stdout.contains("✗ no iteration succeeded"), "\(run.stdout)")
 
         // A chat phone's sign-up answered 404 (here by the agent runtime) was not a failure:
         // the iterations failed without a reason anywhere.
         let chat = try writeScenario(Self.talk(phones: 2), in: dir, name: "talk.yaml")
         let signUp = try await CommandRunner.fleetlabAsync(["loadtest", chat, "--target", "chat=\(served.agentURL)", "--duration", "2s", "--devices", "2",
-                                                            "--think", "200ms", "--out", "chat", "--quiet"], in: dir)
+                                                            "--think", "200ms", "--out", "chat", "--quiet", "--junit", "chat.xml"], in: dir)
         let chatResults = try ResultsDatabase.open(at: dir.appendingPathComponent("chat/results.sqlite").path).load()
         #expect((chatResults.total("loadtest.iterations", labels: "outcome=ok") ?? 0) == 0, "\(signUp.stdout)")
         #expect(chatResults.total("http.errors", labels: "endpoint=POST /api/v1/auth/register,reason=HTTP 404,stack=chat") == 2, "\(signUp.stdout)")
+        #expect(signUp.status == 3)
+        let junit = try String(contentsOf: dir.appendingPathComponent("chat.xml"), encoding: .utf8)
+        #expect(junit.contains("<testcase name=\"some iteration succeeded\" classname=\"fleetlab.loadtest\"") && junit.contains("failures=\"1\""), "\(junit)")
     }
 
     @Test("a runtime that does not list a workflow of the scenario's mix is exit 2 before the clock starts, naming it and what the runtime lists")

@@ -293,8 +293,9 @@ struct LoadtestCommandTests {
         let scenario = try writeScenario(Self.talk(phones: 4), in: dir, name: "talk.yaml")
         let run = try await CommandRunner.fleetlabAsync(["loadtest", scenario, "--target", "chat=\(served.chatURL)", "--duration", "2s", "--devices", "4",
                                                          "--think", "200ms", "--request-timeout", "1s", "--out", "chat", "--quiet"], in: dir)
-        #expect(run.status == 0, "\(run.stdout)\(run.stderr)")
         let results = try ResultsDatabase.open(at: dir.appendingPathComponent("chat/results.sqlite").path).load()
+        // No threshold is set: the run fails only if not one iteration succeeded.
+        #expect(run.status == ((results.total("loadtest.iterations", labels: "outcome=ok") ?? 0) > 0 ? 0 : 3), "\(run.stdout)\(run.stderr)")
         // Three sign-ups a minute: two phones register, a third's ticket or registration is refused.
         #expect(results.total("http.failures", labels: "endpoint=POST /api/v1/auth/register,stack=chat") ?? 0 >= 1, "a refused sign-up is a failure")
         #expect(results.total("loadtest.iterations", labels: "outcome=failed") ?? 0 >= 1)

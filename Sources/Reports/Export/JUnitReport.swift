@@ -14,6 +14,13 @@ public struct JUnitReport: Sendable {
         /// nil when it passed.
         public var failure: String?
         public var failureType = "check"
+
+        public init(name: String, classname: String, failure: String?, failureType: String = "check") {
+            self.name = name
+            self.classname = classname
+            self.failure = failure
+            self.failureType = failureType
+        }
     }
 
     public var suite: String
