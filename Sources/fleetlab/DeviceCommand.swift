@@ -93,8 +93,11 @@ struct DeviceCommand: AsyncParsableCommand {
         let say = DeviceLog()
         do {
             try await device.register(platform: "android", pushToken: "fleetlab-dev")
+        } catch let refused as any HTTPStatusFailure {
+            throw CLIFailure.badInput("the server at \(base) refused the registration: \(refused)")
         } catch {
-            throw CLIFailure.badInput("the server at \(base) refused the registration: \(error)")
+            // Not reached, or no answer in time: nothing was refused.
+            throw CLIFailure.badInput("could not register with the server at \(base): \(error)")
         }
         say("registered \(deviceID) at \(base)")
         try await loadSequences(device, say)

@@ -33,7 +33,7 @@ struct DeviceCommandTests {
         (["--sync", "not a url", "--key", "k"], "--sync takes the server's base URL"),
         (["--sync", "http://127.0.0.1:9", "--key", "k", "--duration", "soon"], "--duration takes a duration"),
         (["--sync", "http://127.0.0.1:9", "--key", "k", "--answer", "noequals"], "--answer takes STEP=VALUE"),
-        (["--sync", "http://127.0.0.1:9", "--key", "k", "--duration", "1s"], "refused the registration"),
+        (["--sync", "http://127.0.0.1:9", "--key", "k", "--duration", "1s"], "could not register with the server at http://127.0.0.1:9: cannot connect to 127.0.0.1:9: Connection refused"),
     ])
     func badInput(arguments: [String], message: String) async throws {
         let run = try await CommandRunner.fleetlabAsync(["device", "--data", TestPaths.scratchDirectory("device-bad").path] + arguments)
