@@ -138,6 +138,11 @@ public final class HTTPClient: Sendable {
         }
     }
 
+    /// `request`'s head as it goes on the wire to `endpoint`: its path and query as the
+    /// target, the Host header, its own headers in name order, its Content-Length, and
+    /// `Connection: close` when the connection serves this request only. Sent to a `proxy`
+    /// (plain `http://` only: an `https://` server's requests go through a tunnel as they
+    /// are), the target is in absolute form, with the proxy's credentials when it has some.
     static func head(of request: HTTPRequestMessage, to endpoint: Endpoint, closing: Bool = false, via proxy: ClientProxy? = nil) -> HTTPRequestHead {
         var headers = HTTPHeaders()
         headers.add(name: "Host", value: endpoint.authority)

@@ -163,7 +163,6 @@ final class BridgeLoadPhone: Sendable {
         return nil
     }
 
-    /// The reason a failure is counted under in `http.errors{reason}`.
     /// Why a desktop offered no PIN: its tunnel's upgrade refused with a status, or it
     /// never connected (nothing answered, or nothing in time).
     static func offline(_ dialFailure: (any Error)?) -> String {
@@ -171,6 +170,7 @@ final class BridgeLoadPhone: Sendable {
         return "desktop tunnel HTTP \(status)"
     }
 
+    /// The reason a failure is counted under in `http.errors{reason}`.
     static func reason(_ error: BridgeError) -> String {
         switch error {
         case .notPaired: return "not paired"
