@@ -100,10 +100,14 @@ struct LiveHostTests {
         #expect(message.contains("already in use") && message.contains("--port host="))
     }
 
-    @Test("two servers set to one port are refused")
+    @Test("two servers set to one port are refused, before and whether or not anything else holds it")
     func duplicatePorts() async throws {
-        let host = LiveHost(configuration: .init(ports: ["host": 7700]),
-                            servers: [HostServer(version: "1"), ExtraServer(name: "other", defaultPort: 7700)])
-        await #expect(throws: LiveHostError.duplicatePort(7700, "host", "other")) { try await host.run { _ in } }
+        let blocker = try TCPListener()
+        for port in [try ServedFleetlab.freePort(), blocker.port] {
+            let host = LiveHost(configuration: .init(ports: ["host": port]),
+                                servers: [HostServer(version: "1"), ExtraServer(name: "other", defaultPort: port)])
+            await #expect(throws: LiveHostError.duplicatePort(port, "host", "other")) { try await host.run { _ in } }
+        }
+        withExtendedLifetime(blocker) {}
     }
 }

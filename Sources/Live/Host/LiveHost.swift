@@ -184,13 +184,15 @@ public final class LiveHost: Sendable {
         try Self.checkPorts(host: configuration.host, servers.map { ($0.name, port(for: $0)) })
     }
 
-    /// Checks that every named port (0: any) is distinct and free on `host`.
+    /// Checks that every named port (0: any) is distinct, then that each is free on `host`:
+    /// a clash within the configuration is named first, whatever else holds the port.
     public static func checkPorts(host: String, _ ports: [(name: String, port: Int)]) throws(LiveHostError) {
         var seen: [Int: String] = [:]
-        for (name, port) in ports {
-            guard port != 0 else { continue }
+        for (name, port) in ports where port != 0 {
             if let other = seen[port] { throw LiveHostError.duplicatePort(port, other, name) }
             seen[port] = name
+        }
+        for (name, port) in ports where port != 0 {
             switch PortProbe.check(host: host, port: port) {
             case .free: continue
             case .inUse: throw LiveHostError.portInUse(server: name, host: host, port: port)
