@@ -254,8 +254,7 @@ struct LoadtestCommand: AsyncParsableCommand {
         let passed = summarized.passed
         if let junit {
             var report = JUnitReport.run(results, wallSeconds: outcome.wallSeconds, timestamp: String(startedAt.prefix(19)), summary: summary)
-            report.cases.append(JUnitReport.Case(name: "some iteration succeeded", classname: "loadtest",
-                                                 failure: summarized.nothingSucceeded ? LoadtestSummary.nothingSucceededMessage : nil, failureType: "loadtest"))
+            report.cases += [LoadtestSummary.junitCase(results)].compactMap { $0 }
             try OutputPaths.write(report.xml, to: junit)
         }
         if let json {

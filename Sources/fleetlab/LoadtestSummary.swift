@@ -64,8 +64,19 @@ struct LoadtestSummary {
     /// or server, as the failures say). Such a run shows nothing about the targets'
     /// capacity, so it fails with or without thresholds. Some failures among successes are
     /// the thresholds' to judge, as in k6.
-    var nothingSucceeded: Bool {
+    var nothingSucceeded: Bool { Self.nothingSucceeded(results) }
+
+    /// `nothingSucceeded` of a load test's results (false for a simulation's), as `merge`
+    /// judges shards merged.
+    static func nothingSucceeded(_ results: RunResults) -> Bool {
         (results.total("loadtest.iterations", labels: "outcome=ok") ?? 0) == 0 && (results.total("loadtest.iterations", labels: "outcome=failed") ?? 0) > 0
+    }
+
+    /// The check as a JUnit test case, for a load test's results; nil for a simulation's.
+    static func junitCase(_ results: RunResults) -> JUnitReport.Case? {
+        guard results.metrics.contains(where: { $0.name == "loadtest.iterations" }) else { return nil }
+        return JUnitReport.Case(name: "some iteration succeeded", classname: "loadtest",
+                                failure: nothingSucceeded(results) ? nothingSucceededMessage : nil, failureType: "loadtest")
     }
 
     /// Thresholds held, none aborted the run, and some iteration succeeded.

@@ -57,10 +57,14 @@ struct MergeCommand: ParsableCommand {
         try OutputPaths.write(Dashboard.render(merged), to: page)
         let digest = try ResultsDigest.compute(ResultsDatabase.open(at: output))
         let n = { (v: Double) in MetricUnit.decimal(v, digits: 0) }
-        var lines = ["fleetlab merge \(merged.scenario.name) — \(shards.count) shards — \(merged.thresholdsPassed && merged.invariantsPassed ? "PASSED" : "FAILED")", ""]
+        // Load test shards whose targets refused every iteration fail merged as each did alone.
+        let refused = LoadtestSummary.nothingSucceeded(merged)
+        let passed = merged.thresholdsPassed && merged.invariantsPassed && !refused
+        var lines = ["fleetlab merge \(merged.scenario.name) — \(shards.count) shards — \(passed ? "PASSED" : "FAILED")", ""]
         lines.append("  devices       \(n(Double(merged.scenario.devices))) (" + loaded.map { "shard \($0.results.runMetadata["shard"] ?? "?") \(n(Double($0.results.scenario.devices)))" }.joined(separator: ", ") + ")")
         lines.append("  wall time     " + loaded.map { MetricUnit.formatDuration(($0.results.runMetadata["wall_seconds"].flatMap(Double.init) ?? 0) * 1e9) }.joined(separator: ", ")
             + " per shard; merged in \(MetricUnit.formatDuration((WallClock.seconds() - started) * 1e9))")
+        if refused { lines.append("  iterations    ✗ \(LoadtestSummary.nothingSucceededMessage)") }
         lines.append("  thresholds    \(merged.thresholds.filter(\.passed).count) of \(merged.thresholds.count) passed on the merged data")
         for t in merged.thresholds { lines.append("      \(t.passed ? "✓" : "✗") \(t.message)") }
         let broken = merged.invariants.filter { !$0.passed }
@@ -71,9 +75,11 @@ struct MergeCommand: ParsableCommand {
         let summary = lines.joined(separator: "\n")
         print(summary)
         if let junit {
-            try OutputPaths.write(JUnitReport.run(merged, wallSeconds: merged.runMetadata["wall_seconds"].flatMap(Double.init) ?? 0,
-                                                  timestamp: String(WallClock.timestamp().prefix(19)), summary: summary).xml, to: junit)
+            var report = JUnitReport.run(merged, wallSeconds: merged.runMetadata["wall_seconds"].flatMap(Double.init) ?? 0,
+                                         timestamp: String(WallClock.timestamp().prefix(19)), summary: summary)
+            report.cases += [LoadtestSummary.junitCase(merged)].compactMap { $0 }
+            try OutputPaths.write(report.xml, to: junit)
         }
-        if !(merged.thresholdsPassed && merged.invariantsPassed) { throw ExitCode(ExitStatus.checksFailed) }
+        if !passed { throw ExitCode(ExitStatus.checksFailed) }
     }
 }

@@ -43,6 +43,25 @@ extension LoadtestCommandTests {
         #expect(junit.contains("<testcase name=\"some iteration succeeded\" classname=\"fleetlab.loadtest\"") && junit.contains("failures=\"1\""), "\(junit)")
     }
 
+    @Test("shards whose every iteration the target refused (a wrong key) each fail, and so does their merge, though every threshold holds")
+    func refusedShards() async throws {
+        let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("load-refused-shards-serve").path)
+        defer { served.stop() }
+        let dir = TestPaths.scratchDirectory("loadtest-refused-shards")
+        let scenario = try writeScenario(loadScenario(), in: dir, name: "load.yaml")
+        for shard in ["0/2", "1/2"] {
+            let run = try await CommandRunner.fleetlabAsync(["loadtest", scenario, "--target", "sync=\(served.syncURL)", "--duration", "1s", "--devices", "4",
+                                                             "--think", "200ms", "--shard", shard, "--out", "shard-\(shard.prefix(1))", "--quiet"], in: dir,
+                                                            environment: ["FLEETLAB_KEY_SYNC": "fl_root_not-this-servers-key"])
+            #expect(run.status == 3 && run.stdout.contains("✓ p99(http.latency{stack=sync})"), "the refusals are quick: \(run.stdout)\(run.stderr)")
+        }
+        let merge = try await CommandRunner.fleetlabAsync(["merge", "merged/results.sqlite", "shard-0/results.sqlite", "shard-1/results.sqlite",
+                                                           "--junit", "merged.xml"], in: dir)
+        #expect(merge.status == 3 && merge.stdout.contains("— FAILED") && merge.stdout.contains("✗ no iteration succeeded"), "\(merge.stdout)\(merge.stderr)")
+        let junit = try String(contentsOf: dir.appendingPathComponent("merged.xml"), encoding: .utf8)
+        #expect(junit.contains("<testcase name=\"some iteration succeeded\" classname=\"fleetlab.loadtest\""), "\(junit)")
+    }
+
     @Test("a runtime that does not list a workflow of the scenario's mix is exit 2 before the clock starts, naming it and what the runtime lists")
     func unlistedWorkflow() async throws {
         let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("load-agent-unlisted-serve").path)
