@@ -45,10 +45,8 @@ extension LoadtestCommandTests {
 
     @Test("shards whose every iteration the target refused (a wrong key) each fail, and so does their merge, though every threshold holds")
     func refusedShards() async throws {
-        let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("load-refused-shards-serve").path)
+        let (served, dir, scenario) = try await servedLoad("load-refused-shards-serve", "loadtest-refused-shards")
         defer { served.stop() }
-        let dir = TestPaths.scratchDirectory("loadtest-refused-shards")
-        let scenario = try writeScenario(loadScenario(), in: dir, name: "load.yaml")
         for shard in ["0/2", "1/2"] {
             let run = try await CommandRunner.fleetlabAsync(["loadtest", scenario, "--target", "sync=\(served.syncURL)", "--duration", "1s", "--devices", "4",
                                                              "--think", "200ms", "--shard", shard, "--out", "shard-\(shard.prefix(1))", "--quiet"], in: dir,

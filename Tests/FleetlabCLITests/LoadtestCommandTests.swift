@@ -41,14 +41,23 @@ func agentScenario(in dir: URL, phones: Int, agent: String, thresholds: String =
         """, in: dir, name: "chats.yaml")
 }
 
+/// `fleetlab serve` for a test (its data in scratch directory `serve`), and scratch
+/// directory `run` holding the load scenario as `load.yaml`.
+func servedLoad(_ serve: String, _ run: String, extra: [String] = []) async throws -> (served: ServedFleetlab, dir: URL, scenario: String) {
+    let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory(serve).path, extra: extra)
+    let dir = TestPaths.scratchDirectory(run)
+    do { return (served, dir, try writeScenario(loadScenario(), in: dir, name: "load.yaml")) } catch {
+        served.stop()
+        throw error
+    }
+}
+
 @Suite("fleetlab loadtest", .serialized)
 struct LoadtestCommandTests {
     @Test("closed and open models drive fleetlab serve over real sockets; results, dashboard and thresholds as a simulation's; the key stays out of the results")
     func againstServe() async throws {
-        let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("load-serve").path)
+        let (served, dir, scenario) = try await servedLoad("load-serve", "loadtest")
         defer { served.stop() }
-        let dir = TestPaths.scratchDirectory("loadtest")
-        let scenario = try writeScenario(loadScenario(), in: dir, name: "load.yaml")
         let closed = try await CommandRunner.fleetlabAsync(["loadtest", scenario, "--target", "sync=\(served.syncURL)", "--key", "sync=\(served.rootKey)",
                                                             "--duration", "3s", "--devices", "8", "--think", "100ms", "--out", "closed"], in: dir)
         #expect(closed.status == 0, "\(closed.stdout)\(closed.stderr)")
@@ -119,10 +128,8 @@ struct LoadtestCommandTests {
 
     @Test("a wrong key and a closed port are failures counted per endpoint, each request within its deadline")
     func failures() async throws {
-        let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("load-serve").path)
+        let (served, dir, scenario) = try await servedLoad("load-serve", "loadtest")
         defer { served.stop() }
-        let dir = TestPaths.scratchDirectory("loadtest")
-        let scenario = try writeScenario(loadScenario(), in: dir, name: "load.yaml")
         let wrongKey = try await CommandRunner.fleetlabAsync(["loadtest", scenario, "--target", "sync=\(served.syncURL)", "--key", "sync=fl_root_wrong",
                                                               "--duration", "1s", "--devices", "2", "--think", "100ms", "--out", "wrong", "--quiet"], in: dir)
         let results = try ResultsDatabase.open(at: dir.appendingPathComponent("wrong/results.sqlite").path).load()
@@ -266,10 +273,8 @@ struct LoadtestCommandTests {
 
     @Test("--relaunch 100% on sync: every app is killed after its iteration and the next launches it from its store (no second registration) and syncs; every sync is accepted")
     func syncRelaunch() async throws {
-        let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("load-sync-relaunch").path)
+        let (served, dir, scenario) = try await servedLoad("load-sync-relaunch", "loadtest-sync-relaunch")
         defer { served.stop() }
-        let dir = TestPaths.scratchDirectory("loadtest-sync-relaunch")
-        let scenario = try writeScenario(loadScenario(), in: dir, name: "load.yaml")
         let run = try await CommandRunner.fleetlabAsync(["loadtest", scenario, "--target", "sync=\(served.syncURL)", "--duration", "2s", "--devices", "4",
                                                          "--think", "100ms", "--relaunch", "100%", "--out", "r", "--quiet"], in: dir,
                                                         environment: ["FLEETLAB_KEY_SYNC": served.rootKey])
@@ -385,10 +390,8 @@ struct LoadtestCommandTests {
 
     @Test("--stages: the closed model's phones ramp up, hold and ramp down, each starting when its turn comes; rates in stages drive the open model")
     func stages() async throws {
-        let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("load-stages-serve").path)
+        let (served, dir, scenario) = try await servedLoad("load-stages-serve", "loadtest-stages")
         defer { served.stop() }
-        let dir = TestPaths.scratchDirectory("loadtest-stages")
-        let scenario = try writeScenario(loadScenario(), in: dir, name: "load.yaml")
         let run = try await CommandRunner.fleetlabAsync(["loadtest", scenario, "--target", "sync=\(served.syncURL)", "--stages", "1s:6,1s:6,1s:0",
                                                          "--think", "100ms", "--out", "closed", "--quiet"], in: dir,
                                                         environment: ["FLEETLAB_KEY_SYNC": served.rootKey])
@@ -426,10 +429,8 @@ struct LoadtestCommandTests {
 
     @Test("--shard I/N: two generators each run their share of staged phones against one server, and fleetlab merge makes one load test of them")
     func shardsMerge() async throws {
-        let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("load-shards-serve").path)
+        let (served, dir, scenario) = try await servedLoad("load-shards-serve", "loadtest-shards")
         defer { served.stop() }
-        let dir = TestPaths.scratchDirectory("loadtest-shards")
-        let scenario = try writeScenario(loadScenario(), in: dir, name: "load.yaml")
         let (url, key) = (served.syncURL, served.rootKey)
         async let first = CommandRunner.fleetlabAsync(["loadtest", scenario, "--target", "sync=\(url)", "--stages", "1s:6,1s:6,1s:0",
                                                        "--think", "100ms", "--shard", "0/2", "--out", "shard-0", "--quiet"], in: dir,
@@ -522,10 +523,8 @@ struct LoadtestCommandTests {
 
     @Test("Ctrl-C stops the test, writes the results so far and exits 130")
     func interrupted() async throws {
-        let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("load-serve").path)
+        let (served, dir, scenario) = try await servedLoad("load-serve", "loadtest")
         defer { served.stop() }
-        let dir = TestPaths.scratchDirectory("loadtest")
-        let scenario = try writeScenario(loadScenario(), in: dir, name: "load.yaml")
         let process = try CommandRunner.start(["loadtest", scenario, "--target", "sync=\(served.syncURL)", "--duration", "60s", "--devices", "4",
                                                "--out", "r", "--quiet"], in: dir, environment: ["FLEETLAB_KEY_SYNC": served.rootKey])
         let results = dir.appendingPathComponent("r/results.sqlite").path

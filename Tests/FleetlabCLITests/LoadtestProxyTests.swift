@@ -81,10 +81,8 @@ struct LoadtestProxyTests {
 
     @Test("--connections: each phone keeps a connection of its own by default (the server sees one per phone); shared, the phones' requests go on a pool of a few")
     func connections() async throws {
-        let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("load-connections-serve").path)
+        let (served, dir, scenario) = try await servedLoad("load-connections-serve", "loadtest-connections")
         defer { served.stop() }
-        let dir = TestPaths.scratchDirectory("loadtest-connections")
-        let scenario = try writeScenario(loadScenario(), in: dir, name: "load.yaml")
         // A SOCKS5 proxy makes every connection a tunnel, so its tally counts them.
         var tunnels: [String: Int] = [:]
         for model in ["phone", "shared"] {
