@@ -76,6 +76,28 @@ struct LoadtestBridgeTests {
         #expect(waited.value(atPercentile: 100) < 10_000_000_000, "not the 30 s deadline")
     }
 
+    @Test("Ctrl-C while the desktops wait for a relay that is not there ends the set-up at once (not at the 60 s deadline): exit 130, and no pairing counted as failed")
+    func interruptedSetUp() async throws {
+        let dir = TestPaths.scratchDirectory("loadtest-bridge-interrupted")
+        let scenario = try writeScenario(bridgeLoadScenario, in: dir, name: "bridge.yaml")
+        let port = try ServedFleetlab.freePort()
+        let process = try CommandRunner.start(["loadtest", scenario, "--target", "ai-bridge=http://127.0.0.1:\(port)", "--duration", "10s", "--devices", "2",
+                                               "--request-timeout", "60s", "--out", "out", "--quiet"], in: dir)
+        // The results file is made just before Ctrl-C is handled and the set-up begins.
+        let results = dir.appendingPathComponent("out/results.sqlite").path
+        let deadline = Date().addingTimeInterval(30)
+        while !FileManager.default.fileExists(atPath: results), Date() < deadline { try await Task.sleep(for: .milliseconds(100)) }
+        try await Task.sleep(for: .seconds(1))
+        let interrupted = Date()
+        kill(process.processIdentifier, SIGINT)
+        let outcome = try await offPool { try CommandRunner.wait(for: process) }
+        #expect(outcome.status == 130, "\(outcome.stdout)\(outcome.stderr)")
+        #expect(Date().timeIntervalSince(interrupted) < 30, "the set-up's 60 s deadline was waited out")
+        let loaded = try ResultsDatabase.open(at: results).load()
+        #expect(loaded.runMetadata["interrupted"] == "true")
+        #expect(loaded.total("bridge.pairings", labels: "outcome=offline") == nil, "an interrupted pairing is not the relay's failure")
+    }
+
     @Test("a relay that is not there: desktops never connect, pairings and prompts fail by why within the request deadline")
     func relayDown() async throws {
         let dir = TestPaths.scratchDirectory("loadtest-bridge-down")

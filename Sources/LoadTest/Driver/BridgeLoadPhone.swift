@@ -59,12 +59,14 @@ final class BridgeLoadPhone: Sendable {
     }
 
     /// Starts the desktop and pairs the phone with the PIN it offers; false when the
-    /// desktop never offered one or the relay refused.
+    /// desktop never offered one or the relay refused, or the run was interrupted (which
+    /// records nothing: the targets did not fail).
     func pair(clock: ContinuousClock) async -> Bool {
         desktop.start()
         let began = clock.now
         var pin: String?
         while pin == nil && clock.now < began + deadline {
+            guard !Task.isCancelled else { return false }
             if desktop.isConnected { pin = desktop.pin }
             // A server that answers the tunnel's upgrade with a 4xx is not a relay (a wrong
             // port or path): no redial will open it, so the phone stops waiting at once. A
@@ -91,6 +93,7 @@ final class BridgeLoadPhone: Sendable {
             case .request, .cancelRequest, .started, .keychainChanged, .chunk, .finished: return nil
             }
         } ?? .timedOut
+        guard !Task.isCancelled else { return false }
         let outcome = BridgeOutcome.pairing(error)
         recorder.bridgePaired(outcome: outcome, latency: clock.now - asked)
         recorder.request("POST /v1/pair/confirm", stack: "ai-bridge", latency: clock.now - asked, failure: error.map(Self.reason))

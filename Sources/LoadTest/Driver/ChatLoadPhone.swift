@@ -83,13 +83,14 @@ final class ChatLoadPhone: Sendable {
         } ?? false
     }
 
-    /// Asks `check` every `interval` until it has an answer, or nil once `until` has passed:
-    /// how the set-up and a relaunch wait for the client core to get somewhere.
+    /// Asks `check` every `interval` until it has an answer, or nil once `until` has passed
+    /// or the task is cancelled (a Ctrl-C during the set-up): how the set-up and a relaunch
+    /// wait for the client core to get somewhere.
     func poll<T>(until: ContinuousClock.Instant, every interval: Duration = .milliseconds(20), clock: ContinuousClock,
                  _ check: () async -> T?) async -> T? {
         while true {
             if let answer = await check() { return answer }
-            guard clock.now < until else { return nil }
+            guard clock.now < until, !Task.isCancelled else { return nil }
             try? await clock.sleep(for: interval)
         }
     }

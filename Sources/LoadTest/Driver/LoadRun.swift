@@ -199,16 +199,18 @@ public final class LoadRun: Sendable {
     public func run(pipeline: ResultsPipeline, stop: @escaping @Sendable () -> Bool,
                     progress: @escaping @Sendable (Progress) -> Void) async -> Outcome {
         let clock = ContinuousClock()
-        // Chat users and their groups exist before the clock starts: a phone's readers must be
-        // able to receive its first message. Registration is recorded like any request.
-        await withDiscardingTaskGroup { group in
-            for phone in chatPhones { group.addTask { _ = await phone.register(clock: clock) } }
-        }
-        await ChatLoadPhone.openChannels(chatGroups, phones: chatPhones, runTag: settings.runTag, clock: clock)
-        // Every AI bridge phone is paired with its desktop before the clock starts, as its
-        // user did once, long before.
-        await withDiscardingTaskGroup { group in
-            for phone in bridgePhones { group.addTask { _ = await phone.pair(clock: clock) } }
+        await Self.cancelling(when: stop) { [chatPhones, chatGroups, bridgePhones, settings] in
+            // Chat users and their groups exist before the clock starts: a phone's readers must
+            // be able to receive its first message. Registration is recorded like any request.
+            await withDiscardingTaskGroup { group in
+                for phone in chatPhones { group.addTask { _ = await phone.register(clock: clock) } }
+            }
+            await ChatLoadPhone.openChannels(chatGroups, phones: chatPhones, runTag: settings.runTag, clock: clock)
+            // Every AI bridge phone is paired with its desktop before the clock starts, as its
+            // user did once, long before.
+            await withDiscardingTaskGroup { group in
+                for phone in bridgePhones { group.addTask { _ = await phone.pair(clock: clock) } }
+            }
         }
         let start = clock.now
         let startedAt = Int64((Date().timeIntervalSince1970 * 1000).rounded())
@@ -360,6 +362,19 @@ public final class LoadRun: Sendable {
     /// Sleeps on `executor` until `instant`; false when the run stopped meanwhile. A long
     /// wait (a staged phone's turn, an app-paced phone's tick) looks up every quarter
     /// second, so a run that stops (Ctrl-C, an aborting threshold) ends at once.
+    /// Runs `setUp`, cancelled as soon as `stop()` turns true (looked at every 50 ms): a
+    /// Ctrl-C while phones register or pair ends their waits instead of the deadlines.
+    static func cancelling(when stop: @escaping @Sendable () -> Bool, _ setUp: @escaping @Sendable () async -> Void) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await setUp() }
+            group.addTask {
+                while !stop() && !Task.isCancelled { try? await Task.sleep(for: .milliseconds(50)) }
+            }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+
     static func wait(until instant: ContinuousClock.Instant, on executor: EventLoopTaskExecutor, clock: ContinuousClock,
                      stopping: () -> Bool) async -> Bool {
         while clock.now + .milliseconds(250) < instant {
