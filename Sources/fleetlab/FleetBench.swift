@@ -120,6 +120,7 @@ struct FleetBench: ParsableCommand {
         process.executableURL = URL(fileURLWithPath: ChildProcess.fleetlab)
         process.arguments = ["bench", "fleet", "--child", String(index), "--scenario", scenario, "--devices", String(devices),
                              "--duration", "\(duration.span.nanoseconds)ns"]
+        process.environment = WorkerProcess.tiedEnvironment
         let output = Pipe()
         process.standardOutput = output
         try process.run()

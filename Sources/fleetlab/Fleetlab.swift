@@ -42,6 +42,7 @@ struct CLIFailure: Error, CustomStringConvertible {
 enum FleetlabMain {
     static func main() async {
         HugePages.adopt()
+        WorkerProcess.dieWithParentIfAsked()
         do {
             var command = try Fleetlab.parseAsRoot()
             if var asyncCommand = command as? any AsyncParsableCommand {

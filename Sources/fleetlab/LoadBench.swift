@@ -227,7 +227,7 @@ enum ChildProcess {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        process.environment = WorkerProcess.tiedEnvironment.merging(environment) { $1 }
         let out = Pipe(), err = Pipe()
         process.standardOutput = out
         process.standardError = err
@@ -265,6 +265,7 @@ final class ServedSync {
         process.executableURL = URL(fileURLWithPath: ChildProcess.fleetlab)
         process.arguments = ["serve", "--data", data, "--port", "host=0", "--port", "mobile-sync=0", "--without", "chat", "--without", "agent-runtime",
                              "--without", "ai-bridge", "--without", "desktop-bridge"]
+        process.environment = WorkerProcess.tiedEnvironment
         let out = Pipe()
         process.standardOutput = out
         process.standardError = FileHandle.nullDevice

@@ -95,6 +95,7 @@ struct SeedsCommand: ParsableCommand {
             if let chaos { arguments += ["--chaos", String(chaos)] }
             if invariantsOnly { arguments.append("--invariants-only") }
             process.arguments = arguments
+            process.environment = WorkerProcess.tiedEnvironment
             let pipe = Pipe()
             process.standardOutput = pipe
             process.standardError = pipe

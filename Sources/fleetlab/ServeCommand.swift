@@ -325,6 +325,21 @@ struct ServeCommand: AsyncParsableCommand {
 
 /// What a worker process does for its supervisor.
 enum WorkerProcess {
+    /// Set by a parent fleetlab in its fleetlab children (a bench's `serve`, `loadtest` and
+    /// runs): each exits with its parent, so none outlives a bench that was killed alone
+    /// (a cancelled CI job, `kill`), as a bench's `fleetlab serve` did, holding its ports.
+    static let exitWithParentVariable = "FLEETLAB_EXIT_WITH_PARENT"
+
+    /// `dieWithParent` when the parent asked for it (`exitWithParentVariable`).
+    static func dieWithParentIfAsked() {
+        if ProcessInfo.processInfo.environment[exitWithParentVariable] == "1" { dieWithParent() }
+    }
+
+    /// The environment for a child that exits with this process.
+    static var tiedEnvironment: [String: String] {
+        ProcessInfo.processInfo.environment.merging([exitWithParentVariable: "1"]) { $1 }
+    }
+
     /// Exits once the supervisor is gone (the worker is then re-parented), so no worker
     /// outlives a `fleetlab serve` that was killed outright.
     static func dieWithParent() {
