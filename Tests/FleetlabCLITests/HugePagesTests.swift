@@ -32,7 +32,7 @@ struct HugePagesTests {
         let huge = rollup.split(separator: "\n").first { $0.hasPrefix("AnonHugePages:") }
             .flatMap { $0.split(separator: " ").dropFirst().first.flatMap { Int($0) } } ?? 0
         kill(pid, SIGINT)
-        process.waitUntilExit()
+        try await offPool { process.waitUntilExit() }  // off the cooperative pool, which other tests' servers need
         #expect(process.terminationStatus == 130, "the re-executed run still stops cleanly on Ctrl-C")
         return (tunables, huge)
     }

@@ -84,7 +84,7 @@ struct SimulateCommandTests {
         }
         try await Task.sleep(for: .milliseconds(500))
         kill(process.processIdentifier, SIGINT)
-        process.waitUntilExit()
+        try await offPool { process.waitUntilExit() }  // off the cooperative pool, which other tests' servers need
         #expect(process.terminationStatus == 130)
         let results = try ResultsDatabase.open(at: dir.appendingPathComponent("r/results.sqlite").path).load()
         #expect(results.runMetadata["interrupted"] == "true")

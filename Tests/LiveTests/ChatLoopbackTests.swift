@@ -76,11 +76,14 @@ struct ChatLoopbackTests {
                                                           headers: ["authorization": "Bearer \(bob.client.snapshot.accessToken!)"])
             let ticket = try #require((ticketReply.json as? [String: Any])?["ticket"] as? String)
             do {
-                let first = try WebSocketProbe(port: bob.port, target: "/ws?ticket=\(ticket)")
+                // Off the cooperative pool: the handshake blocks its thread, and this process's
+                // servers need the pool's two threads.
+                let port = bob.port
+                let first = try await offPool { try WebSocketProbe(port: port, target: "/ws?ticket=\(ticket)") }
                 // The socket joined the core before its upgrade was answered: once the client
                 // sees it open, its ticket is spent and no event sent to it can be missed.
                 #expect(server.lock.withLock { server.server.state.tickets[ticket] == nil })
-                let replay = try WebSocketProbe(port: bob.port, target: "/ws?ticket=\(ticket)")
+                let replay = try await offPool { try WebSocketProbe(port: port, target: "/ws?ticket=\(ticket)") }
                 #expect(try await offPool { try replay.receive(timeout: 30) } == .close(4001))
                 withExtendedLifetime(first) {}
             }
