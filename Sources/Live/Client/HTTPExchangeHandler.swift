@@ -37,6 +37,9 @@ final class HTTPExchangeHandler: ChannelInboundHandler, @unchecked Sendable {
 
     /// Whether a byte of the current exchange's answer has arrived.
     var answering = false
+    /// Whether the server keeps the connection open after the current answer (HTTP/1.1
+    /// without `Connection: close`, HTTP/1.0 with `Connection: keep-alive`).
+    var keepAlive = true
 
     func handlerAdded(context: ChannelHandlerContext) { self.context = context }
 
@@ -78,6 +81,7 @@ final class HTTPExchangeHandler: ChannelInboundHandler, @unchecked Sendable {
         switch unwrapInboundIn(data) {
         case .head(let head):
             answering = true
+            keepAlive = head.isKeepAlive
             response.status = Int(head.status.code)
             response.headers = head.headers.map { HTTPHeader($0.name, $0.value) }
         case .body(let buffer):
@@ -86,6 +90,9 @@ final class HTTPExchangeHandler: ChannelInboundHandler, @unchecked Sendable {
             let done = promise
             promise = nil
             done?.succeed(response)
+            // The server will not take another request on it (an HTTP/1.0 answer, say): closed
+            // now, before the caller resumes, so it never goes back to the pool.
+            if !keepAlive { context.close(promise: nil) }
         }
     }
 
