@@ -29,6 +29,8 @@ extension LoadtestCommandTests {
         #expect(run.stdout.contains("failures    agent GET /api/workflows HTTP 404 ×"), "\(run.stdout)")
         // Not one iteration succeeded: FAILED, though the scenario sets no threshold.
         #expect(run.status == 3 && run.stdout.contains("— FAILED") && run.stdout.contains("✗ no iteration succeeded"), "\(run.stdout)")
+        let page = try String(contentsOf: dir.appendingPathComponent("out/dashboard.html"), encoding: .utf8)
+        #expect(page.contains("none succeeded: the targets refused every one"), "the dashboard says so too")
 
         // A chat phone's sign-up answered 404 (here by the agent runtime) was not a failure:
         // the iterations failed without a reason anywhere.

@@ -25,10 +25,15 @@ struct SummaryPanel: DashboardPanel {
         if live {
             // While the run goes on (`--dashboard-port`) the totals are the buckets' so far.
             let running = results.isRunning
-            let iterations = results.total(allLabelsOf: "loadtest.iterations")
+            let ok = results.total("loadtest.iterations", labels: "outcome=ok") ?? 0
+            let failed = results.total("loadtest.iterations", labels: "outcome=failed") ?? 0
             let dropped = results.total("loadtest.iterations", labels: "outcome=dropped") ?? 0
-            cards.append(("Iterations", MetricUnit.decimal(iterations - dropped, digits: 0),
-                          MetricUnit.decimal(dropped, digits: 0) + " dropped" + (running ? " so far" : ""), dropped > 0 ? "bad" : ""))
+            // Not one succeeded: the targets refused them all, and the run failed for it.
+            let refused = ok == 0 && failed > 0 && !running
+            cards.append(("Iterations", MetricUnit.decimal(ok + failed, digits: 0),
+                          refused ? "none succeeded: the targets refused every one"
+                              : MetricUnit.decimal(failed, digits: 0) + " failed, " + MetricUnit.decimal(dropped, digits: 0) + " dropped" + (running ? " so far" : ""),
+                          dropped > 0 || refused ? "bad" : ""))
             let shares = (results.metric(named: "loadtest.generator_cpu").flatMap { results.series[$0.id] } ?? []).map(\.value)
             let cpu = running ? shares.reduce(0, +) / Double(max(1, shares.count)) : Double(meta["generator_cpu_percent"] ?? "") ?? 0
             let busiest = running ? shares.max() ?? 0 : Double(meta["generator_cpu_percent_max"] ?? "") ?? 0
