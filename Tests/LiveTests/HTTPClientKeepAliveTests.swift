@@ -9,7 +9,7 @@ import Testing
 /// request cross in flight; here a server closes at the request to make it certain. The
 /// request goes again on a new connection when sending it twice is safe, and a server's
 /// announced idle timeout keeps the client from reusing a connection that close to it.
-@Suite("HTTP client: a kept-alive connection the server closes under a request")
+@Suite("HTTP client: keep-alive connections, reused only while the server keeps them")
 struct HTTPClientKeepAliveTests {
     static let ok = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
 
@@ -82,6 +82,13 @@ struct HTTPClientKeepAliveTests {
         #expect(seen.outcomes == [.success(200), .success(200)] && seen.connections == 2, "\(seen)")
         let kept = try await closingServer([Self.post, Self.post], answering: 5, with: "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nok")
         #expect(kept.outcomes == [.success(200), .success(200)] && kept.connections == 1, "\(kept)")
+    }
+
+    @Test("an informational answer before the real one (103 Early Hints, as a CDN may send) is not taken for it, and the next request gets its own answer")
+    func informational() async throws {
+        let hinted = "HTTP/1.1 103 Early Hints\r\nLink: </app.css>; rel=preload\r\n\r\n" + Self.ok
+        let seen = try await closingServer([Self.get, Self.get], answering: 5, with: hinted)
+        #expect(seen.outcomes == [.success(200), .success(200)] && seen.connections == 1, "\(seen)")
     }
 
     @Test("the headers that end or bound reuse: Connection: close among other tokens, Keep-Alive's timeout among its parameters")
