@@ -87,7 +87,7 @@ struct LoadtestBridgeTests {
         let results = dir.appendingPathComponent("out/results.sqlite").path
         let deadline = Date().addingTimeInterval(30)
         while !FileManager.default.fileExists(atPath: results), Date() < deadline { try await Task.sleep(for: .milliseconds(100)) }
-        try await Task.sleep(for: .seconds(1))
+        try await Task.sleep(for: .seconds(2))
         let interrupted = Date()
         kill(process.processIdentifier, SIGINT)
         let outcome = try await offPool { try CommandRunner.wait(for: process) }
