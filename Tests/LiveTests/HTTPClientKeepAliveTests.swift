@@ -91,6 +91,12 @@ struct HTTPClientKeepAliveTests {
         #expect(seen.outcomes == [.success(200), .success(200)] && seen.connections == 1, "\(seen)")
     }
 
+    @Test("an answer to no request (a 408 as the server's idle timeout ends) closes the connection (NIO's decoder calls it an error): the next request takes a new one instead of racing the server's close")
+    func unsolicited() async throws {
+        let seen = try await closingServer([Self.post, Self.post], answering: 5, with: Self.ok + "HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n\r\n")
+        #expect(seen.outcomes == [.success(200), .success(200)] && seen.connections == 2, "\(seen)")
+    }
+
     @Test("the headers that end or bound reuse: Connection: close among other tokens, Keep-Alive's timeout among its parameters")
     func headerTokens() {
         #expect(HTTPClient.tokens("Upgrade, Close").contains("close"))
