@@ -20,8 +20,10 @@ struct DeviceCommand: AsyncParsableCommand {
         sends its telemetry. Its state lives in --data, so a second run continues where the \
         first stopped, as a relaunched app does.
 
-        Example, beside `fleetlab serve`:
-          fleetlab device --sync http://127.0.0.1:7710 --key fl_root_… --start payment-verification
+        Example, beside `fleetlab serve` (which publishes no sequences of its own), from the \
+        repository's root:
+          fleetlab device --sync http://127.0.0.1:7710 --key fl_root_… \\
+            --sequences simulations/workflows --start payment-verification
         """)
 
     @Option(help: "The sync server's base URL.")
