@@ -61,7 +61,10 @@ public struct RunComparison: Sendable {
             let samples = min(b.values[key]?.samples ?? 0, c.values[key]?.samples ?? 0)
             // A maximum is one sample (or one bucket): shown with its direction, never judged.
             figure.judged = figure.better != .neither && samples >= policy.minSamples && key.statistic != "max"
-            figure.gone = figure.better != .neither && key.statistic != "max" && c.values[key] == nil
+            // A counter better lower that the candidate lacks counted nothing there: no
+            // retries recorded is no retry, which is not worse. Any other judged figure gone is.
+            let zeroIsBest = key.statistic == "total" && figure.better == .lower
+            figure.gone = figure.better != .neither && key.statistic != "max" && !zeroIsBest && c.values[key] == nil
                 && (b.values[key]?.samples ?? 0) >= policy.minSamples
             figures.append(figure)
         }
