@@ -36,6 +36,9 @@ public struct RelayState: Sendable {
 
     public var connectedDaemons: [String] { tunnelOfDaemon.keys.sorted() }
     public var openSessions: Int { sessions.count }
+
+    /// Whether a pairing session open now takes `pin`.
+    public func offers(pin: String) -> Bool { sessions.values.contains { $0.pin == pin } }
 }
 
 public struct DaemonRecord: Sendable, Equatable, Codable {

@@ -313,9 +313,13 @@ struct ServeCommand: AsyncParsableCommand {
         do {
             try await live.run { endpoints in
                 guard let endpoint = endpoints.first else { return }
-                let ready = ServerSupervisor.Ready(name: name, port: endpoint.port, url: endpoint.url, summary: server.summary, details: server.details)
-                let json = (try? JSONEncoder().encode(ready)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
-                FileHandle.standardOutput.write(Data((ServerSupervisor.readyPrefix + json + "\n").utf8))
+                // Ready once what its details say holds (the AI bridge's first PIN known to its relay).
+                Task {
+                    await server.settle()
+                    let ready = ServerSupervisor.Ready(name: name, port: endpoint.port, url: endpoint.url, summary: server.summary, details: server.details)
+                    let json = (try? JSONEncoder().encode(ready)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+                    FileHandle.standardOutput.write(Data((ServerSupervisor.readyPrefix + json + "\n").utf8))
+                }
             }
         } catch let error as LiveHostError {
             throw CLIFailure.badInput(error.description)

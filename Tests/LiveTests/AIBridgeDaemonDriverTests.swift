@@ -1,6 +1,7 @@
+import AIBridgeRelay
 import Foundation
 import LabTestSupport
-import Live
+@testable import Live
 import Testing
 
 @Suite("AI bridge daemon on real sockets: a tunnel that cannot open says why")
@@ -27,5 +28,21 @@ struct AIBridgeDaemonDriverTests {
         let seen = events.withLock { $0 }
         #expect(seen.contains { if case .dialFailed(let reason) = $0 { return reason.contains("HTTP \(status)") }; return false }, "\(seen)")
         #expect(!seen.contains { if case .connected = $0 { return true }; return false }, "a tunnel that never opened did not go down: \(seen)")
+    }
+}
+
+@Suite("AI bridge relay with its in-process daemon")
+struct AIBridgeRelaySettleTests {
+    @Test("settled, the relay already knows the PIN its daemon shows: what fleetlab serve prints can be confirmed at once")
+    func firstPINKnown() async throws {
+        let server = try AIBridgeRelayLiveServer(dataDirectory: TestPaths.scratchDirectory("relay-settle").path, withDaemon: true, seed: 5, output: { _ in })
+        let host = LiveHost(configuration: .init(ports: [server.name: 0]), servers: [server])
+        _ = try await host.start()
+        await server.settle()
+        let pin = try #require(server.daemon?.pin)
+        #expect(server.lock.withLock { server.relay.state.offers(pin: pin) })
+        #expect(server.details.first?.contains("pairing PIN: \(pin)") == true)
+        server.daemon?.stop()
+        try await host.stop()
     }
 }

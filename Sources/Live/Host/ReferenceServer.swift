@@ -33,10 +33,15 @@ public protocol ReferenceServer: Sendable {
     /// bound port, `https` behind TLS): a server that hands out its own address (a
     /// discovery document, a manifest's links, a pairing answer) takes it from here.
     func listening(at url: String)
+    /// Returns once what `details` tells a person holds (or after a bounded wait): the
+    /// AI bridge relay's first PIN is one its relay already knows, so a phone can use it the
+    /// moment it is printed. `fleetlab serve` reports the server ready after this.
+    func settle() async
 }
 
 extension ReferenceServer {
     public var details: [String] { [] }
     public var scheme: String { "http" }
     public func listening(at url: String) {}
+    public func settle() async {}
 }

@@ -61,6 +61,18 @@ public final class AIBridgeRelayLiveServer: ReferenceServer, @unchecked Sendable
     /// A line on standard output (where `fleetlab serve` prints later PINs).
     public static func printLine(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
 
+    /// The in-process daemon's first PIN reaches the relay in a frame on its tunnel, some
+    /// milliseconds after the daemon shows it: waits for that (5 s at most), so the PIN
+    /// `details` prints is one a phone can confirm at once.
+    public func settle() async {
+        guard withDaemon else { return }
+        let deadline = ContinuousClock.now + .seconds(5)
+        while ContinuousClock.now < deadline {
+            if let pin = daemon?.pin, lock.withLock({ relay.state.offers(pin: pin) }) { return }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
     public var details: [String] {
         guard let pin = daemon?.pin else { return withDaemon ? [] : ["no daemon here (--without ai-daemon): run `fleetlab ai-daemon --relay URL`"] }
         return ["pairing PIN: \(pin)  (valid 5 minutes; a new one is printed when it is used or expires)"]
