@@ -42,11 +42,12 @@ func agentScenario(in dir: URL, phones: Int, agent: String, thresholds: String =
 }
 
 /// `fleetlab serve` for a test (its data in scratch directory `serve`), and scratch
-/// directory `run` holding the load scenario as `load.yaml`.
-func servedLoad(_ serve: String, _ run: String, extra: [String] = []) async throws -> (served: ServedFleetlab, dir: URL, scenario: String) {
+/// directory `run` holding `scenario` (the load scenario unless given) as `load.yaml`.
+func servedLoad(_ serve: String, _ run: String, extra: [String] = [], scenario: String = loadScenario()) async throws
+    -> (served: ServedFleetlab, dir: URL, scenario: String) {
     let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory(serve).path, extra: extra)
     let dir = TestPaths.scratchDirectory(run)
-    do { return (served, dir, try writeScenario(loadScenario(), in: dir, name: "load.yaml")) } catch {
+    do { return (served, dir, try writeScenario(scenario, in: dir, name: "load.yaml")) } catch {
         served.stop()
         throw error
     }
@@ -108,11 +109,9 @@ struct LoadtestCommandTests {
 
     @Test("app-paced phones tick their engines and sync when their client says so: one registration and one first sync each in a few seconds")
     func appPaced() async throws {
-        let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("load-serve").path)
+        let (served, dir, scenario) = try await servedLoad(
+            "load-serve", "loadtest", scenario: loadScenario(extra: "  - {metric: sync.interval, labels: {power_state: LowBattery}, percentile: 50, max: 2m}"))
         defer { served.stop() }
-        let dir = TestPaths.scratchDirectory("loadtest")
-        let scenario = try writeScenario(loadScenario(extra: "  - {metric: sync.interval, labels: {power_state: LowBattery}, percentile: 50, max: 2m}"),
-                                         in: dir, name: "load.yaml")
         let run = try await CommandRunner.fleetlabAsync(["loadtest", scenario, "--target", "sync=\(served.syncURL)", "--key", "sync=\(served.rootKey)",
                                                          "--duration", "4s", "--devices", "6", "--app-paced", "--out", "app", "--quiet"], in: dir)
         #expect(run.status == 0, "\(run.stdout)\(run.stderr)")
@@ -309,12 +308,10 @@ struct LoadtestCommandTests {
 
     @Test("a threshold with abortOnFail stops the run once the data so far passes it (after its delayAbortEval), exit 3; a min cannot abort")
     func abortOnFail() async throws {
-        let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("load-abort-serve").path)
-        defer { served.stop() }
-        let dir = TestPaths.scratchDirectory("loadtest-abort")
-        let scenario = try writeScenario(loadScenario(p99: "1us", extra: """
+        let (served, dir, scenario) = try await servedLoad("load-abort-serve", "loadtest-abort", scenario: loadScenario(p99: "1us", extra: """
               - {metric: http.latency, labels: {stack: sync}, percentile: 50, max: 1us, abortOnFail: true, delayAbortEval: 2s}
-            """), in: dir, name: "abort.yaml")
+            """))
+        defer { served.stop() }
         let started = Date()
         let run = try await CommandRunner.fleetlabAsync(["loadtest", scenario, "--target", "sync=\(served.syncURL)", "--key", "sync=\(served.rootKey)",
                                                          "--duration", "60s", "--devices", "4", "--think", "100ms", "--out", "abort", "--quiet"], in: dir)

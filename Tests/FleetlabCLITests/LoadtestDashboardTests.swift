@@ -8,11 +8,9 @@ import LabTestSupport
 struct LoadtestDashboardTests {
     @Test("while the run goes on, 127.0.0.1 serves the dashboard of the results so far and the page reloads itself; at the end it stops; nothing else answers, and Ctrl-C still stops the run")
     func liveDashboard() async throws {
-        let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("load-live-serve").path)
-        defer { served.stop() }
-        let dir = TestPaths.scratchDirectory("loadtest-live")
         // A p99 bound no real request meets: the page shows it failing while the run goes on.
-        let scenario = try writeScenario(loadScenario(p99: "1us"), in: dir, name: "load.yaml")
+        let (served, dir, scenario) = try await servedLoad("load-live-serve", "loadtest-live", scenario: loadScenario(p99: "1us"))
+        defer { served.stop() }
         let process = try CommandRunner.start(["loadtest", scenario, "--target", "sync=\(served.syncURL)", "--duration", "60s", "--devices", "4",
                                                "--think", "100ms", "--out", "r", "--quiet", "--dashboard-port", "0"], in: dir,
                                               environment: ["FLEETLAB_KEY_SYNC": served.rootKey])
