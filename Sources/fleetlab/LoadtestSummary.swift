@@ -60,27 +60,16 @@ struct LoadtestSummary {
     static let cpuBound = 85.0
     static let lagBound: Double = 50_000_000
 
-    /// Iterations ran and not one succeeded: the targets refused them all (a wrong key, URL
-    /// or server, as the failures say). Such a run shows nothing about the targets'
-    /// capacity, so it fails with or without thresholds. Some failures among successes are
-    /// the thresholds' to judge, as in k6.
-    var nothingSucceeded: Bool { Self.nothingSucceeded(results) }
-
-    /// `nothingSucceeded` of a load test's results (false for a simulation's), as `merge`
-    /// judges shards merged.
-    static func nothingSucceeded(_ results: RunResults) -> Bool {
-        (results.total("loadtest.iterations", labels: "outcome=ok") ?? 0) == 0 && (results.total("loadtest.iterations", labels: "outcome=failed") ?? 0) > 0
-    }
-
-    /// The check as a JUnit test case, for a load test's results; nil for a simulation's.
+    /// `RunResults.nothingSucceeded` as a JUnit test case, for a load test's results; nil
+    /// for a simulation's.
     static func junitCase(_ results: RunResults) -> JUnitReport.Case? {
         guard results.metrics.contains(where: { $0.name == "loadtest.iterations" }) else { return nil }
         return JUnitReport.Case(name: "some iteration succeeded", classname: "loadtest",
-                                failure: nothingSucceeded(results) ? nothingSucceededMessage : nil, failureType: "loadtest")
+                                failure: results.nothingSucceeded ? nothingSucceededMessage : nil, failureType: "loadtest")
     }
 
     /// Thresholds held, none aborted the run, and some iteration succeeded.
-    var passed: Bool { outcome.passed && !nothingSucceeded }
+    var passed: Bool { outcome.passed && !results.nothingSucceeded }
 
     var text: String {
         let n = { (v: Double) in MetricUnit.decimal(v, digits: 0) }
@@ -99,7 +88,7 @@ struct LoadtestSummary {
         let failed = results.total("loadtest.iterations", labels: "outcome=failed") ?? 0
         let dropped = results.total("loadtest.iterations", labels: "outcome=dropped") ?? 0
         lines.append(row("iterations", "\(n(ok)) ok, \(n(failed)) failed, \(n(dropped)) dropped in \(MetricUnit.formatDuration(outcome.wallSeconds * 1e9))"
-            + (nothingSucceeded ? "\n      ✗ \(Self.nothingSucceededMessage)" : "")))
+            + (results.nothingSucceeded ? "\n      ✗ \(Self.nothingSucceededMessage)" : "")))
         let endpoints = RunFigures.endpoints(results)
         let requests = endpoints.reduce(0.0) { $0 + Double($1.requests) }
         lines.append(row("requests", "\(n(requests)) (\(MetricUnit.decimal(requests / max(outcome.wallSeconds, 1e-9), digits: 1))/s), "

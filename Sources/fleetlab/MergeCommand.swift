@@ -58,7 +58,7 @@ struct MergeCommand: ParsableCommand {
         let digest = try ResultsDigest.compute(ResultsDatabase.open(at: output))
         let n = { (v: Double) in MetricUnit.decimal(v, digits: 0) }
         // Load test shards whose targets refused every iteration fail merged as each did alone.
-        let refused = LoadtestSummary.nothingSucceeded(merged)
+        let refused = merged.nothingSucceeded
         let passed = merged.thresholdsPassed && merged.invariantsPassed && !refused
         var lines = ["fleetlab merge \(merged.scenario.name) — \(shards.count) shards — \(passed ? "PASSED" : "FAILED")", ""]
         lines.append("  devices       \(n(Double(merged.scenario.devices))) (" + loaded.map { "shard \($0.results.runMetadata["shard"] ?? "?") \(n(Double($0.results.scenario.devices)))" }.joined(separator: ", ") + ")")

@@ -72,6 +72,13 @@ public struct RunResults: Sendable {
     /// gives its counters the sum of the buckets written so far.
     public var isRunning: Bool { runMetadata["mode"] == "loadtest" && runMetadata["wall_seconds"] == nil }
     public var invariantsPassed: Bool { invariants.allSatisfy(\.passed) }
+    /// A load test's iterations ran and not one succeeded: the targets refused them all (a
+    /// wrong key, URL or server). Such a run shows nothing about the targets' capacity, so
+    /// it fails with or without thresholds; some failures among successes are the
+    /// thresholds' to judge, as in k6. False for a simulation (no iterations).
+    public var nothingSucceeded: Bool {
+        (total("loadtest.iterations", labels: "outcome=ok") ?? 0) == 0 && (total("loadtest.iterations", labels: "outcome=failed") ?? 0) > 0
+    }
 
     /// Bucket start times present in any series, ascending.
     public var bucketStarts: [Int64] {

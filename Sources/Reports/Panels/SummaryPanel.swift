@@ -29,7 +29,7 @@ struct SummaryPanel: DashboardPanel {
             let failed = results.total("loadtest.iterations", labels: "outcome=failed") ?? 0
             let dropped = results.total("loadtest.iterations", labels: "outcome=dropped") ?? 0
             // Not one succeeded: the targets refused them all, and the run failed for it.
-            let refused = ok == 0 && failed > 0 && !running
+            let refused = results.nothingSucceeded && !running
             cards.append(("Iterations", MetricUnit.decimal(ok + failed, digits: 0),
                           refused ? "none succeeded: the targets refused every one"
                               : MetricUnit.decimal(failed, digits: 0) + " failed, " + MetricUnit.decimal(dropped, digits: 0) + " dropped" + (running ? " so far" : ""),
