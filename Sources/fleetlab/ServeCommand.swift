@@ -345,8 +345,12 @@ enum WorkerProcess {
     }
 
     /// Exits once the supervisor is gone (the worker is then re-parented), so no worker
-    /// outlives a `fleetlab serve` that was killed outright.
-    static func dieWithParent() {
+    /// outlives a `fleetlab serve` that was killed outright. One watcher however often it
+    /// is asked: a worker of a bench's serve is asked twice (as a worker, and by the
+    /// variable it inherits).
+    static func dieWithParent() { _ = parentWatch }
+
+    private static let parentWatch: Void = {
         let parent = getppid()
         let watcher = Thread {
             while getppid() == parent { Thread.sleep(forTimeInterval: 0.5) }
@@ -354,5 +358,5 @@ enum WorkerProcess {
         }
         watcher.name = "fleetlab-worker-parent-watch"
         watcher.start()
-    }
+    }()
 }
