@@ -76,10 +76,12 @@ struct HTTPClientKeepAliveTests {
         #expect(later.outcomes == [.success(200), .success(200)] && later.connections == 2 && later.received == 2, "\(later)")
     }
 
-    @Test("an HTTP/1.0 answer without keep-alive ends its connection: the next request takes a new one, even from a server that leaves the socket open")
+    @Test("an HTTP/1.0 answer without keep-alive, or any with Connection: close, ends its connection: the next request takes a new one, even from a server that leaves the socket open")
     func http10() async throws {
         let seen = try await closingServer([Self.post, Self.post], answering: 5, with: "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok")
         #expect(seen.outcomes == [.success(200), .success(200)] && seen.connections == 2, "\(seen)")
+        let closed = try await closingServer([Self.post, Self.post], answering: 5, with: "HTTP/1.1 200 OK\r\nConnection: Upgrade, close\r\nContent-Length: 2\r\n\r\nok")
+        #expect(closed.outcomes == [.success(200), .success(200)] && closed.connections == 2, "Connection: close among other tokens: \(closed)")
         let kept = try await closingServer([Self.post, Self.post], answering: 5, with: "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nok")
         #expect(kept.outcomes == [.success(200), .success(200)] && kept.connections == 1, "\(kept)")
     }

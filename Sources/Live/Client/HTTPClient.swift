@@ -233,13 +233,12 @@ public final class HTTPClient: Sendable {
         return try SocketAddress.makeAddressResolvingHost(host, port: port)
     }
 
-    /// Back to the pool after `response`, unless the server said it closes the connection
-    /// (`Connection: close`, among other tokens or alone). A `Keep-Alive: timeout=N` it sent
-    /// (Node's servers send 5 s) bounds the reuse: a second short of it, so a request does
-    /// not go out as the server closes the connection.
+    /// Back to the pool after `response`, unless it is closed (`HTTPExchangeHandler` closes
+    /// a connection the server does not keep). A `Keep-Alive: timeout=N` it sent (Node's
+    /// servers send 5 s) bounds the reuse: a second short of it, so a request does not go
+    /// out as the server closes the connection.
     func release(_ connection: Connection, key: String, after response: HTTPResponseMessage) {
-        let closing = response.header("connection").map { Self.tokens($0).contains("close") } ?? false
-        guard !closing, connection.channel.isActive else {
+        guard connection.channel.isActive else {
             connection.channel.close(promise: nil)
             return
         }

@@ -89,10 +89,10 @@ final class HTTPExchangeHandler: ChannelInboundHandler, @unchecked Sendable {
         case .end:
             let done = promise
             promise = nil
-            done?.succeed(response)
-            // The server will not take another request on it (an HTTP/1.0 answer, say): closed
-            // now, before the caller resumes, so it never goes back to the pool.
+            // The server will not take another request on it (`Connection: close`, an HTTP/1.0
+            // answer): closed before the answer is handed on, so it never goes back to the pool.
             if !keepAlive { context.close(promise: nil) }
+            done?.succeed(response)
         }
     }
 
