@@ -36,19 +36,33 @@ public final class TCPListener: Sendable {
             let connection = accept(descriptor, nil, nil)
             guard connection >= 0 else { return }
             defer { close(connection) }
-            var seen: [UInt8] = [], answered = 0
-            var buffer = [UInt8](repeating: 0, count: 4096)
-            while true {
-                let read = read(connection, &buffer, buffer.count)
-                guard read > 0 else { return }
-                seen += buffer[..<read]
-                let requests = String(decoding: seen, as: UTF8.self).components(separatedBy: "\r\n\r\n").count - 1
-                while answered < min(requests, count) {
-                    answered += 1
-                    _ = Array(response.utf8).withUnsafeBytes { write(connection, $0.baseAddress, $0.count) }
-                }
+            Self.readRequests(on: connection) { number in
+                if number < count { Self.write(response, to: connection) }
+                return true
             }
         }
+    }
+
+    /// Reads requests on `connection` (each up to its blank line, a body without one) and
+    /// hands `next` the number of each as it arrives (0, 1, …), until the peer closes or
+    /// `next` returns false.
+    static func readRequests(on connection: Int32, _ next: (Int) -> Bool) {
+        var seen: [UInt8] = [], handed = 0
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let read = read(connection, &buffer, buffer.count)
+            guard read > 0 else { return }
+            seen += buffer[..<read]
+            let requests = String(decoding: seen, as: UTF8.self).components(separatedBy: "\r\n\r\n").count - 1
+            while handed < requests {
+                guard next(handed) else { return }
+                handed += 1
+            }
+        }
+    }
+
+    static func write(_ response: String, to connection: Int32) {
+        _ = Array(response.utf8).withUnsafeBytes { Foundation.write(connection, $0.baseAddress, $0.count) }
     }
 
     /// What `answerThenClose` saw: connections accepted, requests read.
@@ -74,19 +88,11 @@ public final class TCPListener: Sendable {
                 let connection = accept(descriptor, nil, nil)
                 guard connection >= 0 else { return }
                 tally.counts.withLock { $0.connections += 1 }
-                var seen: [UInt8] = [], answered = 0
-                var buffer = [UInt8](repeating: 0, count: 4096)
-                serving: while true {
-                    let read = read(connection, &buffer, buffer.count)
-                    guard read > 0 else { break }
-                    seen += buffer[..<read]
-                    let requests = String(decoding: seen, as: UTF8.self).components(separatedBy: "\r\n\r\n").count - 1
-                    while answered < requests {
-                        tally.counts.withLock { $0.requests += 1 }
-                        guard answered < count else { break serving }
-                        answered += 1
-                        _ = Array(response.utf8).withUnsafeBytes { write(connection, $0.baseAddress, $0.count) }
-                    }
+                Self.readRequests(on: connection) { number in
+                    tally.counts.withLock { $0.requests += 1 }
+                    guard number < count else { return false }
+                    Self.write(response, to: connection)
+                    return true
                 }
                 close(connection)
             }
