@@ -3,7 +3,7 @@ import LabTestSupport
 import Live
 import Testing
 
-@Suite("WebSocket client: a socket that cannot open says why")
+@Suite("Live clients: a connection that cannot open says why")
 struct WebSocketClientTests {
     @Test("a port nothing listens on: unreachable, not a timeout, in the system's words (the upgrade's promise ends with the refusal, which a debug build of NIO checks)")
     func unreachable() async throws {
