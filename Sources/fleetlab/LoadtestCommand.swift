@@ -293,7 +293,7 @@ struct LoadtestCommand: AsyncParsableCommand {
     static let stacks = ["sync", "agent", "chat", "ai-bridge"]
 
     /// Metrics a load test records.
-    static let liveMetrics: Set<String> = ["http.latency", "http.failures", "loadtest.iterations", "loadtest.start_lag",
+    static let liveMetrics: Set<String> = ["http.requests", "http.latency", "http.failures", "loadtest.iterations", "loadtest.start_lag",
                                            "loadtest.generator_cpu", "loadtest.busy_devices"]
 
     /// The thresholds a load test can judge, and the rest.
@@ -301,7 +301,8 @@ struct LoadtestCommand: AsyncParsableCommand {
         var measured: [Threshold] = [], skipped: [Threshold] = []
         for threshold in thresholds {
             // Live phones run unplugged: nothing reports a battery to their engines.
-            let live = metrics.contains(threshold.metric) && threshold.labels["stack"].map(stacks.contains) ?? true
+            let live = metrics.contains(threshold.metric) && threshold.per.map { metrics.contains($0.metric) } ?? true
+                && threshold.labels["stack"].map(stacks.contains) ?? true && threshold.per?.labels["stack"].map(stacks.contains) ?? true
                 && threshold.labels["power_state"].map { $0 == PowerState.unplugged.description } ?? true
             if live { measured.append(threshold) } else { skipped.append(threshold) }
         }

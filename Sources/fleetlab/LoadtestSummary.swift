@@ -152,8 +152,7 @@ struct LoadtestSummary {
         }
         if !skipped.isEmpty {
             lines.append(row("skipped", "\(skipped.count) threshold\(skipped.count == 1 ? "" : "s") on what a load test does not measure: "
-                + skipped.map { "\($0.statistic)(\($0.metric)\($0.labels.isEmpty ? "" : "{" + $0.labels.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",") + "}"))" }
-                    .joined(separator: ", ")))
+                + skipped.map(\.subject).joined(separator: ", ")))
         }
         if !faults.isEmpty {
             let servers = faults.filter(\.actsOnServer).count

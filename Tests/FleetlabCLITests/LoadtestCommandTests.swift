@@ -57,7 +57,8 @@ func servedLoad(_ serve: String, _ run: String, extra: [String] = [], scenario: 
 struct LoadtestCommandTests {
     @Test("closed and open models drive fleetlab serve over real sockets; results, dashboard and thresholds as a simulation's; the key stays out of the results")
     func againstServe() async throws {
-        let (served, dir, scenario) = try await servedLoad("load-serve", "loadtest")
+        let (served, dir, scenario) = try await servedLoad("load-serve", "loadtest", scenario: loadScenario(
+            extra: "  - {metric: http.failures, labels: {stack: sync}, per: http.requests, max: 1%}"))
         defer { served.stop() }
         let closed = try await CommandRunner.fleetlabAsync(["loadtest", scenario, "--target", "sync=\(served.syncURL)", "--key", "sync=\(served.rootKey)",
                                                             "--duration", "3s", "--devices", "8", "--think", "100ms", "--out", "closed"], in: dir)
@@ -72,7 +73,10 @@ struct LoadtestCommandTests {
         #expect(results.total("loadtest.iterations", labels: "outcome=ok") ?? 0 > 40)
         #expect(results.total("http.failures", labels: "endpoint=POST /api/v1/mobile/sync,stack=sync") == 0)
         #expect(results.runMetadata["mode"] == "loadtest" && results.runMetadata["targets"] == "sync=\(served.syncURL)")
-        #expect(results.thresholds.count == 1 && results.thresholdsPassed)
+        #expect(results.thresholds.count == 2 && results.thresholdsPassed)
+        let requests = try #require(results.total("http.requests", labels: "endpoint=POST /api/v1/mobile/sync,stack=sync"))
+        #expect(requests == Double(results.histogram(sync).totalCount), "every request is counted, and timed")
+        #expect(closed.stdout.contains("✓ http.failures{stack=sync} per http.requests{stack=sync} = 0.000% (0 of "), "\(closed.stdout)")
         let file = try Data(contentsOf: dir.appendingPathComponent("closed/results.sqlite"))
         #expect(file.range(of: Data(served.rootKey.utf8)) == nil, "the API key is not in the results")
         let page = try String(contentsOf: dir.appendingPathComponent("closed/dashboard.html"), encoding: .utf8)
@@ -289,17 +293,25 @@ struct LoadtestCommandTests {
         #expect(run.stdout.contains("sync: killed apps launched again, their engines restored and synced after"), "\(run.stdout)")
     }
 
-    @Test("a chat server that throttles sign-ups (serve --chat-auth-per-minute 3): the refused registrations are failures, and so is every message of an unregistered pair")
+    @Test("a chat server that throttles sign-ups (serve --chat-auth-per-minute 3): the refused registrations are failures, and so is every message of an unregistered pair; a bound on failures per request fails the run")
     func chatThrottled() async throws {
         let served = try await ServedFleetlab.start(data: TestPaths.scratchDirectory("load-chat-throttled").path, extra: ["--chat-auth-per-minute", "3"])
         defer { served.stop() }
         let dir = TestPaths.scratchDirectory("loadtest-chat-throttled")
-        let scenario = try writeScenario(Self.talk(phones: 4), in: dir, name: "talk.yaml")
+        // The error rate k6 users bound first (`http_req_failed: rate<0.01`), here on the share of
+        // chat requests that failed.
+        let scenario = try writeScenario(Self.talk(phones: 4) + "thresholds:\n  - {metric: http.failures, labels: {stack: chat}, per: http.requests, max: 0.1%}\n",
+                                         in: dir, name: "talk.yaml")
         let run = try await CommandRunner.fleetlabAsync(["loadtest", scenario, "--target", "chat=\(served.chatURL)", "--duration", "2s", "--devices", "4",
-                                                         "--think", "200ms", "--request-timeout", "1s", "--out", "chat", "--quiet"], in: dir)
+                                                         "--think", "200ms", "--request-timeout", "1s", "--out", "chat", "--quiet",
+                                                         "--junit", "chat.xml"], in: dir)
         let results = try ResultsDatabase.open(at: dir.appendingPathComponent("chat/results.sqlite").path).load()
-        // No threshold is set: the run fails only if not one iteration succeeded.
-        #expect(run.status == ((results.total("loadtest.iterations", labels: "outcome=ok") ?? 0) > 0 ? 0 : 3), "\(run.stdout)\(run.stderr)")
+        #expect(run.status == 3, "\(run.stdout)\(run.stderr)")
+        let junit = try String(contentsOf: dir.appendingPathComponent("chat.xml"), encoding: .utf8)
+        #expect(junit.contains("<testcase name=\"http.failures{stack=chat} per http.requests{stack=chat} &lt;= 0.10%\""), "\(junit)")
+        let failures = results.total(allLabelsOf: "http.failures"), requests = results.total(allLabelsOf: "http.requests")
+        #expect(run.stdout.contains("✗ http.failures{stack=chat} per http.requests{stack=chat} = "), "\(run.stdout)")
+        #expect(run.stdout.contains("(\(MetricUnit.count.format(failures)) of \(MetricUnit.count.format(requests))) breaks <= 0.10%"), "\(run.stdout)")
         // Three sign-ups a minute: two phones register, a third's ticket or registration is refused.
         #expect(results.total("http.failures", labels: "endpoint=POST /api/v1/auth/register,stack=chat") ?? 0 >= 1, "a refused sign-up is a failure")
         #expect(results.total("loadtest.iterations", labels: "outcome=failed") ?? 0 >= 1)

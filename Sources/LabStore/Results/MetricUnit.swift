@@ -18,11 +18,18 @@ public enum MetricUnit: String, Sendable, Hashable {
     case joules = "J"
     /// Bytes; bounds are numbers.
     case bytes = "B"
+    /// A part of a whole as a fraction (a ratio threshold's failures per request); bounds
+    /// are percentages (`1%`) or fractions (`0.01`).
+    case share = "ratio"
 
     /// Parses a bound as written in a scenario into the stored unit.
     public func parseBound(_ text: String) -> Double? {
         let cleaned = String(text.filter { $0 != "_" && $0 != "%" })
         switch self {
+        case .share:
+            let written = String(text.filter { $0 != "_" })
+            guard let value = Double(written.hasSuffix("%") ? String(written.dropLast()) : written), value >= 0 else { return nil }
+            return written.hasSuffix("%") ? value / 100 : value
         case .nanoseconds:
             // A bare number is ambiguous (seconds? milliseconds?), so durations need a unit.
             guard cleaned.contains(where: \.isLetter) else { return nil }
@@ -45,6 +52,7 @@ public enum MetricUnit: String, Sendable, Hashable {
         case .count, .perHour: return "a number"
         case .joules: return "a number of joules"
         case .bytes: return "a number of bytes"
+        case .share: return "a percentage like 1% or a fraction like 0.01"
         }
     }
 
@@ -58,6 +66,29 @@ public enum MetricUnit: String, Sendable, Hashable {
         case .count, .perHour: return Self.decimal(value, digits: value == value.rounded() ? 0 : 1)
         case .joules: return Self.decimal(value, digits: value < 100 ? 2 : 0) + " J"
         case .bytes: return Self.formatBytes(value)
+        case .share: return Self.decimal(value * 100, digits: value < 0.001 ? 3 : 2) + "%"
+        }
+    }
+
+    /// The unit of this metric's total divided by another's (a ratio threshold's `per`):
+    /// a count per a count is a share (failures per request, bounded as `1%`); anything
+    /// else keeps its unit (bytes per request).
+    public var ratioUnit: MetricUnit { self == .count ? .share : self }
+
+    /// A ratio in this unit (joules per device-second, bytes per request): plain numbers
+    /// get three significant digits below 10, where `format` would round them to nothing.
+    public func formatRatio(_ value: Double) -> String {
+        switch self {
+        case .count, .perHour, .joules:
+            guard value != 0, abs(value) < 10 else { return format(value) }
+            var digits = 2, magnitude = abs(value)
+            while magnitude < 1 && digits < 9 {
+                magnitude *= 10
+                digits += 1
+            }
+            return Self.decimal(value, digits: digits) + (self == .joules ? " J" : "")
+        case .nanoseconds, .seconds, .centipercent, .percent, .bytes, .share:
+            return format(value)
         }
     }
 

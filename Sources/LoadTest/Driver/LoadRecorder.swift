@@ -11,8 +11,8 @@ import Synchronization
 public final class LoadRecorder: Sendable {
     struct State {
         var recorder = Recorder()
-        var latency: [EndpointKey: MetricHandle] = [:]
-        var failures: [EndpointKey: MetricHandle] = [:]
+        /// Each endpoint's `http.requests`, `http.latency` and `http.failures`.
+        var endpoints: [EndpointKey: (requests: MetricHandle, latency: MetricHandle, failures: MetricHandle)] = [:]
         /// The metrics a run registers when it first records one (by name and labels):
         /// a stack's, a failure reason's, a workload's.
         var onDemand: [String: MetricHandle] = [:]
@@ -69,16 +69,20 @@ public final class LoadRecorder: Sendable {
     public func request(_ endpoint: String, stack: String = "sync", latency: Duration, failure: String?) {
         let key = EndpointKey(stack: stack, endpoint: endpoint)
         state.withLock { s in
-            if s.latency[key] == nil {
-                s.latency[key] = s.recorder.register("http.latency", labels: [("stack", stack), ("endpoint", endpoint)])
-                s.failures[key] = s.recorder.register("http.failures", labels: [("stack", stack), ("endpoint", endpoint)])
-            }
+            let handles = s.endpoints[key] ?? {
+                let labels = [("stack", stack), ("endpoint", endpoint)]
+                let registered = (s.recorder.register("http.requests", labels: labels), s.recorder.register("http.latency", labels: labels),
+                                  s.recorder.register("http.failures", labels: labels))
+                s.endpoints[key] = registered
+                return registered
+            }()
+            s.recorder.add(handles.requests)
             let ns = UInt64(max(0, latency.nanoseconds))
-            s.recorder.observe(s.latency[key]!, ns)
+            s.recorder.observe(handles.latency, ns)
             s.recent.record(ns)
             s.requests += 1
             if let failure {
-                s.recorder.add(s.failures[key]!)
+                s.recorder.add(handles.failures)
                 s.recorder.add(s.metric("http.errors", [("stack", stack), ("endpoint", endpoint), ("reason", failure)]))
                 s.errors += 1
             }

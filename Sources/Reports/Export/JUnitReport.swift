@@ -129,10 +129,14 @@ public struct JUnitReport: Sendable {
 }
 
 extension RunResults {
-    /// A threshold as people wrote it: "p99(http.latency{stack=sync}) <= 2.00s".
+    /// A threshold as people wrote it: "p99(http.latency{stack=sync}) <= 2.00s", or a
+    /// ratio's "http.failures{stack=sync} per http.requests{stack=sync} <= 1.00%".
     public func title(of threshold: ThresholdResultRow) -> String {
         let name = threshold.metric.split(separator: "{", maxSplits: 1).first.map(String.init) ?? threshold.metric
         let unit = metrics(named: name).first.flatMap { MetricUnit(rawValue: $0.unit) } ?? .count
-        return "\(threshold.statistic)(\(threshold.metric)) \(threshold.op) \(unit.format(threshold.bound))"
+        guard threshold.statistic.hasPrefix("per ") else {
+            return "\(threshold.statistic)(\(threshold.metric)) \(threshold.op) \(unit.format(threshold.bound))"
+        }
+        return "\(threshold.metric) \(threshold.statistic) \(threshold.op) \(unit.ratioUnit.formatRatio(threshold.bound))"
     }
 }

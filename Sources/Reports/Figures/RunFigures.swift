@@ -87,7 +87,10 @@ public enum RunFigures {
             let h = results.histogram(metric)
             guard !h.isEmpty, let stack = metric.label("stack"), let endpoint = metric.label("endpoint") else { return nil }
             let failures = results.total("http.failures", labels: metric.labels) ?? 0
-            return EndpointFigure(stack: stack, endpoint: endpoint, requests: h.totalCount, failures: failures,
+            // Every request made (`http.requests`) when the run counted them; runs from
+            // before it timed only the answered ones.
+            let requests = results.total("http.requests", labels: metric.labels).map { UInt64($0) } ?? h.totalCount
+            return EndpointFigure(stack: stack, endpoint: endpoint, requests: requests, failures: failures,
                                   p50: Double(h.value(atPercentile: 50)), p90: Double(h.value(atPercentile: 90)), p99: Double(h.value(atPercentile: 99)))
         }.sorted { ($0.stack, $0.endpoint) < ($1.stack, $1.endpoint) }
     }

@@ -219,15 +219,11 @@ public enum GaugeMerge: Equatable, Sendable {
 
 extension Threshold {
     /// A threshold as a results database states it (`http.latency{stack=sync}`, `p99`,
-    /// `<=`, the bound in the metric's unit), to evaluate it again on other data.
+    /// `<=`, the bound in the metric's unit; a ratio's statistic is `per NAME{…}`), to
+    /// evaluate it again on other data.
     init?(result row: ThresholdResultRow) {
-        var name = row.metric
-        var labels: [String: String] = [:]
-        if let open = name.firstIndex(of: "{"), name.hasSuffix("}") {
-            let text = String(name[name.index(after: open)..<name.index(before: name.endIndex)])
-            for (key, value) in MetricDescriptor.labelPairs(of: text) { labels[key] = value }
-            name = String(name[..<open])
-        }
+        let (name, labels) = Self.metric(row.metric)
+        var per: ThresholdDenominator?
         let statistic: ThresholdStatistic
         switch row.statistic {
         case "mean": statistic = .mean
@@ -236,12 +232,25 @@ extension Threshold {
         case "count": statistic = .count
         case "total": statistic = .total
         case "last": statistic = .last
+        case let text where text.hasPrefix("per "):
+            let (whole, wholeLabels) = Self.metric(String(text.dropFirst(4)))
+            per = ThresholdDenominator(metric: whole, labels: wholeLabels)
+            statistic = MetricCatalog.entry(named: name)?.kind == .histogram ? .count : .total
         default:
             guard row.statistic.hasPrefix("p"), let p = Double(row.statistic.dropFirst()) else { return nil }
             statistic = .percentile(p)
         }
-        let unit = MetricCatalog.entry(named: name)?.unit ?? .count
+        let entry = MetricCatalog.entry(named: name)
+        let unit = per == nil ? entry?.unit ?? .count : entry?.unit.ratioUnit ?? .share
         self.init(metric: name, labels: labels, statistic: statistic, bound: row.op == ">=" ? .atLeast(row.bound) : .atMost(row.bound),
-                  boundText: unit.format(row.bound))
+                  boundText: per == nil ? unit.format(row.bound) : unit.formatRatio(row.bound), per: per)
+    }
+
+    /// `name{key=value,…}` taken apart.
+    static func metric(_ text: String) -> (name: String, labels: [String: String]) {
+        guard let open = text.firstIndex(of: "{"), text.hasSuffix("}") else { return (text, [:]) }
+        var labels: [String: String] = [:]
+        for (key, value) in MetricDescriptor.labelPairs(of: String(text[text.index(after: open)..<text.index(before: text.endIndex)])) { labels[key] = value }
+        return (String(text[..<open]), labels)
     }
 }

@@ -130,19 +130,22 @@ struct ServerQueue<Cargo> {
     }
 }
 
-/// `http.latency` and `http.failures` of one stack by endpoint (registered as routes first
-/// appear), timed from the client's request to its answer, and the requests in flight.
+/// `http.requests`, `http.latency` and `http.failures` of one stack by endpoint (registered
+/// as routes first appear), timed from the client's request to its answer, and the
+/// requests in flight.
 struct EndpointLatency {
     let stack: String
     private var index: [String: Int] = [:]
-    private var handles: [(latency: MetricHandle, failures: MetricHandle)] = []
+    private var handles: [(requests: MetricHandle, latency: MetricHandle, failures: MetricHandle)] = []
     private var started: [Int: [Int: (at: Instant, endpoint: Int)]] = [:]
 
     init(stack: String) { self.stack = stack }
 
     /// A client made request `id` on `route`.
     mutating func began(_ device: Int, id: Int, route: String, now: Instant, recorder: inout Recorder) {
-        started[device, default: [:]][id] = (now, endpoint(route, recorder: &recorder))
+        let endpoint = endpoint(route, recorder: &recorder)
+        recorder.add(handles[endpoint].requests)
+        started[device, default: [:]][id] = (now, endpoint)
     }
 
     /// Its answer reached the client (a 5xx counts as a failure too).
@@ -164,7 +167,8 @@ struct EndpointLatency {
     mutating func endpoint(_ route: String, recorder: inout Recorder) -> Int {
         if let existing = index[route] { return existing }
         let labels = [("stack", stack), ("endpoint", route)]
-        handles.append((recorder.register("http.latency", labels: labels), recorder.register("http.failures", labels: labels)))
+        handles.append((recorder.register("http.requests", labels: labels), recorder.register("http.latency", labels: labels),
+                        recorder.register("http.failures", labels: labels)))
         index[route] = handles.count - 1
         return handles.count - 1
     }

@@ -19,6 +19,7 @@ extension SyncStack {
             fleet.recorder.observe(metrics.interval[Int(fleet.devices[device].power.rawValue)], UInt64(max(0, (now - last).nanoseconds)))
         }
         slot.lastSyncStart = now
+        fleet.recorder.add(metrics.httpRequests)
         let token = token()
         slot.inFlight = token
         exchanges[token] = Exchange(device: Int32(device), launch: slot.launches, request: request, sent: sent, startedAt: now,
@@ -26,7 +27,7 @@ extension SyncStack {
         let tickets = network.send(.request(token), from: endpoints[device], to: serverEndpoint, at: now, ordered: true)
         for ticket in tickets.prefix(1) { queue.schedule(.sync(.net(slot: ticket.slot)), at: ticket.deliverAt) }
         for ticket in tickets.dropFirst() { _ = network.deliver(slot: ticket.slot, at: now) }
-        if tickets.isEmpty { fleet.recorder.add(metrics.requests[.unreachable]) }
+        if tickets.isEmpty { exchanges[token]?.unreachable = true }
         queue.schedule(.sync(.timeout(token: token)), at: now + settings.requestTimeout)
         let bytes = Self.wireSize(of: request.json)
         fleet.transfer(device, bytes: bytes, .up, stack: .sync, at: now, queue: &queue)
@@ -59,6 +60,7 @@ extension SyncStack {
         switch outcome {
         case .failure(let refusal):
             fleet.recorder.add(metrics.requests[.refused])
+            if refusal.status >= 500 { fleet.recorder.add(metrics.httpFailures) }
             _ = try? slot.sync(.answered(.refused(status: refusal.status, retryAfter: refusal.status == 503 ? .seconds(5) : nil),
                                          tick: fleet.tickCount(device, at: now)))
         case .success(let response):
@@ -116,7 +118,8 @@ extension SyncStack {
         guard var slot = workflows.engines[device], slot.isRunning, slot.launches == exchange.launch, slot.inFlight == token else { return }
         slot.inFlight = nil
         slot.clock = now
-        fleet.recorder.add(metrics.requests[.timeout])
+        fleet.recorder.add(metrics.requests[exchange.unreachable ? .unreachable : .timeout])
+        fleet.recorder.add(metrics.httpFailures)
         _ = try? slot.sync(.answered(.unreachable, tick: fleet.tickCount(device, at: now)))
         workflows.reschedule(device, fleet: &fleet, now: now, queue: &queue)
     }

@@ -53,7 +53,7 @@ extension SyncStack {
         let tickets = network.send(.response(token), from: serverEndpoint, to: endpoints[Int(exchange.device)], at: now, ordered: true)
         for ticket in tickets.prefix(1) { queue.schedule(.sync(.net(slot: ticket.slot)), at: ticket.deliverAt) }
         for ticket in tickets.dropFirst() { _ = network.deliver(slot: ticket.slot, at: now) }
-        if tickets.isEmpty { fleet.recorder.add(metrics.requests[.unreachable]) }
+        if tickets.isEmpty { exchanges[token]?.unreachable = true }
     }
 
     // MARK: The operator

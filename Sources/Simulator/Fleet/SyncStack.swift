@@ -49,6 +49,10 @@ public struct SyncStack {
         var complete: Bool
         var maxSeq: Int64
         var finished = false
+        /// The request or its answer found no route: the client learns it at its timeout,
+        /// which counts the request as `unreachable` rather than `timeout` (one outcome a
+        /// request).
+        var unreachable = false
     }
 
     let settings: SyncSettings
@@ -215,8 +219,11 @@ struct SyncMetrics {
     }
 
     let requests: LabelledHandles<RequestOutcome>
-    /// `http.latency` of the sync endpoint: send to answer.
+    /// `http.requests`, `http.latency` (send to answer) and `http.failures` (a 5xx or no
+    /// answer in time) of the sync endpoint.
+    let httpRequests: MetricHandle
     let latency: MetricHandle
+    let httpFailures: MetricHandle
     /// By power state.
     let interval: [MetricHandle]
     let outboxDepth: MetricHandle
@@ -231,7 +238,10 @@ struct SyncMetrics {
 
     init(recorder: inout Recorder) {
         requests = LabelledHandles("sync.requests", label: "outcome", recorder: &recorder)
-        latency = recorder.register("http.latency", labels: [("stack", "sync"), ("endpoint", SyncStack.endpoint)])
+        let endpoint = [("stack", "sync"), ("endpoint", SyncStack.endpoint)]
+        httpRequests = recorder.register("http.requests", labels: endpoint)
+        latency = recorder.register("http.latency", labels: endpoint)
+        httpFailures = recorder.register("http.failures", labels: endpoint)
         interval = PowerState.allCases.map { recorder.register("sync.interval", labels: [("power_state", $0.description)]) }
         outboxDepth = recorder.register("sync.outbox_depth")
         utilisation = recorder.register("sync.server_utilisation")

@@ -173,6 +173,8 @@ public enum MetricCatalog {
               description: "From the client making a request to its answer reaching it (both links, the server's queue and service), per endpoint"),
         Entry(name: "http.errors", kind: .counter, unit: .count, labelKeys: ["stack", "endpoint", "reason"],
               description: "A load test's failed requests by why: HTTP 503, timeout, unreachable, connection closed"),
+        Entry(name: "http.requests", kind: .counter, unit: .count, labelKeys: ["stack", "endpoint"],
+              description: "Requests the clients made, answered or not, per endpoint (what http.failures is a share of)"),
         Entry(name: "http.failures", kind: .counter, unit: .count, labelKeys: ["stack", "endpoint"],
               description: "Requests that got a 5xx, no answer in time, or no connection, per endpoint"),
         Entry(name: "push.notifications", kind: .counter, unit: .count, labelKeys: ["stack", "outcome"],

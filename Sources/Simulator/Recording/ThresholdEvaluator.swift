@@ -39,23 +39,39 @@ public enum ThresholdEvaluator {
     public static func evaluate(_ thresholds: [Threshold], recorder: some ThresholdSource) -> [ThresholdResultRow] {
         thresholds.enumerated().map { index, threshold in
             let handles = recorder.metricIDs(named: threshold.metric, matching: threshold.labels)
-            let unit = MetricCatalog.entry(named: threshold.metric)?.unit ?? .count
-            let observed = observe(threshold.statistic, handles: handles, recorder: recorder)
+            let entry = MetricCatalog.entry(named: threshold.metric)
+            let unit = threshold.per == nil ? entry?.unit ?? .count : entry?.unit.ratioUnit ?? .share
+            let format = threshold.per == nil ? unit.format : unit.formatRatio
+            let observed: Double?
+            var parts = ""
+            if let per = threshold.per {
+                let whole = recorder.metricIDs(named: per.metric, matching: per.labels)
+                let part = observe(.total, handles: handles, recorder: recorder) ?? 0
+                let total = observe(.total, handles: whole, recorder: recorder) ?? 0
+                observed = total > 0 ? part / total : nil
+                let partUnit = entry?.unit ?? .count, wholeUnit = MetricCatalog.entry(named: per.metric)?.unit ?? .count
+                parts = unit == .share ? " (\(partUnit.format(part)) of \(wholeUnit.format(total)))"
+                                       : " (\(partUnit.format(part)) over \(wholeUnit.format(total)))"
+            } else {
+                observed = observe(threshold.statistic, handles: handles, recorder: recorder)
+            }
             let (op, bound, passed): (String, Double, Bool)
             switch threshold.bound {
             case .atMost(let limit): (op, bound, passed) = ("<=", limit, observed.map { $0 <= limit } ?? false)
             case .atLeast(let limit): (op, bound, passed) = (">=", limit, observed.map { $0 >= limit } ?? false)
             }
-            let labelText = threshold.labels.isEmpty ? ""
-                : "{" + threshold.labels.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",") + "}"
-            let subject = "\(threshold.statistic)(\(threshold.metric)\(labelText))"
+            let name = threshold.metric + Threshold.labelText(threshold.labels)
+            let statistic = threshold.per.map { "per \($0.metric)\(Threshold.labelText($0.labels))" } ?? threshold.statistic.description
+            let subject = threshold.subject
             let message: String
             if let observed {
-                message = "\(subject) = \(unit.format(observed)) \(passed ? "within" : "breaks") \(op) \(unit.format(bound))"
+                message = "\(subject) = \(format(observed))\(parts) \(passed ? "within" : "breaks") \(op) \(format(bound))"
+            } else if threshold.per != nil {
+                message = "\(subject) has nothing to divide by\(parts), so \(op) \(format(bound)) cannot be shown"
             } else {
                 message = "\(subject) has no data, so \(op) \(unit.format(bound)) cannot be shown"
             }
-            return ThresholdResultRow(id: index, metric: threshold.metric + labelText, statistic: threshold.statistic.description,
+            return ThresholdResultRow(id: index, metric: name, statistic: statistic,
                                       op: op, bound: bound, observed: observed, passed: passed, message: message)
         }
     }
