@@ -14,6 +14,8 @@ struct ComparisonFixture {
     var battery = 60.0
     var rareMs: [Double] = [50, 60]
     var thresholdPassed = true
+    /// `http.requests` of the failures' endpoint, when the run counted them.
+    var httpRequests: Double?
 
     func results(name: String = "cmp") -> RunResults {
         var results = RunResults(scenario: ScenarioRow(name: name, text: "", sha256: "s-\(name)", seed: 1, startTimeOfDay: 0,
@@ -36,6 +38,11 @@ struct ComparisonFixture {
         }
         results.histogramRows = [1: rows(1, syncLatencyMs), 5: rows(5, rareMs)]
         results.counterTotals = [2: failures, 3: requests]
+        if let httpRequests {
+            results.metrics.append(MetricDescriptor(id: 6, name: "http.requests", labels: "endpoint=POST /sync,stack=sync", kind: .counter, unit: "count",
+                                                    description: ""))
+            results.counterTotals[6] = httpRequests
+        }
         results.series = [4: [SeriesPointRow(metricID: 4, bucketStart: 0, value: battery)]]
         results.thresholds = [ThresholdResultRow(id: 0, metric: "http.latency{stack=sync}", statistic: "p99", op: "<=", bound: 1e9,
                                                  observed: 4e8, passed: thresholdPassed, message: "p99(http.latency{stack=sync}) = 400ms")]
@@ -88,6 +95,28 @@ struct ComparisonTests {
         #expect(kinds["sync.requests total"]?.better == .neither)
         #expect(kinds["sync.requests total"]?.judged == false)
         #expect(Set(c.breaches.map(\.name)) == ["battery.mean mean", "http.failures{endpoint=POST /sync,stack=sync} total"])
+    }
+
+    @Test("with the requests counted, failures are judged as a share of them: twice the load with twice the failures is no regression, twice the failures for the same load is")
+    func failureRate() throws {
+        let failures = "http.failures{endpoint=POST /sync,stack=sync}"
+        var before = ComparisonFixture(), busier = ComparisonFixture(), worse = ComparisonFixture()
+        before.httpRequests = 1_000
+        (busier.failures, busier.httpRequests) = (4, 2_000)
+        (worse.failures, worse.httpRequests) = (4, 1_000)
+        let same = compare(before, busier)
+        let rate = try #require(same.figures.first { $0.name == "\(failures) rate" })
+        #expect(rate.baseline == 0.002 && rate.candidate == 0.002 && rate.judged && rate.unit == .share)
+        #expect(same.figures.first { $0.name == "\(failures) total" }?.judged == false, "the count follows the load: shown, not judged")
+        #expect(same.passed, "\(same.breaches.map(\.name))")
+        let doubled = compare(before, worse)
+        #expect(doubled.breaches.map(\.name) == ["\(failures) rate"])
+        #expect(doubled.summary(htmlPath: nil).contains("0.20% → 0.40%"), "\(doubled.summary(htmlPath: nil))")
+        // On fewer requests than the sample floor, a rate is shown but not judged; nor is the
+        // count, which the rate stands for.
+        var few = before, fewWorse = worse
+        (few.httpRequests, fewWorse.httpRequests) = (50, 50)
+        #expect(compare(few, fewWorse).breaches.isEmpty)
     }
 
     @Test("a metric only one run recorded is named as new or gone, not counted as unchanged, and moves no verdict")

@@ -55,9 +55,14 @@ public struct RunComparison: Sendable {
         var figures: [ComparedFigure] = []
         for key in Set(b.values.keys).union(c.values.keys).sorted() {
             let described = b.values[key] ?? c.values[key]!
+            // Failures are judged as a rate where both runs have one: their count follows the
+            // number of requests, which is the load, not the system's health.
+            let rateKey = FigureTable.Key(metric: key.metric, labels: key.labels, statistic: "rate")
+            let byRate = key.statistic == "total" && b.values[rateKey] != nil && c.values[rateKey] != nil
             var figure = ComparedFigure(metric: key.metric, labels: key.labels, statistic: key.statistic, unit: described.unit,
                                         baseline: b.values[key]?.value, candidate: c.values[key]?.value,
-                                        better: MetricDirection.better(metric: key.metric, labels: key.labels, statistic: key.statistic, unit: described.unit))
+                                        better: byRate ? .neither
+                                            : MetricDirection.better(metric: key.metric, labels: key.labels, statistic: key.statistic, unit: described.unit))
             let samples = min(b.values[key]?.samples ?? 0, c.values[key]?.samples ?? 0)
             // A maximum is one sample (or one bucket): shown with its direction, never judged.
             figure.judged = figure.better != .neither && samples >= policy.minSamples && key.statistic != "max"
@@ -195,7 +200,14 @@ struct FigureTable {
                 values[Key(metric: metric.name, labels: metric.labels, statistic: "count")] = (Double(histogram.totalCount), .count, samples)
             case .counter:
                 // A counter is one exact total: it needs no sample floor.
-                put("total", results.counterTotals[metric.id] ?? 0, samples: Int.max)
+                let total = results.counterTotals[metric.id] ?? 0
+                put("total", total, samples: Int.max)
+                // Failures as a share of the requests made (k6's `http_req_failed` rate), which a
+                // run with more or fewer requests than the other (a load test always has)
+                // does not move; it rests on the requests as its samples.
+                if metric.name == "http.failures", let requests = results.total("http.requests", labels: metric.labels), requests > 0 {
+                    values[Key(metric: metric.name, labels: metric.labels, statistic: "rate")] = (total / requests, .share, Int(clamping: UInt64(requests)))
+                }
             case .gauge:
                 let points = results.series[metric.id] ?? []
                 guard !points.isEmpty else { continue }
