@@ -28,7 +28,8 @@ final class LoadProgressLine: Sendable {
             state.at = p.elapsed
             guard terminal || p.elapsed - state.printed >= 10 else { return nil }
             state.printed = p.elapsed
-            return "  \(Int(p.elapsed))s/\(Int(duration))s  \(MetricUnit.decimal(rate, digits: 0)) req/s  \(p.errors) errors  "
+            let share = p.errors > 0 && p.requests > 0 ? " (\(MetricUnit.share.format(Double(p.errors) / Double(p.requests))))" : ""
+            return "  \(Int(p.elapsed))s/\(Int(duration))s  \(MetricUnit.decimal(rate, digits: 0)) req/s  \(p.errors) errors\(share)  "
                 + "p99 \(p.p99.map { MetricUnit.formatDuration(Double($0)) } ?? "—")  generator CPU \(MetricUnit.decimal(p.cpuPercent, digits: 0))%"
         }
         guard let text else { return }
@@ -91,8 +92,9 @@ struct LoadtestSummary {
             + (results.nothingSucceeded ? "\n      ✗ \(Self.nothingSucceededMessage)" : "")))
         let endpoints = RunFigures.endpoints(results)
         let requests = endpoints.reduce(0.0) { $0 + Double($1.requests) }
+        let failures = endpoints.reduce(0) { $0 + $1.failures }
         lines.append(row("requests", "\(n(requests)) (\(MetricUnit.decimal(requests / max(outcome.wallSeconds, 1e-9), digits: 1))/s), "
-            + "\(n(endpoints.reduce(0) { $0 + $1.failures })) failed"))
+            + "\(n(failures)) failed" + (failures > 0 && requests > 0 ? " (\(MetricUnit.share.format(failures / requests)))" : "")))
         var notes: [String] = []
         if Set(endpoints.map(\.stack)).count > 1 { notes.append("a later stack's step from its own start") }
         if endpoints.contains(where: { $0.stack == "agent" }) { notes.append("an agent chat's later requests from their send") }

@@ -27,6 +27,7 @@ extension LoadtestCommandTests {
         let failed = results.total("http.failures", labels: "endpoint=GET /api/workflows,stack=agent") ?? 0
         #expect(failed >= 4 && results.total("http.errors", labels: "endpoint=GET /api/workflows,reason=HTTP 404,stack=agent") == failed)
         #expect(run.stdout.contains("failures    agent GET /api/workflows HTTP 404 ×"), "\(run.stdout)")
+        #expect(run.stdout.contains("failed (100.00%)"), "the requests line gives the failures' share: \(run.stdout)")
         // Not one iteration succeeded: FAILED, though the scenario sets no threshold.
         #expect(run.status == 3 && run.stdout.contains("— FAILED") && run.stdout.contains("✗ no iteration succeeded"), "\(run.stdout)")
         let page = try String(contentsOf: dir.appendingPathComponent("out/dashboard.html"), encoding: .utf8)
