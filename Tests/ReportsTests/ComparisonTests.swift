@@ -204,6 +204,25 @@ struct ComparisonTests {
         #expect(c.summary(htmlPath: nil).contains("passed → failed"))
     }
 
+    @Test("a threshold the baseline held that the candidate does not check (taken out, or loosened) fails the comparison, whatever the scenarios; one the baseline failed does not")
+    func thresholdUnchecked() throws {
+        var loosened = ComparisonFixture().results(name: "other")
+        loosened.thresholds[0].bound = 2e9
+        let c = RunComparison(baseline: ComparisonFixture().results(), baselinePath: "base.sqlite", baselineDigest: "a",
+                              candidate: loosened, candidatePath: "cand.sqlite", candidateDigest: "b")
+        #expect(!c.sameScenario)
+        #expect(c.breaches.map(\.message) == ["threshold no longer checked: p99(http.latency{stack=sync}) <= 1.00s held in the baseline; the candidate does not check it"])
+        let junit = JUnitReport.comparison(c, expectIdentical: false, timestamp: "2026-11-29T00:00:00Z", summary: "").xml
+        #expect(junit.contains("<testcase name=\"p99(http.latency{stack=sync}) &lt;= 1.00s\" classname=\"fleetlab.thresholds\""), "\(junit)")
+        #expect(junit.contains("<failure message=\"p99(http.latency{stack=sync}) &lt;= 1.00s held in the baseline"), "\(junit)")
+        var failing = ComparisonFixture()
+        failing.thresholdPassed = false
+        var removed = ComparisonFixture().results(name: "other")
+        removed.thresholds = []
+        #expect(RunComparison(baseline: failing.results(), baselinePath: "b", baselineDigest: "a", candidate: removed, candidatePath: "c",
+                              candidateDigest: "b").passed, "a bound the baseline did not hold is not lost by dropping it")
+    }
+
     @Test("the page leads with the verdict, overlays both distributions and escapes what it shows")
     func page() throws {
         var slower = ComparisonFixture()

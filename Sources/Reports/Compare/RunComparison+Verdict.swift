@@ -84,8 +84,8 @@ public struct ComparisonBreach: Sendable, Equatable {
 
 extension RunComparison {
     /// Every breach, in the order: limits named on the command line, regressions beyond
-    /// `maxRegression` (largest first), figures gone, then the candidate's failed thresholds
-    /// and invariants.
+    /// `maxRegression` (largest first), figures gone, then the candidate's failed thresholds,
+    /// the baseline's held thresholds the candidate does not check, and failed invariants.
     ///
     /// A figure the baseline has and the candidate lacks cannot be shown within a limit: it
     /// breaches a `--metric` limit that names it, and `maxRegression` when both runs have
@@ -120,6 +120,12 @@ extension RunComparison {
         for check in thresholds where check.candidatePassed == false {
             out.append(ComparisonBreach(kind: .threshold, name: check.name, message: "threshold failed: \(check.candidateDetail ?? check.name)"))
         }
+        // A bound the baseline held that the candidate does not check (taken out of the
+        // scenario, loosened, or on a stack the load test did not target) is a bound no
+        // longer shown to hold, whatever the scenarios: a gate is not passed by deleting it.
+        for check in thresholds where check.baselinePassed == true && check.candidatePassed == nil {
+            out.append(ComparisonBreach(kind: .threshold, name: check.name, message: "threshold no longer checked: \(check.name) \(Self.uncheckedDetail)"))
+        }
         for check in invariants where check.candidatePassed == false {
             out.append(ComparisonBreach(kind: .invariant, name: check.name, message: "invariant violated: \(check.name) (\(check.candidateDetail ?? ""))"))
         }
@@ -127,6 +133,9 @@ extension RunComparison {
     }
 
     public var passed: Bool { breaches.isEmpty }
+
+    /// Why a threshold of the baseline's that the candidate lacks fails.
+    static let uncheckedDetail = "held in the baseline; the candidate does not check it"
 
     /// The figures that moved: judged ones first (they decide the verdict), each group by
     /// the size of its relative move, for the summary's and the page's "largest changes".

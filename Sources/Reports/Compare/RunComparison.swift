@@ -74,8 +74,8 @@ public struct RunComparison: Sendable {
             figures.append(figure)
         }
         self.figures = figures
-        thresholds = Self.checks(baseline.thresholds.map { (baseline.title(of: $0), $0.passed, $0.message) },
-                                 candidate.thresholds.map { (candidate.title(of: $0), $0.passed, $0.message) })
+        thresholds = Self.checks(baseline.thresholds.map { (baseline.title(of: $0, unitsFrom: candidate), $0.passed, $0.message) },
+                                 candidate.thresholds.map { (candidate.title(of: $0, unitsFrom: baseline), $0.passed, $0.message) })
         invariants = Self.checks(baseline.invariants.map { ($0.name, $0.passed, "\($0.violations) of \($0.checks) checks violated") },
                                  candidate.invariants.map { ($0.name, $0.passed, "\($0.violations) of \($0.checks) checks violated") })
         distributions = baseline.metrics.filter { $0.kind == .histogram && $0.unit == MetricUnit.nanoseconds.rawValue }.compactMap { metric in

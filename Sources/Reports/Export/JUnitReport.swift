@@ -75,9 +75,10 @@ public struct JUnitReport: Sendable {
             report.cases.append(Case(name: "--metric \(limit.text)", classname: "limits",
                                      failure: hits.isEmpty ? nil : hits.map(\.message).joined(separator: "\n"), failureType: "limit"))
         }
-        for check in c.thresholds where check.candidatePassed != nil {
+        for check in c.thresholds where check.candidatePassed != nil || check.baselinePassed == true {
+            let failure = check.candidatePassed == nil ? "\(check.name) \(RunComparison.uncheckedDetail)" : check.candidateDetail
             report.cases.append(Case(name: check.name, classname: "thresholds",
-                                     failure: check.candidatePassed == true ? nil : check.candidateDetail, failureType: "threshold"))
+                                     failure: check.candidatePassed == true ? nil : failure, failureType: "threshold"))
         }
         for check in c.invariants where check.candidatePassed != nil {
             report.cases.append(Case(name: check.name, classname: "invariants",
@@ -131,9 +132,11 @@ public struct JUnitReport: Sendable {
 extension RunResults {
     /// A threshold as people wrote it: "p99(http.latency{stack=sync}) <= 2.00s", or a
     /// ratio's "http.failures{stack=sync} per http.requests{stack=sync} <= 1.00%".
-    public func title(of threshold: ThresholdResultRow) -> String {
+    /// The unit comes from this run's metric, else `other`'s (a run that recorded nothing
+    /// of the metric still names its threshold as the other run does).
+    public func title(of threshold: ThresholdResultRow, unitsFrom other: RunResults? = nil) -> String {
         let name = threshold.metric.split(separator: "{", maxSplits: 1).first.map(String.init) ?? threshold.metric
-        let unit = metrics(named: name).first.flatMap { MetricUnit(rawValue: $0.unit) } ?? .count
+        let unit = (metrics(named: name).first ?? other?.metrics(named: name).first).flatMap { MetricUnit(rawValue: $0.unit) } ?? .count
         guard threshold.statistic.hasPrefix("per ") else {
             return "\(threshold.statistic)(\(threshold.metric)) \(threshold.op) \(unit.format(threshold.bound))"
         }
