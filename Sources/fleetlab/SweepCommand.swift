@@ -41,6 +41,9 @@ struct SweepCommand: ParsableCommand {
     @Option(name: .customLong("latency-budget"), help: "The p99 the findings compare each endpoint with.")
     var latencyBudget: DurationArgument = DurationArgument(argument: "1s")!
 
+    @Option(name: .customLong("error-budget"), help: "The share of each stack's requests that may fail, which the findings compare its failure rate with (1% or 0.01).")
+    var errorBudget: String = "1%"
+
     @Option(help: "Output directory (default: runs/<scenario name>-sweep).")
     var out: String?
 
@@ -53,6 +56,9 @@ struct SweepCommand: ParsableCommand {
             base = try ScenarioLoader.load(path: scenario).overriding(duration: duration?.span, seed: seed)
         } catch {
             throw CLIFailure.badInput("\(error)")
+        }
+        guard let errors = MetricUnit.share.parseBound(errorBudget), errors > 0, errors < 1 else {
+            throw CLIFailure.badInput("--error-budget \(errorBudget): expected a share of the requests between 0 and 100 %, like 1% or 0.01")
         }
         let directory = out ?? "runs/\(base.name)-sweep"
         try OutputPaths.prepareDirectory(directory)
@@ -78,9 +84,10 @@ struct SweepCommand: ParsableCommand {
         let page = (directory as NSString).appendingPathComponent("sweep.html")
         let budget = Double(latencyBudget.span.nanoseconds)
         let progress = InvariantLedger.progressChecks
-        try OutputPaths.write(SweepDashboard.render(scenario: base.name, seed: base.seed, points: points, bound: budget, progressChecks: progress), to: page)
+        try OutputPaths.write(SweepDashboard.render(scenario: base.name, seed: base.seed, points: points, bound: budget, errorBudget: errors,
+                                                    progressChecks: progress), to: page)
         print("")
-        for finding in SweepAnalysis.findings(points, bound: budget, progressChecks: progress) { print("  " + finding) }
+        for finding in SweepAnalysis.findings(points, bound: budget, errorBudget: errors, progressChecks: progress) { print("  " + finding) }
         print("  sweep dashboard: \(page)")
         if Interrupt.isRequested { throw ExitCode(ExitStatus.interrupted) }
         if !SweepAnalysis.verdicts(points, progressChecks: progress).isEmpty { throw ExitCode(ExitStatus.checksFailed) }
@@ -92,6 +99,7 @@ struct SweepCommand: ParsableCommand {
         if let slowest = point.endpoints.max(by: { $0.p99 < $1.p99 }) {
             parts.append("slowest p99 \(MetricUnit.formatDuration(slowest.p99)) (\(slowest.stack) \(slowest.endpoint))")
         }
+        if let failed = SweepAnalysis.failureRate(point) { parts.append("\(MetricUnit.share.format(failed)) of requests failed") }
         for server in point.servers {
             parts.append("\(server.stack) server busiest \(SweepAnalysis.percent(server.peakUtilisation))")
         }

@@ -50,6 +50,7 @@ struct SweepCommandTests {
         let estimate = Int(saturation.split(separator: " ").first { Int($0.filter(\.isNumber)) != nil && $0.contains(",") || Int($0) != nil }?.filter(\.isNumber) ?? "") ?? 0
         #expect(estimate > 10 && estimate <= 80, "\(saturation)")
         #expect(result.stdout.contains("passes 3.00s between 40 and 80 devices"), "\(result.stdout)")
+        #expect(result.stdout.contains("chat: failure rate stays under 1.00% up to 80 devices"), "\(result.stdout)")
         let page = try String(contentsOf: dir.appendingPathComponent("s/sweep.html"), encoding: .utf8)
         #expect(page.contains("<svg") && page.contains("chat server saturates") && !page.contains("<script"))
     }
@@ -61,6 +62,10 @@ struct SweepCommandTests {
         for bad in ["0,10", "10..5x2", "10..100x1", "ten", "5,,6"] {
             let result = try await CommandRunner.fleetlabAsync(["sweep", scenario, "--devices", bad, "--quiet"], in: dir)
             #expect(result.status == 2, "\(bad): \(result.stderr)")
+        }
+        for bad in ["0%", "100%", "lots", "1.5"] {
+            let result = try await CommandRunner.fleetlabAsync(["sweep", scenario, "--devices", "20", "--error-budget", bad, "--quiet"], in: dir)
+            #expect(result.status == 2 && result.stderr.contains("--error-budget \(bad): expected a share"), "\(bad): \(result.stderr)")
         }
         let result = try await CommandRunner.fleetlabAsync(["sweep", scenario, "--devices", "20..50x2", "--duration", "20m", "--out", "r", "--quiet"], in: dir)
         #expect(result.status == 0, "\(result.stderr)")

@@ -43,6 +43,29 @@ struct SweepAnalysisTests {
         #expect(page.contains("Battery a day per device against fleet size"))
     }
 
+    @Test("each stack's failure rate against the error budget: where it passes it, between which sizes, and a stack that stays under it")
+    func failureRates() {
+        func point(_ devices: Int, syncFailed: Double, chatFailed: Double = 0) -> SweepPoint {
+            func endpoint(_ stack: String, _ route: String, failed: Double) -> EndpointFigure {
+                EndpointFigure(stack: stack, endpoint: route, requests: 1_000, failures: failed, p50: 1e7, p90: 2e7, p99: 3e7)
+            }
+            return SweepPoint(devices: devices, resultsPath: "\(devices)/results.sqlite",
+                              endpoints: [endpoint("sync", "POST /sync", failed: syncFailed), endpoint("sync", "POST /register", failed: 0),
+                                          endpoint("chat", "POST /messages", failed: chatFailed)],
+                              servers: [], wallSeconds: 1)
+        }
+        let points = [point(1_000, syncFailed: 2), point(2_000, syncFailed: 10), point(4_000, syncFailed: 90, chatFailed: 3)]
+        let findings = SweepAnalysis.findings(points, bound: 1e9)
+        #expect(findings.contains("sync failure rate passes 1.00% between 2,000 and 4,000 devices (0.50% → 4.50% of its requests)"), "\(findings)")
+        #expect(findings.contains("chat: failure rate stays under 1.00% up to 4,000 devices (at most 0.30%)"), "\(findings)")
+        #expect(SweepAnalysis.findings(points, bound: 1e9, errorBudget: 0.001)
+            .contains { $0.hasPrefix("sync failure rate is past 0.10% already") } == false, "0.1 % is not past 0.1 %")
+        #expect(SweepAnalysis.findings(points, bound: 1e9, errorBudget: 0.0005)
+            .contains("sync failure rate is past 0.050% already at 1,000 devices (0.10% of its requests; 4.50% at 4,000)"))
+        let page = SweepDashboard.render(scenario: "s", seed: 1, points: points, bound: 1e9)
+        #expect(page.contains("<th class=\"num\">failed requests</th>") && page.contains(">3.10%<"), "93 of 3,000 at 4,000 devices")
+    }
+
     @Test("the sweep page marks progress lost past saturation apart from a failed invariant")
     func pageMarks() {
         let points = [Self.point(1_000, chatBusy: 40), Self.point(2_000, chatBusy: 100, violated: ["chat.sends_settle"]),

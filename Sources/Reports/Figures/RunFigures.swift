@@ -12,6 +12,11 @@ public struct EndpointFigure: Sendable, Equatable {
     public var p50: Double
     public var p90: Double
     public var p99: Double
+
+    public init(stack: String, endpoint: String, requests: UInt64, failures: Double, p50: Double, p90: Double, p99: Double) {
+        (self.stack, self.endpoint, self.requests, self.failures) = (stack, endpoint, requests, failures)
+        (self.p50, self.p90, self.p99) = (p50, p90, p99)
+    }
 }
 
 /// What one stack's work cost the phones that run it.

@@ -78,7 +78,16 @@ public enum SweepAnalysis {
         }
     }
 
-    public static func findings(_ points: [SweepPoint], bound: Double, progressChecks: Set<String> = []) -> [String] {
+    /// The share of a stack's requests that failed at a point (nil: it made none).
+    public static func failureRate(_ point: SweepPoint, stack: String? = nil) -> Double? {
+        let endpoints = point.endpoints.filter { stack == nil || $0.stack == stack }
+        let requests = endpoints.reduce(0.0) { $0 + Double($1.requests) }
+        return requests > 0 ? endpoints.reduce(0) { $0 + $1.failures } / requests : nil
+    }
+
+    /// `errorBudget`: the share of a stack's requests that may fail (k6's `http_req_failed`
+    /// rate), which its failure rate is compared with at each size.
+    public static func findings(_ points: [SweepPoint], bound: Double, errorBudget: Double = 0.01, progressChecks: Set<String> = []) -> [String] {
         let points = points.sorted { $0.devices < $1.devices }
         guard let last = points.last else { return [] }
         let count = { (n: Int) in MetricUnit.decimal(Double(n), digits: 0) }
@@ -113,6 +122,22 @@ public enum SweepAnalysis {
             if !under.isEmpty {
                 lines.append("\(stack): " + (under.count == routes.count ? "every endpoint's" : "\(under.count) other endpoints'")
                     + " p99 stays under \(MetricUnit.formatDuration(bound)) up to \(count(last.devices)) devices")
+            }
+            // Failures grow past a knee as latency does: timeouts, refusals, queues full.
+            let rates = points.compactMap { point in failureRate(point, stack: stack).map { (point.devices, $0) } }
+            let share = { (rate: Double) in MetricUnit.share.format(rate) }
+            if let crossing = rates.firstIndex(where: { $0.1 > errorBudget }) {
+                let at = rates[crossing]
+                // Past the budget from the smallest size (phones out of coverage fail some
+                // requests at any load), what the fleet's growth does to it is the finding.
+                let largest = rates[rates.count - 1]
+                lines.append(crossing == 0
+                    ? "\(stack) failure rate is past \(share(errorBudget)) already at \(count(at.0)) devices (\(share(at.1)) of its requests"
+                        + (largest.0 > at.0 ? "; \(share(largest.1)) at \(count(largest.0)))" : ")")
+                    : "\(stack) failure rate passes \(share(errorBudget)) between \(count(rates[crossing - 1].0)) and \(count(at.0)) devices "
+                        + "(\(share(rates[crossing - 1].1)) → \(share(at.1)) of its requests)")
+            } else if let worst = rates.max(by: { $0.1 < $1.1 }) {
+                lines.append("\(stack): failure rate stays under \(share(errorBudget)) up to \(count(last.devices)) devices (at most \(share(worst.1)))")
             }
         }
         for stack in ["sync", "chat"] {

@@ -4,10 +4,11 @@ import LabStore
 /// The page of a capacity sweep: what was found, then latency, server load and energy
 /// against fleet size. Self-contained like the run dashboard (inline CSS and SVG).
 public enum SweepDashboard {
-    public static func render(scenario: String, seed: UInt64, points: [SweepPoint], bound: Double, progressChecks: Set<String> = []) -> String {
+    public static func render(scenario: String, seed: UInt64, points: [SweepPoint], bound: Double, errorBudget: Double = 0.01,
+                              progressChecks: Set<String> = []) -> String {
         let points = points.sorted { $0.devices < $1.devices }
         let sizes = points.map(\.devices)
-        let findings = SweepAnalysis.findings(points, bound: bound, progressChecks: progressChecks)
+        let findings = SweepAnalysis.findings(points, bound: bound, errorBudget: errorBudget, progressChecks: progressChecks)
         var sections = ""
         func section(_ title: String, _ caption: String, _ body: String, wide: Bool = true) {
             sections += "<section class=\"panel\(wide ? " wide" : "")\"><h2>\(HTML.escape(title))</h2><p class=\"caption\">\(HTML.escape(caption))</p>\(body)</section>\n"
@@ -19,14 +20,15 @@ public enum SweepDashboard {
                 // Progress that stopped past saturation is a finding (amber), anything else a failure.
                 : "<span class=\"\(SweepAnalysis.verdicts([point], progressChecks: progressChecks).isEmpty ? "overload" : "fail")\">"
                     + "\(HTML.escape(point.violated.joined(separator: ", ")))</span>"]
+                + [SweepAnalysis.failureRate(point).map { MetricUnit.share.format($0) } ?? "–"]
                 + ["sync", "chat"].map { stack in
                     point.servers.first { $0.stack == stack }.map { SweepAnalysis.percent($0.peakUtilisation) } ?? "–"
                 }
                 + ["<code>\(HTML.escape(point.resultsPath))</code>"]
         }
-        section("What the sweep found", "p99 against a budget of \(MetricUnit.formatDuration(bound)) per endpoint; a server is saturated when its busiest bucket is \(Int(SweepAnalysis.saturated)) % busy.",
-                list + HTML.table(headers: ["devices", "wall time", "invariants", "sync server, busiest bucket", "chat server, busiest bucket", "results"],
-                                  rows: rows, numericColumns: [0, 1, 3, 4]))
+        section("What the sweep found", "p99 against a budget of \(MetricUnit.formatDuration(bound)) per endpoint, each stack's failed requests against \(MetricUnit.share.format(errorBudget)) of them; a server is saturated when its busiest bucket is \(Int(SweepAnalysis.saturated)) % busy.",
+                list + HTML.table(headers: ["devices", "wall time", "invariants", "failed requests", "sync server, busiest bucket", "chat server, busiest bucket", "results"],
+                                  rows: rows, numericColumns: [0, 1, 3, 4, 5]))
         for stack in ["sync", "chat"] {
             let routes = Set(points.flatMap { $0.endpoints.filter { $0.stack == stack }.map(\.endpoint) })
             guard !routes.isEmpty else { continue }
