@@ -146,7 +146,7 @@ public struct EventSampleRow: Sendable, Equatable {
 public struct ThresholdResultRow: Sendable, Equatable {
     public var id: Int
     public var metric: String
-    /// "p99", "mean", "max", "total", "rate" ...
+    /// "p99", "mean", "max", "total" ...; a ratio's "per http.requests{stack=sync}".
     public var statistic: String
     /// "<=" or ">=".
     public var op: String
