@@ -359,9 +359,6 @@ public final class LoadRun: Sendable {
         return outcome
     }
 
-    /// Sleeps on `executor` until `instant`; false when the run stopped meanwhile. A long
-    /// wait (a staged phone's turn, an app-paced phone's tick) looks up every quarter
-    /// second, so a run that stops (Ctrl-C, an aborting threshold) ends at once.
     /// Runs `setUp`, cancelled as soon as `stop()` turns true (looked at every 50 ms): a
     /// Ctrl-C while phones register or pair ends their waits instead of the deadlines.
     static func cancelling(when stop: @escaping @Sendable () -> Bool, _ setUp: @escaping @Sendable () async -> Void) async {
@@ -375,6 +372,9 @@ public final class LoadRun: Sendable {
         }
     }
 
+    /// Sleeps on `executor` until `instant`; false when the run stopped meanwhile. A long
+    /// wait (a staged phone's turn, an app-paced phone's tick) looks up every quarter
+    /// second, so a run that stops (Ctrl-C, an aborting threshold) ends at once.
     static func wait(until instant: ContinuousClock.Instant, on executor: EventLoopTaskExecutor, clock: ContinuousClock,
                      stopping: () -> Bool) async -> Bool {
         while clock.now + .milliseconds(250) < instant {
