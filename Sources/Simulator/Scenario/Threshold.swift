@@ -183,8 +183,8 @@ extension Threshold {
         return "\(name) per \(per.metric)\(Self.labelText(per.labels))"
     }
 
-    /// `{key=value,…}` in key order, or nothing.
+    /// `{key=value,…}` in key order (a metric's canonical labels), or nothing.
     static func labelText(_ labels: [String: String]) -> String {
-        labels.isEmpty ? "" : "{" + labels.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",") + "}"
+        labels.isEmpty ? "" : "{" + MetricDescriptor.canonicalLabels(labels.map { ($0.key, $0.value) }) + "}"
     }
 }
