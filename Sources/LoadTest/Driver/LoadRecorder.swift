@@ -12,7 +12,7 @@ public final class LoadRecorder: Sendable {
     struct State {
         var recorder = Recorder()
         /// Each endpoint's `http.requests`, `http.latency` and `http.failures`.
-        var endpoints: [EndpointKey: (requests: MetricHandle, latency: MetricHandle, failures: MetricHandle)] = [:]
+        var endpoints: [EndpointKey: EndpointMetrics] = [:]
         /// The metrics a run registers when it first records one (by name and labels):
         /// a stack's, a failure reason's, a workload's.
         var onDemand: [String: MetricHandle] = [:]
@@ -70,9 +70,7 @@ public final class LoadRecorder: Sendable {
         let key = EndpointKey(stack: stack, endpoint: endpoint)
         state.withLock { s in
             let handles = s.endpoints[key] ?? {
-                let labels = [("stack", stack), ("endpoint", endpoint)]
-                let registered = (s.recorder.register("http.requests", labels: labels), s.recorder.register("http.latency", labels: labels),
-                                  s.recorder.register("http.failures", labels: labels))
+                let registered = EndpointMetrics(stack: stack, endpoint: endpoint, recorder: &s.recorder)
                 s.endpoints[key] = registered
                 return registered
             }()

@@ -136,7 +136,7 @@ struct ServerQueue<Cargo> {
 struct EndpointLatency {
     let stack: String
     private var index: [String: Int] = [:]
-    private var handles: [(requests: MetricHandle, latency: MetricHandle, failures: MetricHandle)] = []
+    private var handles: [EndpointMetrics] = []
     private var started: [Int: [Int: (at: Instant, endpoint: Int)]] = [:]
 
     init(stack: String) { self.stack = stack }
@@ -166,9 +166,7 @@ struct EndpointLatency {
 
     mutating func endpoint(_ route: String, recorder: inout Recorder) -> Int {
         if let existing = index[route] { return existing }
-        let labels = [("stack", stack), ("endpoint", route)]
-        handles.append((recorder.register("http.requests", labels: labels), recorder.register("http.latency", labels: labels),
-                        recorder.register("http.failures", labels: labels)))
+        handles.append(EndpointMetrics(stack: stack, endpoint: route, recorder: &recorder))
         index[route] = handles.count - 1
         return handles.count - 1
     }

@@ -19,7 +19,7 @@ extension SyncStack {
             fleet.recorder.observe(metrics.interval[Int(fleet.devices[device].power.rawValue)], UInt64(max(0, (now - last).nanoseconds)))
         }
         slot.lastSyncStart = now
-        fleet.recorder.add(metrics.httpRequests)
+        fleet.recorder.add(metrics.http.requests)
         let token = token()
         slot.inFlight = token
         exchanges[token] = Exchange(device: Int32(device), launch: slot.launches, request: request, sent: sent, startedAt: now,
@@ -49,7 +49,7 @@ extension SyncStack {
         guard var slot = workflows.engines[device], slot.isRunning, slot.launches == exchange.launch, slot.inFlight == token else { return }
         slot.inFlight = nil
         slot.clock = now
-        fleet.recorder.observe(metrics.latency, UInt64(max(0, (now - exchange.startedAt).nanoseconds)))
+        fleet.recorder.observe(metrics.http.latency, UInt64(max(0, (now - exchange.startedAt).nanoseconds)))
         let bytes: Int
         switch outcome {
         case .failure(let refusal): bytes = 200 + refusal.message.utf8.count
@@ -60,7 +60,7 @@ extension SyncStack {
         switch outcome {
         case .failure(let refusal):
             fleet.recorder.add(metrics.requests[.refused])
-            if refusal.status >= 500 { fleet.recorder.add(metrics.httpFailures) }
+            if refusal.status >= 500 { fleet.recorder.add(metrics.http.failures) }
             _ = try? slot.sync(.answered(.refused(status: refusal.status, retryAfter: refusal.status == 503 ? .seconds(5) : nil),
                                          tick: fleet.tickCount(device, at: now)))
         case .success(let response):
@@ -119,7 +119,7 @@ extension SyncStack {
         slot.inFlight = nil
         slot.clock = now
         fleet.recorder.add(metrics.requests[exchange.unreachable ? .unreachable : .timeout])
-        fleet.recorder.add(metrics.httpFailures)
+        fleet.recorder.add(metrics.http.failures)
         _ = try? slot.sync(.answered(.unreachable, tick: fleet.tickCount(device, at: now)))
         workflows.reschedule(device, fleet: &fleet, now: now, queue: &queue)
     }

@@ -219,11 +219,9 @@ struct SyncMetrics {
     }
 
     let requests: LabelledHandles<RequestOutcome>
-    /// `http.requests`, `http.latency` (send to answer) and `http.failures` (a 5xx or no
-    /// answer in time) of the sync endpoint.
-    let httpRequests: MetricHandle
-    let latency: MetricHandle
-    let httpFailures: MetricHandle
+    /// The sync endpoint's requests, latency (send to answer) and failures (a 5xx or no
+    /// answer in time).
+    let http: EndpointMetrics
     /// By power state.
     let interval: [MetricHandle]
     let outboxDepth: MetricHandle
@@ -238,10 +236,7 @@ struct SyncMetrics {
 
     init(recorder: inout Recorder) {
         requests = LabelledHandles("sync.requests", label: "outcome", recorder: &recorder)
-        let endpoint = [("stack", "sync"), ("endpoint", SyncStack.endpoint)]
-        httpRequests = recorder.register("http.requests", labels: endpoint)
-        latency = recorder.register("http.latency", labels: endpoint)
-        httpFailures = recorder.register("http.failures", labels: endpoint)
+        http = EndpointMetrics(stack: "sync", endpoint: SyncStack.endpoint, recorder: &recorder)
         interval = PowerState.allCases.map { recorder.register("sync.interval", labels: [("power_state", $0.description)]) }
         outboxDepth = recorder.register("sync.outbox_depth")
         utilisation = recorder.register("sync.server_utilisation")
