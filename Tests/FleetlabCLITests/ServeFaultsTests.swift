@@ -20,13 +20,16 @@ struct ServeFaultsTests {
     func brownoutAndOutage() async throws {
         let data = TestPaths.scratchDirectory("serve-faults").path
         let plan = TestPaths.scratchDirectory("serve-faults-plan").appendingPathComponent("faults.yaml")
-        try """
-        faults:
-          - {kind: server-slowdown, server: sync, at: 0s, duration: 1h, factor: 200}
-          - {kind: server-crash, server: chat, at: 20s, duration: 3s}
-          - {kind: server-errors, server: agent, at: 0s, duration: 1h, fraction: 100%}
-          - {kind: server-errors, server: ai-bridge, at: 0s, duration: 1h, fraction: 100%}
-        """.write(to: plan, atomically: true, encoding: .utf8)
+        func writePlan(crashAt: String) throws {
+            try """
+            faults:
+              - {kind: server-slowdown, server: sync, at: 0s, duration: 1h, factor: 200}
+              - {kind: server-crash, server: chat, at: \(crashAt), duration: 3s}
+              - {kind: server-errors, server: agent, at: 0s, duration: 1h, fraction: 100%}
+              - {kind: server-errors, server: ai-bridge, at: 0s, duration: 1h, fraction: 100%}
+            """.write(to: plan, atomically: true, encoding: .utf8)
+        }
+        try writePlan(crashAt: "20s")
         let served = try await ServedFleetlab.start(data: data, extra: ["--faults", plan.path])
         defer { served.stop() }
         #expect(served.output.contains("mobile-sync slowed ×200 from +0s for 1h (server-slowdown)"))
@@ -60,7 +63,11 @@ struct ServeFaultsTests {
         let closed = try await offPool { try WebSocketProbe(port: agentPort, target: "/ws/flow/app/chat/user").receive(timeout: 5) }
         #expect(closed == .close(1013))
 
-        // The window opens: nothing listens on the chat port, and /version says why.
+        // The window opens: nothing listens on the chat port, and /version says why. The plan
+        // is saved again first, so its clock starts from here (serve plays a saved plan from
+        // the save): on a loaded machine the steps above can outlast the first plan's +20 s
+        // window, which then closed before anyone looked.
+        try writePlan(crashAt: "5s")
         var down: [String: Any] = [:]
         for _ in 0..<300 where down["fault"] as? String != "down" {
             try await Task.sleep(for: .milliseconds(100))
